@@ -1,0 +1,34 @@
+# recstack developer entry points. `make demo` and `make test` set up .venv on first use.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.recstack-setup-v1
+PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(PIP) --upgrade pip
+	$(PIP) torch==2.13.0
+	$(PIP) fbgemm-gpu-cpu==1.8.0 tensordict torchmetrics==1.0.3 pyre-extensions tqdm
+	$(PIP) --no-deps torchrec==1.8.0
+	$(PIP) -e '.[dev]'
+	@touch $(STAMP)
+
+demo: setup
+	$(BIN)/recstack demo
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks
+
+test: setup lint
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache

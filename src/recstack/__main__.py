@@ -1,0 +1,5 @@
+import sys
+
+from recstack.cli import main
+
+sys.exit(main())

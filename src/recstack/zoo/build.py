@@ -1,0 +1,161 @@
+"""Build zoo models: config -> preflight -> dense layers (seeded) -> embedding backend -> table init."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from recstack.errors import ConfigError
+from recstack.zoo.config import ModelConfig, load_model_config
+from recstack.zoo.embedding import BACKENDS, TABLE_DTYPES, TorchEmbeddings, make_backend
+from recstack.zoo.memory import MemoryEstimate, check_fits, estimate
+from recstack.zoo.models import ARCH_CLASSES, RecModel
+
+MODES = ("inference", "train")
+OPTIMIZERS = ("sgd", "adagrad")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    backend: str = "torch"
+    mode: str = "inference"
+    table_dtype: str = "fp32"
+    optimizer: str = "sgd"
+    learning_rate: float = 0.01
+    seed: int = 0
+    tasks: int | None = None
+    batch_size: int = 1024  # only for the memory estimate of sparse gradients
+
+    def validate(self) -> None:
+        for field, value, allowed in (
+            ("--backend", self.backend, BACKENDS),
+            ("--mode", self.mode, MODES),
+            ("--table-dtype", self.table_dtype, TABLE_DTYPES),
+            ("--optimizer", self.optimizer, OPTIMIZERS),
+        ):
+            if value not in allowed:
+                raise ConfigError(f"must be one of {', '.join(allowed)} (got {value!r})", field=field)
+        if self.tasks is not None and self.tasks < 1:
+            raise ConfigError(f"must be >= 1 (got {self.tasks})", field="--tasks")
+
+
+def resolve_config(model: str | ModelConfig, scale: float = 1.0, tasks: int | None = None) -> ModelConfig:
+    cfg = load_model_config(model) if isinstance(model, str) else model
+    if scale != 1.0:
+        cfg = cfg.scaled(scale)
+    if tasks is not None:
+        if cfg.arch != "mtwnd":
+            raise ConfigError(f"only arch mtwnd has tasks (model {cfg.name} is {cfg.arch})", field="--tasks")
+        cfg = cfg.model_copy(update={"tasks": tasks})
+    return cfg
+
+
+def _skeleton(cfg: ModelConfig) -> RecModel:
+    """The model on the meta device: layer shapes and parameter counts, no memory."""
+    with torch.device("meta"):
+        backend = TorchEmbeddings(cfg.resolved_tables(), sparse=False, device="meta")
+        return ARCH_CLASSES[cfg.arch](cfg, backend)
+
+
+def dense_param_count(model: RecModel) -> int:
+    return sum(
+        p.numel() for name, p in model.named_parameters() if not name.startswith(("sparse_arch.", "feature_processing."))
+    )
+
+
+def memory_estimate(cfg: ModelConfig, opts: BuildOptions) -> MemoryEstimate:
+    skel = _skeleton(cfg)
+    return estimate(
+        cfg.resolved_tables(),
+        dense_params=dense_param_count(skel),
+        backend=opts.backend,
+        mode=opts.mode,
+        optimizer=opts.optimizer,
+        table_dtype=opts.table_dtype,
+        batch_size=opts.batch_size,
+    )
+
+
+def build_model(
+    model: str | ModelConfig,
+    *,
+    scale: float = 1.0,
+    options: BuildOptions | None = None,
+    preflight: bool = True,
+    **kwargs: Any,
+) -> RecModel:
+    """Build a zoo model (by id or YAML path, or a ModelConfig) ready to run.
+
+    ``options`` (or keyword arguments of :class:`BuildOptions`) choose the
+    backend, mode, table dtype, optimizer and seed. Dense layers are seeded
+    from ``seed`` independently of the backend, and every table is initialised
+    from (seed, table index), so the three backends hold the same weights.
+    """
+    opts = options or BuildOptions(**kwargs)
+    opts.validate()
+    cfg = resolve_config(model, scale, opts.tasks)
+    if preflight:
+        check_fits(memory_estimate(cfg, opts), model=cfg.name, scale=cfg.scale)
+    tables = cfg.resolved_tables()
+    # The backend is built on its own; dense layers get the global RNG seeded the same way for every backend.
+    backend = make_backend(
+        opts.backend,
+        tables,
+        mode=opts.mode,
+        table_dtype=opts.table_dtype,
+        optimizer=opts.optimizer,
+        learning_rate=opts.learning_rate,
+        device="meta" if opts.backend in ("torch", "torchrec") else "cpu",
+    )
+    if opts.backend in ("torch", "torchrec"):
+        backend.to_empty(device="cpu")  # allocate without the default init: init_weights fills every row once
+    backend.init_weights(opts.seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(opts.seed)
+        net = ARCH_CLASSES[cfg.arch](cfg, backend)
+    net.build_options = opts  # type: ignore[assignment]
+    return net
+
+
+def summary(model: str | ModelConfig, scale: float = 1.0, tasks: int | None = None) -> dict[str, Any]:
+    """Figures for `zoo list`, computed from the config without allocating tables."""
+    cfg = resolve_config(model, scale, tasks)
+    skel = _skeleton(cfg)
+    tables = cfg.resolved_tables()
+    dense_params = dense_param_count(skel)
+    table_params = sum(t.rows * t.dim for t in tables)
+    return {
+        "name": cfg.name,
+        "arch": cfg.arch,
+        "description": cfg.description,
+        "tables": len(tables),
+        "rows": sum(t.rows for t in tables),
+        "embedding_dim": cfg.embedding_dim,
+        "table_bytes": sum(t.bytes_fp32 for t in tables),
+        "lookups_per_sample": skel.lookups_per_sample(),
+        "dense_flops_per_sample": 2 * skel.dense_macs_per_sample(),
+        "dense_params": dense_params,
+        "params": table_params + dense_params,
+        "dense_features": cfg.dense_features,
+        "scale": cfg.scale,
+    }
+
+
+def module_tree(model: torch.nn.Module, max_depth: int = 4) -> list[dict[str, Any]]:
+    """The module tree as rows (path, type, parameter count, depth) for `zoo show`."""
+    rows = []
+    for path, mod in model.named_modules():
+        depth = 0 if not path else path.count(".") + 1
+        if depth > max_depth:
+            continue
+        rows.append(
+            {
+                "path": path or "(model)",
+                "type": type(mod).__name__,
+                "params": sum(p.numel() for p in mod.parameters(recurse=True)),
+                "depth": depth,
+            }
+        )
+    return rows
