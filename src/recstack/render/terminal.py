@@ -80,3 +80,79 @@ def zoo_show(info: dict[str, Any]) -> None:
         node = stack[-1][1].add(f"{row['path']}  [dim]{row['type']}  params {human_count(row['params'])}[/dim]")
         stack.append((row["depth"], node))
     c.print(tree)
+
+
+def _fmt_time(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -> None:
+    """Print a profile as an indented table: name, stage, time, share, calls, cost columns when present."""
+    from recstack.tree import Node, Profile
+
+    assert isinstance(prof, Profile)
+    c = Console(highlight=False, soft_wrap=False, file=file, width=160 if file is not None else None)
+    run, ov = prof.run, prof.overhead
+    c.print(
+        f"[bold]{run.get('model')}[/bold]  mode={run.get('mode')} ({run.get('grad_mode')})  batch={run.get('batch_size')}  "
+        f"backend={run.get('backend', '-')}  dtype={run.get('dtype')}"
+        + (f" [{run['dtype_note']}]" if run.get("dtype_note") else "")
+        + f"  threads={run.get('threads')}  scale={run.get('scale', '-')}  workload={run.get('workload', '-')}"
+    )
+    root = prof.root
+    lat = root.extra.get("latency_s") or {}
+    thr = root.extra.get("throughput_samples_per_s")
+    c.print(
+        f"step latency (uninstrumented) p50 {_fmt_time(lat.get('p50'))}  p90 {_fmt_time(lat.get('p90'))}  "
+        f"p99 {_fmt_time(lat.get('p99'))}  throughput {thr:,.0f} samples/s" if thr else "step latency: -"
+    )
+    ci = ov.get("stage_pass_ratio_ci") or [None, None]
+    opr = ov.get("op_pass_ratio")
+    c.print(
+        f"profiler overhead: stage pass {ov.get('stage_pass_ratio', 0):.3f}x (95% CI {ci[0]:.3f}-{ci[1]:.3f}), "
+        + (f"op pass {opr:.2f}x" if opr else "op pass not run")
+        + " vs uninstrumented (measured)"
+    )
+    has_cost = any(n.flops is not None or n.bytes is not None for n in root.walk())
+    t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+    t.add_column("node")
+    t.add_column("level")
+    t.add_column("time/step", justify="right")
+    t.add_column("share", justify="right")
+    t.add_column("p10-p90", justify="right")
+    t.add_column("calls", justify="right")
+    if has_cost:
+        for col in ("FLOPs", "bytes", "FLOP/B"):
+            t.add_column(col, justify="right")
+    total = root.time_s or 1.0
+
+    def add(n: Node, d: int, prefix: str) -> None:
+        p10, p90 = n.extra.get("time_s_p10"), n.extra.get("time_s_p90")
+        spread = f"{_fmt_time(p10)}-{_fmt_time(p90)}" if p10 is not None else ""
+        label = n.name if n.level != "module" else n.name.rsplit(".", 1)[-1] if d > 2 else n.name
+        row = [prefix + label, n.level, _fmt_time(n.time_s), f"{100 * n.time_s / total:5.1f}%", spread, str(n.calls)]
+        if has_cost:
+            row += [human_count(n.flops), human_bytes(n.bytes), f"{n.intensity:.2f}" if n.intensity is not None else "-"]
+        t.add_row(*row)
+        if d >= depth:
+            return
+        kids = sorted(n.children, key=lambda k: -k.time_s)
+        shown = kids[:top]
+        for k in shown:
+            add(k, d + 1, "  " * (d + 1))
+        if len(kids) > len(shown):
+            rest = sum(k.time_s for k in kids[len(shown) :])
+            t.add_row("  " * (d + 1) + f"... {len(kids) - len(shown)} more", "", _fmt_time(rest), f"{100 * rest / total:5.1f}%", "", "")
+
+    add(root, 0, "")
+    c.print(t)
+    c.print(
+        "[dim]times: medians per step; stage times measured (timing pass), module/op times apportioned from the "
+        "op pass within each stage (see docs/profiling.md)[/dim]"
+    )

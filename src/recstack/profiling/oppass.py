@@ -1,0 +1,171 @@
+"""The op-level pass: torch.profiler with named ranges for stages and modules, folded into a tree.
+
+During this pass every module gets forward pre/post hooks that open and close
+a profiler range ``recstack.module::<path>``; stage roots also open
+``recstack.stage::<stage>`` around it, and the step function opens
+``recstack.stage::loss|backward|optimizer`` and ``recstack.step::<i>``. The
+profiler nests every aten/fbgemm op (and, with CUDA, its kernels) inside these
+ranges, so attribution comes from the ranges, not from host-side timers: it
+holds when kernels run asynchronously and when compiled regions replace
+modules (their ops still run inside the enclosing range).
+
+Folding: per step, walk each range's children; stage ranges become stage
+nodes under the run, module ranges module nodes, everything else op nodes
+(nested as the dispatcher nested them). Backward work is split per forward
+stage by autograd sequence number (the forward op that created each autograd
+node). Times are summed over the op-pass steps and divided by their number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import nn
+from torch.autograd.profiler import record_function
+from torch.utils.hooks import RemovableHandle
+
+STEP = "recstack.step::"
+STAGE = "recstack.stage::"
+MODULE = "recstack.module::"
+MAX_SHAPES = 16
+
+
+def install_range_hooks(model: nn.Module, roots: dict[str, str]) -> list[RemovableHandle]:
+    """Profiler ranges around every module call (and stage ranges around stage roots)."""
+    handles: list[RemovableHandle] = []
+    for path, mod in model.named_modules():
+        if not path:
+            continue
+        names = []
+        if path in roots:
+            names.append(STAGE + roots[path])
+        names.append(MODULE + path)
+        stack: list[list[record_function]] = []
+
+        def pre(_m: nn.Module, _a: Any, _names: list[str] = names, _stack: list = stack) -> None:
+            rfs = [record_function(n) for n in _names]
+            for rf in rfs:
+                rf.__enter__()
+            _stack.append(rfs)
+
+        def post(_m: nn.Module, _a: Any, _o: Any, _stack: list = stack) -> None:
+            if _stack:
+                for rf in reversed(_stack.pop()):
+                    rf.__exit__(None, None, None)
+
+        handles.append(mod.register_forward_pre_hook(pre))
+        handles.append(mod.register_forward_hook(post, always_call=True))
+    return handles
+
+
+@dataclass
+class RawNode:
+    """A node of the op-pass tree before scaling: summed microseconds over op steps."""
+
+    name: str
+    level: str
+    stage: str | None
+    us: float = 0.0
+    calls: int = 0
+    children: dict[tuple[str, str], RawNode] = field(default_factory=dict)
+    shapes: dict[str, int] = field(default_factory=dict)
+    device_us: float = 0.0
+    nested_us: float = 0.0  # time of nested stage ranges inside this stage range
+
+    def child(self, name: str, level: str, stage: str | None) -> RawNode:
+        key = (level, name)
+        node = self.children.get(key)
+        if node is None:
+            node = self.children[key] = RawNode(name, level, stage)
+        return node
+
+
+def _dur(evt: Any) -> float:
+    return float(evt.time_range.end - evt.time_range.start)
+
+
+def _shape_key(evt: Any) -> str | None:
+    shapes = getattr(evt, "input_shapes", None)
+    if not shapes:
+        return None
+    return str([list(s) if isinstance(s, (list, tuple)) else s for s in shapes])
+
+
+class Folder:
+    """Fold profiler events of several steps into one RawNode tree (run root with stage children)."""
+
+    def __init__(self) -> None:
+        self.root = RawNode("run", "run", None)
+        self.seq_stage: dict[int, str] = {}
+        self.steps = 0
+        self.unparented_us = 0.0
+
+    def fold(self, events: Iterable[Any]) -> None:
+        evs = list(events)
+        steps = [e for e in evs if e.name.startswith(STEP) and e.cpu_parent is None]
+        self.steps += len(steps)
+        for s in steps:
+            for c in s.cpu_children:
+                self._visit(c, self.root, None, in_backward=False)
+        # Events recorded on other threads (e.g. autograd workers) are roots: place them by time.
+        for e in evs:
+            if e.cpu_parent is None and not e.name.startswith(STEP):
+                host = next((s for s in steps if s.time_range.start <= e.time_range.start <= s.time_range.end), None)
+                if host is None:
+                    continue
+                self.unparented_us += _dur(e)
+                self._visit(e, self.root.child("backward", "stage", "backward"), "backward", in_backward=True)
+
+    def _visit(self, evt: Any, ctx: RawNode, stage: str | None, *, in_backward: bool) -> None:
+        name: str = evt.name
+        if name.startswith(STAGE):
+            st = name[len(STAGE) :]
+            node = self.root.child(st, "stage", st)
+            node.us += _dur(evt)
+            node.calls += 1
+            if ctx.level == "stage" or ctx.level == "module" or ctx.level == "op":
+                # A nested stage root: its time belongs to it, not to the enclosing stage.
+                self._nested(ctx, _dur(evt))
+            for c in evt.cpu_children:
+                self._visit(c, node, st, in_backward=st == "backward")
+            return
+        if name.startswith(MODULE):
+            path = name[len(MODULE) :]
+            node = ctx.child(path, "module", stage)
+        else:
+            if in_backward and ctx.level == "stage" and ctx.name == "backward":
+                fwd = self.seq_stage.get(int(getattr(evt, "sequence_nr", -1)), "unattributed")
+                ctx = ctx.child(fwd, "stage", "backward")
+                ctx.us += _dur(evt)
+                ctx.calls += 1
+            if ctx is self.root:
+                ctx = self.root.child("other", "stage", "other")
+                stage = "other"
+            node = ctx.child(name, "op", stage)
+            key = _shape_key(evt)
+            if key is not None and (key in node.shapes or len(node.shapes) < MAX_SHAPES):
+                node.shapes[key] = node.shapes.get(key, 0) + 1
+            seq = int(getattr(evt, "sequence_nr", -1))
+            if seq >= 0 and not in_backward and stage is not None:
+                self.seq_stage[seq] = stage  # the last op with this number created the autograd node
+            for k in getattr(evt, "kernels", []) or []:
+                kn = node.child(k.name, "kernel", stage)
+                kn.us += float(k.duration)
+                kn.calls += 1
+                node.device_us += float(k.duration)
+        node.us += _dur(evt)
+        node.calls += 1
+        for c in evt.cpu_children:
+            self._visit(c, node, stage, in_backward=in_backward)
+
+    def _nested(self, ctx: RawNode, us: float) -> None:
+        """Record time of a nested stage inside ``ctx``'s stage so it can be subtracted."""
+        outer = self.root.children.get(("stage", ctx.stage)) if ctx.stage else None
+        if outer is not None:
+            outer.nested_us += us
+
+    @staticmethod
+    def stage_exclusive_us(node: RawNode) -> float:
+        return node.us - node.nested_us

@@ -1,0 +1,200 @@
+"""Stage detection: which stage each module belongs to, and which rule said so.
+
+Rules, first match wins, for every module from the root down:
+
+1. user rules (a rules YAML: ``rules: [{match: "<glob on module path>", stage: <stage>}]``);
+2. module types: embedding tables and collections (nn.EmbeddingBag/Embedding,
+   TorchRec EmbeddingBagCollection/EmbeddingCollection and their fused and
+   sharded forms, FBGEMM table-batched kernels) -> embedding; recurrent and
+   attention layers (nn.GRU/LSTM/RNN and their cells, nn.MultiheadAttention,
+   transformer layers, and classes whose name says Attention/GRU/RNN/LSTM/
+   Transformer/Interest) -> sequence; classes named *Interaction*/FM/Cross -> interaction;
+   feature-processing classes (recstack's FeatureProcessing, KJT transforms) -> feature_processing;
+3. name hints on the module's own name (``sparse_arch``, ``dense_arch``,
+   ``inter_arch``, ``over_arch``, ``tower``, ``attention``, ...);
+4. an unnamed stack of Linear layers is ``dense``, except the last such stack the
+   forward pass runs at the top level, which is the ``head``.
+
+The outermost module that matches is the *stage root*; its descendants inherit
+its stage (``rule: inherited``) unless a user rule places them elsewhere, in
+which case they become a nested stage root and their time is taken out of the
+outer stage. Modules that match nothing stay unassigned; work they do outside
+any stage root is ``other``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+
+from recstack.config.loading import load_yaml_file, parse_config
+
+FORWARD_STAGES = ("feature_processing", "embedding", "dense", "interaction", "sequence", "head")
+TRAIN_STAGES = ("loss", "backward", "optimizer")
+ALL_STAGES = FORWARD_STAGES + TRAIN_STAGES + ("communication", "other")
+
+_EMBEDDING_TYPES = (
+    "EmbeddingBag",
+    "Embedding",
+    "EmbeddingBagCollection",
+    "EmbeddingCollection",
+    "FusedEmbeddingBagCollection",
+    "FusedEmbeddingCollection",
+    "ShardedEmbeddingBagCollection",
+    "ShardedEmbeddingCollection",
+    "QuantEmbeddingBagCollection",
+    "QuantEmbeddingCollection",
+    "SplitTableBatchedEmbeddingBagsCodegen",
+    "IntNBitTableBatchedEmbeddingBagsCodegen",
+    "DenseTableBatchedEmbeddingBagsCodegen",
+    "TorchEmbeddings",
+    "TorchRecEmbeddings",
+    "TBEEmbeddings",
+)
+_SEQUENCE_TYPES = (
+    "GRU",
+    "LSTM",
+    "RNN",
+    "GRUCell",
+    "LSTMCell",
+    "RNNCell",
+    "MultiheadAttention",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+    "Transformer",
+)
+_SEQUENCE_WORDS = ("attention", "gru", "rnn", "lstm", "transformer", "interest", "activationunit", "sequence")
+_INTERACTION_WORDS = ("interaction", "crossnet", "fm", "gmf", "dotproduct")
+_FEATURE_TYPES = ("FeatureProcessing", "FeatureProcessor", "PositionWeightedModule", "KJTTransform")
+
+_NAME_HINTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("feature_processing", ("feature_processing", "feature_processor", "preproc", "preprocess", "fp_")),
+    ("embedding", ("sparse_arch", "embedding", "embeddings", "ebc", "tables", "sparse")),
+    ("interaction", ("inter_arch", "interaction", "gmf", "fm", "cross", "crossnet")),
+    ("sequence", ("attention", "interest", "seq", "sequence", "gru", "rnn", "lstm", "transformer", "encoder")),
+    ("head", ("over_arch", "top", "top_mlp", "head", "heads", "tower", "towers", "task", "output", "predict")),
+    ("dense", ("dense_arch", "bottom", "bottom_mlp", "dense", "deep", "wide", "mlp")),
+)
+
+
+class StageRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    match: str = Field(min_length=1, description="glob on the module path, e.g. 'over_arch.*'")
+    stage: str
+
+    def model_post_init(self, _ctx: object) -> None:
+        if self.stage not in FORWARD_STAGES + ("other",):
+            raise ValueError(f"stage must be one of {', '.join(FORWARD_STAGES + ('other',))} (got {self.stage!r})")
+
+
+class StageRules(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rules: list[StageRule] = Field(default_factory=list)
+
+
+def load_stage_rules(path: str | Path) -> StageRules:
+    return parse_config(StageRules, load_yaml_file(path), source=str(path))
+
+
+@dataclass
+class Placement:
+    stage: str | None
+    rule: str
+    root: bool  # True for a stage root (its own timing boundary)
+
+
+@dataclass
+class StageMap:
+    """Module path -> placement; ``roots`` lists stage roots in module order."""
+
+    placements: dict[str, Placement] = field(default_factory=dict)
+
+    @property
+    def roots(self) -> list[str]:
+        return [p for p, pl in self.placements.items() if pl.root]
+
+    def stage_of(self, path: str) -> str | None:
+        pl = self.placements.get(path)
+        return pl.stage if pl else None
+
+
+def _is_linear_stack(mod: nn.Module) -> bool:
+    kids = list(mod.modules())
+    linears = sum(isinstance(m, nn.Linear) for m in kids)
+    if linears == 0:
+        return False
+    allowed = (nn.Linear, nn.ReLU, nn.Sigmoid, nn.Tanh, nn.GELU, nn.SiLU, nn.Dropout, nn.LayerNorm,
+               nn.BatchNorm1d, nn.Sequential, nn.ModuleList, nn.PReLU, nn.LeakyReLU, nn.Identity)
+    return all(isinstance(m, allowed) or m is mod or type(m).__name__ in ("MLP", "Perceptron", "SwishLayerNorm")
+               for m in kids)
+
+
+def _type_rule(mod: nn.Module) -> tuple[str, str] | None:
+    tname = type(mod).__name__
+    if tname in _FEATURE_TYPES:
+        return "feature_processing", f"type:{tname}"
+    if tname in _EMBEDDING_TYPES or isinstance(mod, (nn.EmbeddingBag, nn.Embedding)):
+        return "embedding", f"type:{tname}"
+    if tname in _SEQUENCE_TYPES or isinstance(mod, (nn.RNNBase, nn.RNNCellBase, nn.MultiheadAttention)):
+        return "sequence", f"type:{tname}"
+    low = tname.lower()
+    if any(w in low for w in _SEQUENCE_WORDS):
+        return "sequence", f"type:{tname}"
+    if any(w in low for w in _INTERACTION_WORDS) and not _is_linear_stack(mod):
+        return "interaction", f"type:{tname}"
+    return None
+
+
+def _name_rule(path: str) -> tuple[str, str] | None:
+    last = path.rsplit(".", 1)[-1].lower()
+    for stage, hints in _NAME_HINTS:
+        for h in hints:
+            if last == h or (len(h) > 3 and (last.startswith(h) or last.endswith(h))):
+                return stage, f"name:{last}"
+    return None
+
+
+def detect_stages(model: nn.Module, rules: StageRules | None = None, call_order: list[str] | None = None) -> StageMap:
+    """Place every module of ``model`` in a stage. ``call_order``: top-level children in the order forward ran them."""
+    smap = StageMap()
+    user = rules.rules if rules else []
+    top_linear_stacks: list[str] = []
+
+    def visit(path: str, mod: nn.Module, inherited: str | None) -> None:
+        placement: Placement | None = None
+        for r in user:
+            if path and fnmatch.fnmatchcase(path, r.match):
+                placement = Placement(r.stage, f"user:{r.match}", root=r.stage != inherited)
+                break
+        if placement is None and inherited is not None:
+            placement = Placement(inherited, "inherited", root=False)
+        if placement is None and path:
+            hit = _type_rule(mod) or _name_rule(path)
+            if hit is None and _is_linear_stack(mod):
+                top_linear_stacks.append(path)
+                hit = ("dense", "type:linear-stack")
+            if hit is not None:
+                placement = Placement(hit[0], hit[1], root=True)
+        if placement is None:
+            placement = Placement(None, "unassigned", root=False)
+        smap.placements[path] = placement
+        for name, child in mod.named_children():
+            visit(f"{path}.{name}" if path else name, child, placement.stage)
+
+    visit("", model, None)
+    # The last top-level linear stack the forward pass runs is the head.
+    if top_linear_stacks:
+        order = [p for p in (call_order or []) if p in top_linear_stacks]
+        last = order[-1] if order else None
+        has_head = any(pl.stage == "head" for pl in smap.placements.values())
+        if last is not None and not has_head:
+            smap.placements[last] = Placement("head", "order:last-linear-stack", root=True)
+            for p, pl in smap.placements.items():
+                if p.startswith(last + ".") and pl.rule == "inherited":
+                    pl.stage = "head"
+    return smap

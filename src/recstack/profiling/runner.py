@@ -1,0 +1,437 @@
+"""Run the passes and assemble the Profile.
+
+Passes, each after warm-up, on the same pre-generated batches (input
+generation never runs inside a timed region):
+
+1. **Timing pass, interleaved with an uninstrumented run** (A B A B ...): A is
+   the plain step; B is the same step with stage-boundary hooks
+   (:mod:`recstack.profiling.timing`). Per-step samples give every stage's
+   median, p10 and p90, and the paired ratios B/A give the overhead with a
+   bootstrap confidence interval.
+2. **Op pass**: torch.profiler with module and stage ranges
+   (:mod:`recstack.profiling.oppass`); its times are distorted by the
+   profiler, so they are used only for *proportions*: every module and op
+   node of a stage is scaled by ``k = T_stage / P_stage`` (timing-pass median
+   over op-pass time of that stage), so children add up to their stage.
+
+``other`` is the median over steps of (step time - sum of stage times): work
+outside every stage root (the model's own forward glue, hooks' own cost).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from recstack.errors import ConfigError
+from recstack.profiling.environment import environment, native_bf16
+from recstack.profiling.oppass import MODULE, STAGE, STEP, Folder, RawNode, install_range_hooks
+from recstack.profiling.rules import FORWARD_STAGES, StageMap, StageRules, detect_stages
+from recstack.profiling.stats import bootstrap_ci, median, percentile
+from recstack.profiling.timing import StageTimer, _Region, cuda_sync, install_stage_hooks
+from recstack.tree import Node, Profile
+
+STAGE_ORDER = FORWARD_STAGES + ("loss", "backward", "optimizer", "communication", "other")
+
+
+@dataclass
+class ProfileOptions:
+    mode: str = "inference"
+    iters: int = 20
+    warmup: int = 5
+    op_iters: int = 3
+    threads: int | None = None
+    dtype: str = "fp32"
+    optimizer: str = "sgd"
+    learning_rate: float = 0.01
+    stage_rules: StageRules | None = None
+    trace_path: str | None = None
+    seed: int = 0
+    op_pass: bool = True
+    run_info: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if self.mode not in ("inference", "train"):
+            raise ConfigError(f"must be inference or train (got {self.mode!r})", field="--mode")
+        if self.iters < 2:
+            raise ConfigError(f"must be >= 2 (got {self.iters})", field="--iters")
+        if self.warmup < 0:
+            raise ConfigError(f"must be >= 0 (got {self.warmup})", field="--warmup")
+        if self.op_iters < 1:
+            raise ConfigError(f"must be >= 1 (got {self.op_iters})", field="--op-iters")
+        if self.dtype not in ("fp32", "bf16"):
+            raise ConfigError(f"must be fp32 or bf16 (got {self.dtype!r})", field="--dtype")
+        if self.optimizer not in ("sgd", "adagrad"):
+            raise ConfigError(f"must be sgd or adagrad (got {self.optimizer!r})", field="--optimizer")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"must be >= 1 (got {self.threads})", field="--threads")
+
+
+def call_model(model: nn.Module, batch: Any) -> Any:
+    """A tuple batch is positional arguments, a dict keyword arguments, anything else the single argument."""
+    if isinstance(batch, tuple):
+        return model(*batch)
+    if isinstance(batch, dict):
+        return model(**batch)
+    return model(batch)
+
+
+def _first_tensor(out: Any) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            return _first_tensor(o)
+    if isinstance(out, dict):
+        for o in out.values():
+            return _first_tensor(o)
+    if hasattr(out, "values") and callable(out.values):
+        return _first_tensor(out.values())
+    raise ConfigError("model output has no tensor to compute a loss on; pass loss_fn", field="loss_fn")
+
+
+class Step:
+    """One step (inference forward, or a full training step) with optional stage regions."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        opts: ProfileOptions,
+        loss_fn: Callable[[Any, Any], torch.Tensor] | None,
+    ) -> None:
+        self.model = model
+        self.opts = opts
+        self.train = opts.mode == "train"
+        backend = getattr(model, "sparse_arch", None)
+        self.fused = bool(getattr(backend, "fused_optimizer", False)) and self.train
+        self.inference_mode_ok = bool(getattr(backend, "supports_inference_mode", True))
+        self.grad_mode = "train" if self.train else ("inference_mode" if self.inference_mode_ok else "no_grad")
+        self.loss_fn = loss_fn
+        self.labels: dict[tuple[int, ...], torch.Tensor] = {}
+        self.optimizer: torch.optim.Optimizer | None = None
+        if self.train:
+            params = [
+                p
+                for n, p in model.named_parameters()
+                if p.requires_grad and not (self.fused and n.startswith("sparse_arch."))
+            ]
+            cls = torch.optim.SGD if opts.optimizer == "sgd" else torch.optim.Adagrad
+            self.optimizer = cls(params, lr=opts.learning_rate)
+            model.train()
+        else:
+            model.eval()
+
+    def _loss(self, out: Any, batch: Any) -> torch.Tensor:
+        if self.loss_fn is not None:
+            return self.loss_fn(out, batch)
+        labels = getattr(batch, "labels", None)
+        if hasattr(self.model, "loss") and labels is not None:
+            return self.model.loss(out, labels)
+        logits = _first_tensor(out).float()
+        key = tuple(logits.shape)
+        if key not in self.labels:
+            g = torch.Generator().manual_seed(self.opts.seed)
+            self.labels[key] = torch.randint(0, 2, key, generator=g).float().to(logits.device)
+        return torch.nn.functional.binary_cross_entropy_with_logits(logits, self.labels[key])
+
+    def run(self, batch: Any, region: Callable[[str], Any] | None = None) -> None:
+        reg = region or (lambda _s: contextlib.nullcontext())
+        if not self.train:
+            ctx = torch.inference_mode() if self.inference_mode_ok else torch.no_grad()
+            with ctx:
+                call_model(self.model, batch)
+            return
+        assert self.optimizer is not None
+        self.optimizer.zero_grad(set_to_none=True)
+        out = call_model(self.model, batch)
+        with reg("loss"):
+            loss = self._loss(out, batch)
+        with reg("backward"):
+            loss.backward()
+        with reg("optimizer"):
+            self.optimizer.step()
+
+
+def _discover_call_order(model: nn.Module, step: Step, batch: Any) -> list[str]:
+    order: list[str] = []
+    handles = [
+        m.register_forward_pre_hook(lambda _m, _a, _n=name: order.append(_n)) for name, m in model.named_children()
+    ]
+    try:
+        step.run(batch)
+    finally:
+        for h in handles:
+            h.remove()
+    return order
+
+
+def _stage_roots(smap: StageMap) -> dict[str, str]:
+    return {p: pl.stage for p, pl in smap.placements.items() if pl.root and pl.stage and pl.stage != "other"}
+
+
+def _to_node(raw: RawNode, parent_path: str, factor: float, steps: int) -> Node:
+    path = f"{parent_path}/{raw.name}" if parent_path else raw.name
+    time_s = raw.us * 1e-6 / max(steps, 1) * factor
+    node = Node(
+        name=raw.name,
+        path=path,
+        level=raw.level,
+        stage=raw.stage,
+        time_s=time_s,
+        calls=int(round(raw.calls / max(steps, 1))),
+    )
+    if raw.level == "op":
+        node.extra["shapes"] = [eval_shape(k) for k in raw.shapes]
+        node.extra["distinct_shapes"] = len(raw.shapes)
+        node.extra["op_pass_time_s"] = raw.us * 1e-6 / max(steps, 1)
+        if raw.device_us:
+            node.extra["device_time_s"] = raw.device_us * 1e-6 / max(steps, 1)
+    if raw.level == "kernel":
+        node.extra["device"] = "cuda"
+    node.children = [_to_node(c, path, factor, steps) for c in raw.children.values()]
+    node.children.sort(key=lambda n: -n.time_s)
+    node.self_time_s = max(0.0, node.time_s - sum(c.time_s for c in node.children if c.level != "kernel"))
+    return node
+
+
+def eval_shape(key: str) -> Any:
+    import ast
+
+    try:
+        return ast.literal_eval(key)
+    except (ValueError, SyntaxError):
+        return key
+
+
+def profile_model(
+    model: nn.Module,
+    batches: list[Any],
+    opts: ProfileOptions,
+    *,
+    loss_fn: Callable[[Any, Any], torch.Tensor] | None = None,
+    batch_size: int | None = None,
+) -> Profile:
+    """Profile ``model`` on ``batches`` (cycled). See the module docstring for the method."""
+    opts.validate()
+    if not batches:
+        raise ConfigError("no batches to run", field="inputs")
+    old_threads = torch.get_num_threads()
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    dtype_note = None
+    if opts.dtype == "bf16":
+        if not hasattr(model, "set_dense_dtype"):
+            raise ConfigError("bf16 needs a recstack zoo model; convert your own model before profiling", field="--dtype")
+        model.set_dense_dtype(torch.bfloat16)
+        dtype_note = "native bf16" if native_bf16() else "emulated: this CPU has no native bf16 (no AVX512-BF16/AMX)"
+    try:
+        return _profile(model, batches, opts, loss_fn, batch_size, dtype_note)
+    finally:
+        torch.set_num_threads(old_threads)
+
+
+def _profile(
+    model: nn.Module,
+    batches: list[Any],
+    opts: ProfileOptions,
+    loss_fn: Callable[[Any, Any], torch.Tensor] | None,
+    batch_size: int | None,
+    dtype_note: str | None,
+) -> Profile:
+    step = Step(model, opts, loss_fn)
+    n = len(batches)
+    sync = cuda_sync()
+    wall0 = time.perf_counter()
+
+    # Warm-up (the first step also records the top-level call order for stage rules).
+    order = _discover_call_order(model, step, batches[0])
+    for i in range(max(0, opts.warmup - 1)):
+        step.run(batches[(i + 1) % n])
+    smap = detect_stages(model, opts.stage_rules, order)
+    roots = _stage_roots(smap)
+
+    # Pass 1: A (uninstrumented) / B (stage timing), interleaved.
+    timer = StageTimer(sync)
+    plain: list[float] = []
+    timed: list[float] = []
+    stage_samples: dict[str, list[float]] = {}
+    region = (lambda s: _Region(timer, s)) if step.train else None
+    for i in range(opts.iters):
+        batch = batches[i % n]
+        if sync:
+            sync()
+        t0 = time.perf_counter_ns()
+        step.run(batch)
+        if sync:
+            sync()
+        plain.append((time.perf_counter_ns() - t0) * 1e-9)
+
+        handles = install_stage_hooks(model, roots, timer)
+        try:
+            timer.reset()
+            t0 = timer.start()
+            step.run(batch, region)
+            t1 = timer.stop()
+        finally:
+            for h in handles:
+                h.remove()
+        total = (t1 - t0) * 1e-9
+        timed.append(total)
+        acc = {k: v * 1e-9 for k, v in timer.acc.items()}
+        acc["other"] = max(0.0, total - sum(acc.values()))
+        for k in set(stage_samples) | set(acc):
+            stage_samples.setdefault(k, [0.0] * i).append(acc.get(k, 0.0))
+
+    # Pass 2: op level.
+    folder = Folder()
+    op_steps: list[float] = []
+    if opts.op_pass:
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+
+        def op_region(s: str) -> Any:
+            return record_function(STAGE + s)
+
+        handles = install_range_hooks(model, roots)
+        try:
+            with profile(activities=acts, record_shapes=True) as prof:
+                for i in range(opts.op_iters):
+                    batch = batches[i % n]
+                    t0 = time.perf_counter_ns()
+                    with record_function(f"{STEP}{i}"):
+                        step.run(batch, op_region if step.train else None)
+                    if sync:
+                        sync()
+                    op_steps.append((time.perf_counter_ns() - t0) * 1e-9)
+        finally:
+            for h in handles:
+                h.remove()
+        folder.fold(prof.events())
+        if opts.trace_path:
+            prof.export_chrome_trace(str(opts.trace_path))
+    wall = time.perf_counter() - wall0
+
+    # Assemble the tree.
+    run_t = median(timed)
+    model_name = opts.run_info.get("model") or type(model).__name__
+    root = Node(name=model_name, path="run", level="run", stage=None, time_s=run_t, calls=1)
+    root.extra.update(
+        time_s_p10=percentile(timed, 10),
+        time_s_p90=percentile(timed, 90),
+    )
+    stage_names = sorted(stage_samples, key=lambda s: STAGE_ORDER.index(s) if s in STAGE_ORDER else 99)
+    for sname in stage_names:
+        samples = stage_samples[sname]
+        t = median(samples)
+        raw = folder.root.children.get(("stage", sname))
+        node = Node(name=sname, path=sname, level="stage", stage=sname, time_s=t, calls=1)
+        node.extra.update(time_s_p10=percentile(samples, 10), time_s_p90=percentile(samples, 90))
+        if raw is not None and folder.steps:
+            p_us = Folder.stage_exclusive_us(raw) if sname != "other" else sum(c.us for c in raw.children.values())
+            p = p_us * 1e-6 / folder.steps
+            factor = t / p if p > 0 else 0.0
+            node.extra.update(op_pass_time_s=p, apportion_factor=factor)
+            node.children = [_to_node(c, sname, factor, folder.steps) for c in raw.children.values()]
+            for c in node.children:
+                if c.level == "stage":  # backward per forward stage
+                    c.path = f"{sname}/{c.name}"
+            node.children.sort(key=lambda c: -c.time_s)
+        node.self_time_s = max(0.0, node.time_s - sum(c.time_s for c in node.children))
+        if sname == "optimizer" and step.fused:
+            node.extra["note"] = "embedding-table update is fused into backward (tbe); this stage holds dense layers only"
+        if sname == "backward" and step.fused:
+            node.extra["note"] = "includes the fused embedding-table optimizer update (tbe)"
+        root.children.append(node)
+    if step.fused and "optimizer" not in stage_samples:
+        root.extra["optimizer_note"] = "embedding-table update fused into backward (tbe)"
+    root.self_time_s = max(0.0, root.time_s - sum(c.time_s for c in root.children))
+
+    a_med = median(plain)
+    ratios = [b / a for a, b in zip(plain, timed, strict=True) if a > 0]
+    overhead = {
+        "uninstrumented_step_s": a_med,
+        "uninstrumented_step_s_p10": percentile(plain, 10),
+        "uninstrumented_step_s_p90": percentile(plain, 90),
+        "stage_pass_step_s": run_t,
+        "stage_pass_ratio": median(ratios),
+        "stage_pass_ratio_ci": list(bootstrap_ci(ratios)),
+        "op_pass_step_s": median(op_steps) if op_steps else None,
+        "op_pass_ratio": (median(op_steps) / a_med) if op_steps and a_med > 0 else None,
+        "pairs": len(ratios),
+        "profiling_wall_s": wall,
+        "method": "A/B interleaved: A uninstrumented, B stage hooks; ratio = median of per-pair B/A, "
+        "95% bootstrap CI of that median; op pass under torch.profiler with module ranges",
+    }
+    bs = batch_size or _infer_batch_size(batches[0])
+    latency = {"p50": percentile(plain, 50), "p90": percentile(plain, 90), "p99": percentile(plain, 99)}
+    root.extra["latency_s"] = latency
+    root.extra["throughput_samples_per_s"] = (bs / latency["p50"]) if bs and latency["p50"] > 0 else None
+
+    run = {
+        "model": model_name,
+        "batch_size": bs,
+        "mode": opts.mode,
+        "grad_mode": step.grad_mode,
+        "dtype": opts.dtype,
+        "dtype_note": dtype_note,
+        "threads": torch.get_num_threads(),
+        "device": "cuda" if torch.cuda.is_available() and _on_cuda(model) else "cpu",
+        "seed": opts.seed,
+        "iters": opts.iters,
+        "warmup": opts.warmup,
+        "op_iters": opts.op_iters if opts.op_pass else 0,
+        "optimizer": opts.optimizer if step.train else None,
+        "optimizer_fused_into_backward": step.fused,
+        "stage_rules": [r.model_dump() for r in opts.stage_rules.rules] if opts.stage_rules else [],
+        "stage_roots": {p: {"stage": s, "rule": smap.placements[p].rule} for p, s in roots.items()},
+        "unassigned_modules": [
+            p for p, pl in smap.placements.items() if p and pl.stage is None and "." not in p
+        ],
+    }
+    for k, v in opts.run_info.items():
+        run.setdefault(k, v)
+    _annotate_modules(root, smap, model)
+    return Profile(
+        run_id=uuid.uuid4().hex[:12],
+        run=run,
+        environment=environment(),
+        overhead=overhead,
+        root=root,
+        ranks=[{"rank": 0, "root": "root"}],
+    )
+
+
+def _annotate_modules(root: Node, smap: StageMap, model: nn.Module) -> None:
+    types = {p: type(m).__name__ for p, m in model.named_modules()}
+    for n in root.walk():
+        if n.level == "module":
+            pl = smap.placements.get(n.name)
+            n.extra["module_type"] = types.get(n.name)
+            n.extra["rule"] = pl.rule if pl else None
+
+
+def _on_cuda(model: nn.Module) -> bool:
+    for p in model.parameters():
+        return p.is_cuda
+    return False
+
+
+def _infer_batch_size(batch: Any) -> int | None:
+    bs = getattr(batch, "batch_size", None)
+    if isinstance(bs, int):
+        return bs
+    try:
+        return int(_first_tensor(batch).shape[0])
+    except Exception:
+        return None
+
+
+__all__ = ["MODULE", "STAGE", "ProfileOptions", "profile_model"]
