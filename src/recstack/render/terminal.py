@@ -9,8 +9,12 @@ from rich.table import Table
 from rich.tree import Tree
 
 
-def console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+def console(file: Any = None) -> Console:
+    """A rich console; when output is not a terminal (pipes, files, CI logs), 140 columns wide."""
+    c = Console(highlight=False, soft_wrap=False, file=file)
+    if not c.is_terminal:
+        c = Console(highlight=False, soft_wrap=False, file=file, width=140)
+    return c
 
 
 def human_bytes(n: float | None) -> str:
@@ -97,7 +101,7 @@ def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -
     from recstack.tree import Node, Profile
 
     assert isinstance(prof, Profile)
-    c = Console(highlight=False, soft_wrap=False, file=file, width=160 if file is not None else None)
+    c = console(file)
     run, ov = prof.run, prof.overhead
     c.print(
         f"[bold]{run.get('model')}[/bold]  mode={run.get('mode')} ({run.get('grad_mode')})  batch={run.get('batch_size')}  "
