@@ -260,3 +260,36 @@ def test_cli_factory_profile_and_show(tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("error:")
     r = _cli("profile", "nosuchmod:factory", env=env)
     assert r.returncode == 2 and "nosuchmod" in r.stderr
+
+
+@pytest.mark.parametrize("backend", ["torch", "tbe"])
+def test_embedding_tables_and_memory(backend):
+    from recstack.zoo.embedding import hash_ids
+
+    model = build_model("rmc2", scale=TINY, backend=backend)
+    batches = [raw_batch(model, 64, seed=i) for i in range(2)]
+    prof = recstack.profile(model, batches, iters=2, warmup=0, op_iters=1)
+    tables = prof.extra["embedding_tables"]
+    assert len(tables) == 32
+    t0 = tables[0]
+    ids = hash_ids(batches[0].sparse[t0["feature"]].values, t0["rows"])
+    assert t0["lookups"] == ids.numel()
+    assert t0["unique_rows"] == len(set(ids.tolist()))
+    assert t0["bytes_requested"] == t0["lookups"] * 64 * 4
+    assert t0["bytes_unique"] == t0["unique_rows"] * 64 * 4
+    assert t0["pooling_factor"] == pytest.approx(t0["lookups"] / 64)
+    mem = prof.extra["memory"]
+    emb = mem["resident_by_stage"]["embedding"]
+    assert emb["parameters"] + emb["buffers"] >= sum(t["table_bytes"] for t in tables)
+    assert mem["peak_step"]["peak_rss_bytes"] > 0
+    assert prof.stage("embedding").extra["resident_bytes"] == emb
+
+
+def test_train_tables_touch_unique_rows():
+    model = build_model("rmc1", scale=TINY, backend="torch", mode="train")
+    prof = recstack.profile(model, [raw_batch(model, 32)], mode="train", optimizer="adagrad", iters=2, warmup=1, op_iters=1)
+    t = prof.extra["embedding_tables"][0]
+    assert t["backward_rows_touched"] == t["unique_rows"]
+    assert t["optimizer_bytes"] == 5 * t["bytes_unique"]
+    assert t["table_bytes"] <= t["optimizer_state_bytes"] <= t["table_bytes"] + 64  # dense state (+ step)
+    assert prof.extra["memory"]["resident_by_stage"]["embedding"]["optimizer_state"] >= t["table_bytes"]

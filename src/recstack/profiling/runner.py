@@ -317,6 +317,7 @@ def _profile(
         folder.fold(prof.events())
         if opts.trace_path:
             prof.export_chrome_trace(str(opts.trace_path))
+    extra = _embedding_and_memory(model, step, batches[0], smap, opts)
     wall = time.perf_counter() - wall0
 
     # Assemble the tree.
@@ -399,6 +400,10 @@ def _profile(
     for k, v in opts.run_info.items():
         run.setdefault(k, v)
     _annotate_modules(root, smap, model)
+    for st in root.children:
+        res = extra["memory"]["resident_by_stage"].get(st.name)
+        if res:
+            st.extra["resident_bytes"] = res
     return Profile(
         run_id=uuid.uuid4().hex[:12],
         run=run,
@@ -406,7 +411,72 @@ def _profile(
         overhead=overhead,
         root=root,
         ranks=[{"rank": 0, "root": "root"}],
+        extra=extra,
     )
+
+
+def _train_table_costs(t: dict[str, Any], backend: str, optimizer: str) -> None:
+    """Backward and optimizer bytes per table (formula; sparse updates touch unique rows)."""
+    uniq, req, full = t["bytes_unique"], t["bytes_requested"], t["table_bytes"]
+    if backend == "torch":  # sparse gradient: one row per lookup (uncoalesced), then a coalesced sparse update
+        bw = req
+        opt = 3 * uniq + (2 * uniq if optimizer == "adagrad" else 0)
+    elif backend == "torchrec":  # unsharded EBC: a dense gradient the size of the table
+        bw = full + req
+        opt = 3 * full + (2 * full if optimizer == "adagrad" else 0)
+    else:  # tbe: the optimizer is fused into backward and touches unique rows only
+        bw = req + 2 * uniq + (2 * 4 * t["unique_rows"] if optimizer == "adagrad" else 0)
+        opt = 0
+    t["backward_bytes"] = bw
+    t["backward_rows_touched"] = t["unique_rows"]
+    t["optimizer_bytes"] = opt
+    t["optimizer_rows_touched"] = t["unique_rows"] if backend != "torchrec" else t["rows"]
+
+
+def _embedding_and_memory(model: nn.Module, step: Step, batch: Any, smap: StageMap, opts: ProfileOptions) -> dict:
+    """Per-table embedding detail (computed from the batch's indices) and memory (computed and measured).
+
+    Runs outside the timed passes.
+    """
+    from recstack.profiling.memory import peak_step_memory, resident_by_stage
+
+    out: dict[str, Any] = {}
+    backend = getattr(model, "sparse_arch", None)
+    from recstack.workload.batch import RawBatch
+
+    if backend is not None and hasattr(backend, "tables") and isinstance(batch, RawBatch):
+        from recstack.zoo.embedding import table_stats
+
+        table_dtype = getattr(backend, "table_dtype", "fp32")
+        tables = table_stats(backend, batch, table_dtype=table_dtype)
+        if step.train:
+            for t in tables:
+                _train_table_costs(t, backend.name, opts.optimizer)
+        out["embedding_tables"] = tables
+    peak = peak_step_memory(lambda: step.run(batch))
+    resident = resident_by_stage(model, smap, step.optimizer)
+    out["memory"] = {"resident_by_stage": resident, "peak_step": peak, "provenance": {
+        "resident_by_stage": "computed (tensor sizes)", "peak_step": "measured"}}
+    if "embedding_tables" in out and step.optimizer is not None:
+        _table_optimizer_state(model, step.optimizer, out["embedding_tables"])
+    return out
+
+
+def _table_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, tables: list[dict]) -> None:
+    weights = getattr(model.sparse_arch, "table_weights", None)
+    if weights is None:
+        return
+    try:
+        by_ptr = {w.data_ptr(): name for name, w in weights().items()}
+    except Exception:
+        return
+    state_bytes: dict[str, int] = {}
+    for p, st in optimizer.state.items():
+        name = by_ptr.get(p.data_ptr())
+        if name:
+            state_bytes[name] = sum(v.numel() * v.element_size() for v in st.values() if isinstance(v, torch.Tensor))
+    for t in tables:
+        t["optimizer_state_bytes"] = state_bytes.get(t["table"], 0)
 
 
 def _annotate_modules(root: Node, smap: StageMap, model: nn.Module) -> None:

@@ -432,3 +432,39 @@ class FeatureProcessing(nn.Module):
 
     def forward(self, batch: RawBatch) -> Processed:
         return self._backend.process(batch)
+
+
+def table_stats(backend: EmbeddingBackend, batch: RawBatch, *, table_dtype: str = "fp32") -> list[dict[str, Any]]:
+    """Per-table figures of one batch (computed from the hashed indices, outside timed passes).
+
+    lookups: IDs looked up; unique_rows: distinct rows touched (a direct count);
+    bytes_requested = lookups x row bytes; bytes_unique = unique_rows x row bytes;
+    row bytes = dim x element size (+4 bytes of scale/bias per int8 row).
+    """
+    elem = {"fp32": 4, "fp16": 2, "int8": 1}[table_dtype]
+    rows_out = []
+    b = max(1, batch.batch_size)
+    for t in backend.tables:
+        ids, lengths = backend._hashed(batch, t)
+        row_bytes = t.dim * elem + (4 if table_dtype == "int8" else 0)
+        lookups = int(ids.numel())
+        unique = int(torch.unique(ids).numel()) if lookups else 0
+        rows_out.append(
+            {
+                "table": t.name,
+                "feature": t.feature,
+                "kind": t.kind,
+                "rows": t.rows,
+                "dim": t.dim,
+                "dtype": table_dtype,
+                "row_bytes": row_bytes,
+                "table_bytes": t.rows * row_bytes,
+                "lookups": lookups,
+                "unique_rows": unique,
+                "bytes_requested": lookups * row_bytes,
+                "bytes_unique": unique * row_bytes,
+                "pooling_factor": lookups / b,
+                "reuse": (lookups / unique) if unique else None,
+            }
+        )
+    return rows_out
