@@ -2,7 +2,7 @@
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.recstack-setup-v1
+STAMP := $(VENV)/.recstack-setup-v2
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
 
 .PHONY: setup demo test lint bench clean
@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) fbgemm-gpu-cpu==1.8.0 tensordict torchmetrics==1.0.3 pyre-extensions tqdm
 	$(PIP) --no-deps torchrec==1.8.0
 	$(PIP) -e '.[dev]'
+	bash scripts/install-browser.sh
 	@touch $(STAMP)
 
 demo: setup
@@ -28,7 +29,7 @@ test: setup lint
 	$(BIN)/python -m pytest -q
 
 bench: setup
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/python benchmarks/bench_profiler.py --vs-torch-profiler
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache

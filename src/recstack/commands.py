@@ -78,7 +78,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     print(f"recstack demo: profiling {args.model} (scale {args.scale}, batch {args.batch_size}, production workload)")
     sys.stdout.flush()
-    return cmd_profile(ns)
+    rc = cmd_profile(ns)
+    if rc:
+        return rc
+    from recstack.report import write_report
+    from recstack.tree import Profile
+
+    html = write_report(Profile.load(ns.output), out / f"{args.model}.report.html")
+    print(f"report written to {html.resolve()}")
+    return 0
 
 
 def _add_profile_args(p: argparse.ArgumentParser) -> None:
@@ -111,6 +119,8 @@ def build_profile_parser() -> argparse.ArgumentParser:
 
 
 def register_all(sub: argparse._SubParsersAction) -> None:
+    from recstack.report.commands import register as register_report
+
     p = sub.add_parser("profile", help="profile a model: run -> stage -> module -> op")
     _add_profile_args(p)
     p.set_defaults(func=cmd_profile)
@@ -127,6 +137,11 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int_at_least("--batch-size", 1), default=512)
     p.add_argument("--out", default="out/demo")
     p.set_defaults(func=cmd_demo)
+
+    register_report(sub)
+    from recstack.hardware.commands import register as register_hardware
+
+    register_hardware(sub)
 
 
 __all__ = ["ConfigError", "register_all"]

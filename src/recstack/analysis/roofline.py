@@ -1,0 +1,497 @@
+"""Roofline classification of every node of a Profile against measured machine figures.
+
+``classify(profile, machine)`` is pure with respect to the outside world: it
+reads the Profile's cost fields (``flops``, ``bytes``, ``intensity``, and for
+embedding ops ``extra["unique_bytes"]``) and a machine dict
+(:mod:`recstack.hardware.machine`), and mutates the tree:
+
+* every node gets ``extra["bound"]`` (``"memory"``, ``"compute"``,
+  ``"overhead"`` or None), ``extra["bound_basis"]`` (``"requested bytes"`` /
+  ``"unique bytes"`` or None), ``extra["bound_reason"]`` and
+  ``extra["roofline"]`` with the figures below;
+* the profile gets ``extra["machine"]``: the compact machine figures used
+  (roofs at the profile's thread count and dtype, thresholds).
+
+Figures per node (``extra["roofline"]``): ``achieved_flops`` (flops/time_s),
+``achieved_bytes_per_s`` (bytes/time_s), ``achieved_unique_bytes_per_s``,
+``intensity`` (flops/bytes), ``roof`` (``stream`` or ``gather``),
+``roof_bytes_per_s``, ``peak_flops``, ``ceiling_flops`` (min(peak, I x bandwidth)
+on the basis bytes), ``ceiling_fraction`` (achieved over ceiling; equals
+max(compute_fraction, memory fraction on the basis)), ``compute_fraction``,
+``memory_fraction_requested``, ``memory_fraction_unique``, ``per_call_s``
+and, for gathers, ``gather`` (row bytes, table bytes, where they came from).
+
+Which bandwidth: an op is *gather-like* when its name is an embedding/gather
+op (:data:`GATHER_OP_PATTERN`) or it carries the cost model's lookups or
+unique bytes; a module, stage or run when its outermost embedding/gather ops
+take at least :data:`GATHER_DOMINANCE` of the op time in its subtree
+(:func:`gather_share`, :func:`is_gather_like`).
+Gather-like nodes are held to the measured random-gather bandwidth (uniform
+indices: every lookup a fresh row) interpolated at their row size and table
+footprint (:func:`gather_point`; log-log in both, linear in threads); every
+other node to the streaming bandwidth (best of copy and triad).
+
+Cost-model fields are read from ``extra[key]`` or ``extra["cost_detail"][key]``
+(:func:`cost_extra`): ``unique_bytes``, ``lookups`` and ``table_bytes``
+(requested row bytes, lookups x row size).
+
+Basis: when a gather node's requested bytes per second exceed the gather
+roof (possible only because skewed lookups hit hot rows in cache) and it
+carries unique bytes (its own, or for a module or stage whose outermost
+embedding ops all carry them, its bytes with those ops' requested bytes
+replaced by their unique bytes), the memory fraction is taken on unique bytes (the
+traffic that had to come from memory at least once): ``bound_basis =
+"unique bytes"``. Otherwise on requested bytes. Both fractions are stored.
+
+Bound: ``overhead`` when the node moves no bytes and does no FLOPs (views,
+no-ops), when the time per call is below :data:`OVERHEAD_PER_CALL_S`
+or the node reaches less than :data:`OVERHEAD_ROOF_FRACTION` of both roofs
+(compute, and memory on both bases); else ``compute`` when its compute
+fraction exceeds its memory fraction (it sits right of the ridge), else
+``memory``. Nodes with null ``flops`` or ``bytes`` get ``bound = None`` and a reason.
+
+Roof values use the best repeat of each machine figure (:data:`ROOF_STATISTIC`,
+as STREAM does: interference only ever lowers a rate).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from recstack.errors import DataError
+from recstack.tree import Node, Profile
+
+ROOF_STATISTIC = "max"
+OVERHEAD_PER_CALL_S = 5e-6
+OVERHEAD_ROOF_FRACTION = 0.10
+GATHER_DOMINANCE = 0.5
+UNIQUE_BASIS_WHEN_REQUESTED_ABOVE = 1.0
+DEFAULT_ROW_BYTES = 128
+GATHER_OP_PATTERN = re.compile(r"embedding|index_select|gather|\btake\b", re.IGNORECASE)
+ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
+THRESHOLDS = {
+    "overhead_per_call_s": OVERHEAD_PER_CALL_S,
+    "overhead_roof_fraction": OVERHEAD_ROOF_FRACTION,
+    "gather_dominance": GATHER_DOMINANCE,
+    "unique_basis_when_requested_above": UNIQUE_BASIS_WHEN_REQUESTED_ABOVE,
+    "roof_statistic": ROOF_STATISTIC,
+}
+
+
+# -- machine figures --------------------------------------------------------------
+def interp_threads(by_threads: dict[int, float], threads: int) -> float:
+    """Linear interpolation over measured thread counts, clamped at both ends."""
+    ts = sorted(by_threads)
+    return float(np.interp(threads, ts, [by_threads[t] for t in ts]))
+
+
+def _value(stat: dict[str, Any]) -> float:
+    return float(stat[ROOF_STATISTIC])
+
+
+@dataclass
+class Roofs:
+    """The roofs for one profile: peak FLOP/s, stream and gather bandwidth at its threads and dtype."""
+
+    device: str
+    threads: int
+    dtype: str
+    peak_flops: float
+    peak_label: str
+    stream_bw: float
+    stream_label: str
+    gather_points: dict[tuple[int, int], float]  # (row bytes, table bytes) -> bytes/s (uniform)
+    compute_roofs: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def gather_bw(self, row_bytes: float, table_bytes: float) -> float:
+        """Gather bandwidth at (row, table), log-log interpolated over the grid and clamped to it."""
+        rows = sorted({r for r, _ in self.gather_points})
+        lr = math.log2(max(row_bytes, 1.0))
+
+        def along_tables(r: int) -> float:
+            pts = sorted((t, bw) for (rr, t), bw in self.gather_points.items() if rr == r)
+            xs = [math.log2(t) for t, _ in pts]
+            ys = [math.log2(bw) for _, bw in pts]
+            return float(np.interp(math.log2(max(table_bytes, 1.0)), xs, ys))
+
+        xs = [math.log2(r) for r in rows]
+        ys = [along_tables(r) for r in rows]
+        return float(2 ** np.interp(lr, xs, ys))
+
+
+def build_roofs(machine: dict[str, Any], run: dict[str, Any]) -> Roofs:
+    """Roofs for a profile's ``run`` (threads, dtype, device) from a validated machine dict."""
+    dtype = str(run.get("dtype") or "fp32")
+    device = str(run.get("device") or "cpu")
+    notes: list[str] = []
+    if device == "cuda":
+        return _gpu_roofs(machine, run, dtype)
+    measured = sorted(int(t) for t in machine["gemm_flops"]["fp32"]["by_threads"])
+    threads = int(run.get("threads") or max(measured))
+    if threads > max(measured):
+        notes.append(f"profile ran at {threads} threads; figures measured up to {max(measured)} (clamped)")
+    compute_roofs = []
+    for dt, entry in machine["gemm_flops"].items():
+        if not isinstance(entry, dict) or "by_threads" not in entry:
+            continue
+        bt = {int(t): _value(s) for t, s in entry["by_threads"].items()}
+        label = f"{dt} GEMM" + (" (emulated)" if entry.get("emulated") else "")
+        compute_roofs.append({"dtype": dt, "label": label, "flops": interp_threads(bt, threads)})
+    peak_dtype = dtype if dtype in machine["gemm_flops"] else "fp32"
+    if peak_dtype != dtype:
+        notes.append(f"machine has no {dtype} GEMM figure; fp32 peak used")
+    peak = next(r for r in compute_roofs if r["dtype"] == peak_dtype)
+    for r in compute_roofs:
+        r["main"] = r["dtype"] == peak_dtype
+    stream_bt: dict[int, float] = {}
+    for t, kinds in machine["stream_bandwidth"]["by_threads"].items():
+        stream_bt[int(t)] = max(_value(kinds["copy"]), _value(kinds["triad"]))
+    cells: dict[tuple[int, int], dict[int, float]] = {}
+    for c in machine["gather_bandwidth"]["grid"]:
+        if c["dist"] == "uniform":
+            cells.setdefault((int(c["row_bytes"]), int(c["table_bytes"])), {})[int(c["threads"])] = _value(
+                c["bandwidth"]
+            )
+    if not cells:
+        raise DataError("machine file: gather_bandwidth.grid has no uniform cells")
+    return Roofs(
+        device="cpu",
+        threads=threads,
+        dtype=dtype,
+        peak_flops=peak["flops"],
+        peak_label=f"{peak['label']} at {threads} thread(s)",
+        stream_bw=interp_threads(stream_bt, threads),
+        stream_label=f"stream (best of copy, triad) at {threads} thread(s)",
+        gather_points={k: interp_threads(v, threads) for k, v in cells.items()},
+        compute_roofs=compute_roofs,
+        notes=notes,
+    )
+
+
+def _gpu_roofs(machine: dict[str, Any], run: dict[str, Any], dtype: str) -> Roofs:
+    gpu = machine.get("gpu")
+    if gpu and gpu.get("error"):
+        raise DataError(
+            f"the machine file's GPU measurement failed ({gpu['error']}); re-measure with --refresh"
+        )
+    if not gpu:
+        raise DataError(
+            "the profile ran on cuda but the machine file has no GPU figures (measure on that host)"
+        )
+    gemm = gpu["gemm_flops"]
+    compute_roofs = [
+        {"dtype": k, "label": f"{k} GEMM", "flops": _value(v), "main": k == dtype} for k, v in gemm.items()
+    ]
+    if dtype not in gemm:
+        raise DataError(f"machine file: gpu.gemm_flops has no {dtype!r} figure")
+    cells = {
+        (int(c["row_bytes"]), int(c["table_bytes"])): _value(c["bandwidth"])
+        for c in gpu["gather_bandwidth"]["grid"]
+        if c["dist"] == "uniform"
+    }
+    return Roofs(
+        device="cuda",
+        threads=int(run.get("threads") or 1),
+        dtype=dtype,
+        peak_flops=_value(gemm[dtype]),
+        peak_label=f"{dtype} GEMM on {gpu.get('name', 'GPU')}",
+        stream_bw=_value(gpu["hbm_bandwidth"]["copy"]),
+        stream_label="HBM (device copy)",
+        gather_points=cells,
+        compute_roofs=compute_roofs,
+    )
+
+
+# -- gather detection -------------------------------------------------------------
+def _top_gather_ops(node: Node) -> Iterator[Node]:
+    """Outermost embedding/gather op nodes in ``node``'s subtree (nested ones are not counted twice)."""
+    if node.level == "op" and GATHER_OP_PATTERN.search(node.name):
+        yield node
+        return
+    for c in node.children:
+        yield from _top_gather_ops(c)
+
+
+def _top_ops(node: Node) -> Iterator[Node]:
+    """Outermost op nodes in ``node``'s subtree (``node`` itself if it is an op)."""
+    if node.level == "op":
+        yield node
+        return
+    for c in node.children:
+        yield from _top_ops(c)
+
+
+def gather_share(node: Node) -> float:
+    """Share of the op time in ``node``'s subtree (outermost ops) spent in embedding/gather ops.
+
+    Op time, not node time: module hooks and Python glue between ops are
+    not work of either kind, and at small scales they are a large part of
+    an embedding stage's time."""
+    total = sum(o.time_s for o in _top_ops(node))
+    if total <= 0:
+        return 0.0
+    return min(1.0, sum(g.time_s for g in _top_gather_ops(node)) / total)
+
+
+def is_gather_like(node: Node, share: float | None = None) -> bool:
+    """An embedding/gather op (by name, or carrying the cost model's lookups or unique bytes), or a
+    non-op node whose outermost embedding/gather ops take at least :data:`GATHER_DOMINANCE` of its op time.
+
+    Unique bytes alone do not make a module, stage or run gather-like: the
+    cost model sums them up the tree, so every ancestor of an embedding op carries them."""
+    if node.level in ("op", "kernel"):
+        return bool(GATHER_OP_PATTERN.search(node.name)) or (
+            node.level == "op"
+            and (cost_extra(node, "unique_bytes") is not None or bool(cost_extra(node, "lookups")))
+        )
+    return (gather_share(node) if share is None else share) >= GATHER_DOMINANCE
+
+
+def _shape_point(op: Node, elem: int) -> tuple[float, float, float] | None:
+    """(row bytes, table bytes, lookups) from an op's recorded shapes when its first argument is 2-D."""
+    shapes = op.extra.get("shapes")
+    if not isinstance(shapes, list) or not shapes:
+        return None
+    first = shapes[0]
+    if not isinstance(first, list) or len(first) < 2:
+        return None
+    w, idx = first[0], first[1]
+    if not (isinstance(w, list) and len(w) == 2 and all(isinstance(x, int) for x in w)):
+        return None
+    lookups = float(idx[0]) if isinstance(idx, list) and len(idx) == 1 and isinstance(idx[0], int) else 1.0
+    return float(w[1] * elem), float(w[0] * w[1] * elem), max(lookups, 1.0)
+
+
+def _model_config_point(run: dict[str, Any], elem: int) -> tuple[float, float] | None:
+    cfg = run.get("model_config")
+    if not isinstance(cfg, dict):
+        return None
+    try:
+        from recstack.zoo.config import ModelConfig
+
+        tables = ModelConfig.model_validate(cfg).resolved_tables()
+    except Exception:
+        return None
+    if not tables:
+        return None
+    weight = sum(t.pooling for t in tables)
+    row = sum(t.pooling * t.dim * elem for t in tables) / weight
+    return row, float(sum(t.rows * t.dim * elem for t in tables))
+
+
+def cost_extra(node: Node, key: str) -> float | None:
+    """A cost-model figure of ``node``: ``extra[key]``, else ``extra["cost_detail"][key]`` (where
+    :mod:`recstack.costmodel` puts ``lookups``, ``table_bytes`` = lookups x row bytes, ``unique_bytes``)."""
+    v = _num(node.extra.get(key))
+    if v is None:
+        detail = node.extra.get("cost_detail")
+        if isinstance(detail, dict):
+            v = _num(detail.get(key))
+    return v
+
+
+def gather_point(node: Node, run: dict[str, Any], roofs: Roofs) -> dict[str, Any]:
+    """Row bytes and table footprint for a gather node, each with where it came from.
+
+    Row bytes, in order: ``extra["row_bytes"]``; the cost model's requested
+    row bytes over its lookups (``table_bytes / lookups``: exact for
+    quantised rows too); the 2-D weight shapes of the outermost embedding
+    ops (weighted by lookups); the run's model config; else
+    :data:`DEFAULT_ROW_BYTES`. Footprint (all tables the node reads), in
+    order: ``extra["table_footprint_bytes"]``; the weight shapes (sum over
+    distinct modules); the model config (all tables); else the largest
+    measured table (treated as far beyond the cache).
+    """
+    elem = ELEMENT_BYTES.get(str(run.get("table_dtype") or "fp32"), 4)
+    pts = [(p, op.path) for op in _top_gather_ops(node) if (p := _shape_point(op, elem)) is not None]
+    mc = _model_config_point(run, elem)
+    row, row_src = _num(node.extra.get("row_bytes")), "node"
+    if row is None:
+        req, looks = cost_extra(node, "table_bytes"), cost_extra(node, "lookups")
+        if req and looks:
+            row, row_src = req / looks, "cost model (requested row bytes / lookups)"
+    if row is None and pts:
+        looks_total = sum(p[2] for p, _ in pts)
+        row, row_src = sum(p[0] * p[2] for p, _ in pts) / looks_total, "op shapes"
+    if row is None and mc is not None:
+        row, row_src = mc[0], "model config (all tables)"
+    if row is None:
+        row, row_src = float(DEFAULT_ROW_BYTES), "default"
+    table, table_src = _num(node.extra.get("table_footprint_bytes")), "node"
+    if table is None and pts:
+        tables = {path.rsplit("/", 1)[0]: p[1] for p, path in pts}
+        table, table_src = float(sum(tables.values())), "op shapes"
+    if table is None and mc is not None:
+        table, table_src = mc[1], "model config (all tables)"
+    if table is None:
+        table, table_src = float(max(t for _, t in roofs.gather_points)), "default (largest measured table)"
+    return {"row_bytes": row, "row_source": row_src, "table_bytes": table, "table_source": table_src}
+
+
+def summed_unique_bytes(node: Node) -> float | None:
+    """Unique bytes of a node that carries none itself but whose outermost embedding ops all do:
+    the node's bytes with each op's requested bytes replaced by its unique bytes. None otherwise."""
+    if node.level == "op":
+        return None
+    ops = list(_top_gather_ops(node))
+    total = _num(node.bytes)
+    if not ops or total is None:
+        return None
+    req = [_num(o.bytes) for o in ops]
+    uni = [cost_extra(o, "unique_bytes") for o in ops]
+    if any(v is None for v in req + uni):
+        return None
+    return max(0.0, total - sum(req) + sum(uni))  # type: ignore[arg-type]
+
+
+# -- classification ---------------------------------------------------------------
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def classify_node(node: Node, roofs: Roofs, run: dict[str, Any]) -> None:
+    """Annotate one node (see the module docstring for keys and rules)."""
+    ex = node.extra
+    flops, nbytes, t = _num(node.flops), _num(node.bytes), _num(node.time_s)
+    unique, unique_source = cost_extra(node, "unique_bytes"), "cost model"
+    if unique is None:
+        unique, unique_source = summed_unique_bytes(node), "summed from embedding ops"
+    share = gather_share(node)
+    is_gather = is_gather_like(node, share)
+    info: dict[str, Any] = {"roof": "gather" if is_gather else "stream", "peak_flops": roofs.peak_flops}
+    ex["roofline"] = info
+    ex["bound"] = None
+    ex["bound_basis"] = None
+    missing = [k for k, v in (("flops", flops), ("bytes", nbytes)) if v is None]
+    if missing:
+        if ex.get("cost_in_parent"):
+            ex["bound_reason"] = "its cost is counted at the enclosing op (cost_in_parent)"
+        elif ex.get("uncovered"):
+            ex["bound_reason"] = (
+                f"no cost figures: {ex.get('uncovered_reason', 'not covered by the cost model')}"
+            )
+        else:
+            ex["bound_reason"] = f"no cost figures ({' and '.join(missing)} null): run the cost model"
+        return
+    if ex.get("partial"):
+        info["partial"] = True  # the cost sums over a subtree with unpriced parts
+    assert flops is not None and nbytes is not None
+    if t is None or t <= 0:
+        ex["bound_reason"] = "no time measured for this node"
+        return
+    if is_gather:
+        gp = gather_point(node, run, roofs)
+        gp["share"] = share
+        info["gather"] = gp
+        bw = roofs.gather_bw(gp["row_bytes"], gp["table_bytes"])
+    else:
+        bw = roofs.stream_bw
+    calls = max(1, int(node.calls or 1))
+    ach_f, ach_b = flops / t, nbytes / t
+    ach_u = unique / t if unique is not None else None
+    frac_c = ach_f / roofs.peak_flops if roofs.peak_flops > 0 else 0.0
+    frac_req = ach_b / bw if bw > 0 else 0.0
+    frac_uni = ach_u / bw if ach_u is not None and bw > 0 else None
+    basis = "requested bytes"
+    frac_mem, basis_bytes = frac_req, nbytes
+    if frac_uni is not None and frac_req > UNIQUE_BASIS_WHEN_REQUESTED_ABOVE:
+        basis, frac_mem, basis_bytes = "unique bytes", frac_uni, float(unique or 0.0)
+    intensity = _num(node.intensity)
+    if intensity is None and nbytes > 0:
+        intensity = flops / nbytes
+    basis_intensity = flops / basis_bytes if basis_bytes > 0 else None
+    ceiling = min(roofs.peak_flops, basis_intensity * bw) if basis_intensity is not None else None
+    if unique is not None:
+        info["unique_bytes_source"] = unique_source
+    info.update(
+        achieved_flops=ach_f,
+        achieved_bytes_per_s=ach_b,
+        achieved_unique_bytes_per_s=ach_u,
+        intensity=intensity,
+        roof_bytes_per_s=bw,
+        ridge_intensity=roofs.peak_flops / bw if bw > 0 else None,
+        ceiling_flops=ceiling,
+        ceiling_fraction=max(frac_c, frac_mem),
+        compute_fraction=frac_c,
+        memory_fraction_requested=frac_req,
+        memory_fraction_unique=frac_uni,
+        per_call_s=t / calls,
+    )
+    ex["bound_basis"] = basis
+    per_call = t / calls
+    best_mem = max(frac_req, frac_uni or 0.0)
+    if flops == 0 and nbytes == 0:
+        ex["bound"] = "overhead"
+        ex["bound_reason"] = "0 FLOPs and 0 bytes (a view, metadata or no-op): its time is dispatch overhead"
+    elif per_call < OVERHEAD_PER_CALL_S:
+        ex["bound"] = "overhead"
+        ex["bound_reason"] = (
+            f"{per_call * 1e6:.2f} us per call is below the {OVERHEAD_PER_CALL_S * 1e6:.0f} us floor "
+            "where dispatch and launch cost dominate"
+        )
+    elif frac_c < OVERHEAD_ROOF_FRACTION and best_mem < OVERHEAD_ROOF_FRACTION:
+        ex["bound"] = "overhead"
+        ex["bound_reason"] = (
+            f"reaches {frac_c:.1%} of peak FLOP/s and {best_mem:.1%} of the {info['roof']} bandwidth: below "
+            f"{OVERHEAD_ROOF_FRACTION:.0%} of both roofs"
+        )
+    elif frac_c > frac_mem:
+        ex["bound"] = "compute"
+        ex["bound_reason"] = f"{frac_c:.0%} of {roofs.peak_label}; intensity right of the ridge"
+    else:
+        ex["bound"] = "memory"
+        ex["bound_reason"] = f"{frac_mem:.0%} of the {info['roof']} bandwidth on {basis}" + (
+            f" (requested bytes at {frac_req:.0%}: hot rows served from cache)"
+            if basis == "unique bytes"
+            else ""
+        )
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**20:.0f} MiB" if n < 2**30 else f"{n / 2**30:.1f} GiB"
+
+
+def classify(profile: Profile, machine: dict[str, Any]) -> None:
+    """Classify every node of ``profile`` against ``machine`` (mutates; see the module docstring)."""
+    from recstack.hardware.machine import validate_machine
+
+    validate_machine(machine, "machine")
+    run = profile.run or {}
+    roofs = build_roofs(machine, run)
+    for node in profile.nodes():
+        classify_node(node, roofs, run)
+    gather_roofs: dict[float, dict[str, Any]] = {}
+    for stage in profile.root.children:
+        g = stage.extra.get("roofline", {}).get("gather")
+        bw = stage.extra.get("roofline", {}).get("roof_bytes_per_s")
+        if g and bw:
+            label = f"gather {g['row_bytes']:.0f} B rows, {_gib(g['table_bytes'])} ({stage.name})"
+            gather_roofs.setdefault(round(bw, -6), {"label": label, "bytes_per_s": bw})
+    gvals = list(roofs.gather_points.values())
+    profile.extra["machine"] = {
+        "host": machine.get("host"),
+        "cpu_model": machine.get("cpu_model"),
+        "measured_at": machine.get("measured_at"),
+        "mode": machine.get("mode", "quick" if machine.get("quick") else "full"),
+        "device": roofs.device,
+        "threads": roofs.threads,
+        "dtype": roofs.dtype,
+        "peak_flops": roofs.peak_flops,
+        "peak_label": roofs.peak_label,
+        "compute_roofs": roofs.compute_roofs,
+        "stream_bandwidth": roofs.stream_bw,
+        "stream_label": roofs.stream_label,
+        "gather_bandwidth_range": [min(gvals), max(gvals)],
+        "gather_roofs": list(gather_roofs.values()),
+        "latency_ns": _num(machine.get("latency_ns", {}).get("dram", {}).get("median")),
+        "ridge_intensity": roofs.peak_flops / roofs.stream_bw if roofs.stream_bw > 0 else None,
+        "thresholds": dict(THRESHOLDS),
+        "notes": roofs.notes,
+    }

@@ -1,0 +1,190 @@
+"""CLI commands ``recstack machine`` and ``recstack roofline``.
+
+``register(subparsers)`` adds both; each sub-parser sets ``func`` to a
+callable ``(args) -> int``. Bad input raises :class:`~recstack.errors.RecstackError`
+subclasses (the main CLI prints ``error: <msg>`` and exits 2). Progress goes
+to stderr so that ``--json`` output on stdout stays parseable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from recstack.errors import ConfigError
+
+
+def _stderr_progress() -> Callable[[str], None]:
+    """Print one line per benchmark step (set-up lines once per kind, every timing round) to stderr."""
+    last = [""]
+
+    def say(msg: str) -> None:
+        key = " ".join(msg.split()[:2])
+        if key != last[0] or " round " in msg:
+            last[0] = key
+            sys.stderr.write(f"  measuring: {msg}\n")
+            sys.stderr.flush()
+
+    return say
+
+
+def _si(v: float | None, unit: str) -> str:
+    if v is None:
+        return "n/a"
+    for div, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.1f} {p}{unit}"
+    return f"{v:.1f} {unit}"
+
+
+def _stat(st: dict[str, Any], unit: str) -> str:
+    return f"{_si(st['median'], unit)} [{_si(st['min'], unit)} .. {_si(st['max'], unit)}, n={st['repeats']}]"
+
+
+def _size(n: float) -> str:
+    for div, p in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= div:
+            return f"{n / div:g} {p}"
+    return f"{n:g} B"
+
+
+def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) -> str:
+    """Human-readable summary of a machine dict (medians with [min .. max, repeats])."""
+    out = [
+        f"machine: {m['host']}  {m['cpu_model']}  ({m.get('cpus', '?')} CPUs)",
+        f"measured {m['measured_at']}  mode {m.get('mode', 'quick' if m['quick'] else 'full')}"
+        f"  in {m.get('duration_s', 0):.0f} s  load avg before/after {m.get('load_avg', {}).get('before')}"
+        f" / {m.get('load_avg', {}).get('after')}",
+    ]
+    out += [f"note: {n}" for n in m.get("notes", [])]
+    out.append(
+        "caches: "
+        + ", ".join(
+            f"L{c['level']} {c['type']} {_size(c['size_bytes'])} x{c['instances']}" for c in m["caches"]
+        )
+    )
+    out.append("GEMM FLOP/s  median [min .. max, repeats]:")
+    for dt, entry in m["gemm_flops"].items():
+        if not isinstance(entry, dict) or "by_threads" not in entry:
+            continue
+        tag = " (emulated)" if entry.get("emulated") else ""
+        for t, st in sorted(entry["by_threads"].items(), key=lambda kv: int(kv[0])):
+            out.append(f"  {dt}{tag:11s} {int(t):3d} thread(s): {_stat(st, 'FLOP/s')}  n={st.get('n')}")
+    sb = m["stream_bandwidth"]
+    out.append(f"stream bandwidth ({_size(sb.get('array_bytes', 0))} arrays):")
+    for t, kinds in sorted(sb["by_threads"].items(), key=lambda kv: int(kv[0])):
+        out.append(
+            f"  {int(t):3d} thread(s): copy {_stat(kinds['copy'], 'B/s')}  triad {_stat(kinds['triad'], 'B/s')}"
+        )
+    gb = m["gather_bandwidth"]
+    out.append(f"gather bandwidth ({gb.get('kernel', 'index_select')}), median bytes/s [min .. max]:")
+    for c in gb["grid"]:
+        out.append(
+            f"  {c['threads']:3d} thr {c['dist']:7s} {c['row_bytes']:4d} B rows  {_size(c['table_bytes']):>9s} table: "
+            f"{_stat(c['bandwidth'], 'B/s')}  unique {c.get('unique_fraction', 0):.0%}"
+        )
+    lat = m["latency_ns"]
+    out.append(
+        "latency (ns per dependent access): "
+        + ", ".join(
+            f"{_size(s['bytes'])}: {s['ns']['median']:.0f} [{s['ns']['min']:.0f} .. {s['ns']['max']:.0f}]"
+            for s in lat.get("by_size", [])
+        )
+    )
+    gpu = m.get("gpu")
+    if gpu:
+        out.append(f"gpu: {gpu['name']}  HBM copy {_stat(gpu['hbm_bandwidth']['copy'], 'B/s')}")
+        for dt, st in gpu["gemm_flops"].items():
+            out.append(f"  {dt} GEMM: {_stat(st, 'FLOP/s')}")
+    if counters is not None:
+        if counters.get("available"):
+            out.append(
+                f"hardware counters: available ({', '.join(counters.get('events', []))}; top-down {counters.get('topdown')})"
+            )
+        else:
+            out.append(f"hardware counters: unavailable: {counters.get('reason')}")
+    return "\n".join(out)
+
+
+def cmd_machine(args: argparse.Namespace) -> int:
+    from recstack.hardware.counters import detect_perf
+    from recstack.hardware.machine import cache_path, get_machine
+
+    progress = _stderr_progress()
+    machine = get_machine(refresh=args.refresh, quick=args.quick, progress=progress)
+    counters = detect_perf().to_dict()
+    if args.json:
+        sys.stdout.write(json.dumps({**machine, "counters": counters}, indent=1) + "\n")
+        return 0
+    print(format_machine(machine, counters))
+    print(f"cache: {cache_path()}")
+    return 0
+
+
+def cmd_roofline(args: argparse.Namespace) -> int:
+    from recstack.analysis.roofline import classify
+    from recstack.hardware.machine import get_machine, load_machine
+    from recstack.render.roofline_chart import output_paths, render_roofline
+    from recstack.tree import Profile
+
+    if args.top < 0:
+        raise ConfigError(f"must be >= 0 (got {args.top})", field="--top")
+    output_paths(args.output)  # reject a bad extension before any measuring
+    profile = Profile.load(args.profile)
+    machine = (
+        load_machine(args.machine) if args.machine else get_machine(quick=True, progress=_stderr_progress())
+    )
+    classify(profile, machine)
+    written = render_roofline(profile, args.output, top_ops=args.top)
+    for stage in profile.root.children:
+        r = stage.extra.get("roofline", {})
+        frac = r.get("ceiling_fraction")
+        print(
+            f"{stage.name:20s} {str(stage.extra.get('bound')):9s} "
+            + (
+                f"{frac:6.1%} of the {r.get('roof')} roofline ceiling"
+                if frac is not None
+                else f"({stage.extra.get('bound_reason')})"
+            )
+        )
+    if args.save_profile:
+        profile.save(args.save_profile)
+        print(f"classified profile written to {args.save_profile}")
+    print("chart written to " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``machine`` and ``roofline`` to the main CLI's sub-parsers."""
+    p = subparsers.add_parser(
+        "machine",
+        help="measure (or show the cached) roofs of this host: GEMM FLOP/s, stream/gather bandwidth, latency",
+        description="Measure peak GEMM FLOP/s, streaming and random-gather bandwidth, memory latency and caches; "
+        "cached per host and CPU model under $RECSTACK_CACHE_DIR (default ~/.cache/recstack).",
+    )
+    p.add_argument("--json", action="store_true", help="print the machine figures as JSON to stdout")
+    p.add_argument("--refresh", action="store_true", help="re-measure even if a current cache exists")
+    p.add_argument("--quick", action="store_true", help="smaller arrays and fewer repeats (under a minute)")
+    p.set_defaults(func=cmd_machine)
+    p = subparsers.add_parser(
+        "roofline",
+        help="classify a profile's nodes against the machine's roofs and draw a roofline chart",
+        description="Classify every node as memory-, compute- or overhead-bound and plot stages and top ops.",
+    )
+    p.add_argument("profile", help="profile JSON (from recstack profile -o)")
+    p.add_argument(
+        "-o", "--output", required=True, help="chart file: .png (an .svg is written alongside) or .svg"
+    )
+    p.add_argument(
+        "--machine",
+        default=None,
+        help="machine JSON (default: this host's cache, measured --quick if absent)",
+    )
+    p.add_argument(
+        "--top", type=int, default=10, help="how many top ops to plot beside the stages (default 10)"
+    )
+    p.add_argument("--save-profile", default=None, help="also write the classified profile JSON here")
+    p.set_defaults(func=cmd_roofline)

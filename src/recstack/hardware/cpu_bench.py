@@ -1,0 +1,293 @@
+"""CPU micro-benchmarks: GEMM FLOP/s, streaming and random-gather bandwidth, memory latency.
+
+Every function returns plain data with a spread (:func:`recstack.hardware.bench.summarize`)
+and restores the torch thread count it found.
+
+* **GEMM**: ``torch.mm(a, b, out=c)`` on square ``n x n`` matrices, ``2 n^3``
+  FLOPs per call; at several sizes, the size with the best repeat is kept.
+* **Stream**: *copy* ``b.copy_(a)`` counts ``2 * n * 4`` bytes (read a, write b);
+  *triad* ``torch.add(b, c, alpha=s, out=a)`` (one fused pass, ``a = b + s c``)
+  counts ``3 * n * 4``. Write-allocate reads of the destination are not
+  counted (the STREAM convention), so these are lower than the bus traffic.
+* **Gather**: recstack's own gather kernel, ``torch.index_select(table, 0, idx, out=buf)``
+  on a 2-D fp32 table whose row is 64..512 bytes, *not* ``aten::embedding_bag``
+  (the operator under study). Bytes = lookups x row bytes (the reads of the
+  index array and the writes of the cache-resident output are not counted).
+  Lookups are issued in chunks whose output (>= 2048 rows, about 1 MiB) stays
+  in cache, like a pooled embedding output; the per-call cost of a chunk is
+  a few microseconds and is included. Indices are uniform or Zipf(1.05);
+  Zipf ranks are scattered over the table by an odd multiplicative hash
+  (a bijection on power-of-two row counts), so hot rows are not adjacent.
+* **Latency**: one random cyclic permutation over cache lines (one 8-byte
+  entry per 64-byte line) walked as a dependent chain ``p = mv[p]`` through
+  a ``memoryview`` in a Python loop unrolled eight times. The interpreter's
+  cost per step (about 20-60 ns) is measured by walking an L1-resident chain
+  in the same loop, interleaved with every repeat, and subtracted; the clock
+  is this thread's CPU time, so being descheduled by other processes does
+  not count. Limits: the out-of-order core overlaps part of the interpreter
+  work with the miss, so the figure is a slight *under*-estimate of the load
+  latency; TLB misses are included (as they are for a real gather), and
+  transparent huge pages change them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from recstack.hardware.bench import interleaved, rates, summarize
+from recstack.hardware.plan import ZIPF_EXPONENT, Plan
+
+LINE_BYTES = 64
+GATHER_CHUNK_MIN_ROWS = 2048
+GATHER_CHUNK_BYTES = 1 << 20
+SCATTER_MULT = 0x9E3779B97F4A7C15  # odd: x -> x * M mod 2^k is a bijection
+Progress = Callable[[str], None]
+
+
+def _quiet(_msg: str) -> None:
+    return None
+
+
+def _at(threads: int, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` run at ``threads`` torch threads (set per call so that interleaved cases can differ)."""
+
+    def call() -> Any:
+        torch.set_num_threads(threads)
+        return fn()
+
+    return call
+
+
+def gemm_flops(
+    dtype: torch.dtype, sizes: list[int], threads: list[int], repeats: int, budget_s: float
+) -> dict[str, dict[str, Any]]:
+    """FLOP/s of ``torch.mm`` per thread count (key: ``str(threads)``), the best size kept (``n``)."""
+    old = torch.get_num_threads()
+    gen = torch.Generator().manual_seed(0)
+    cases: dict[tuple[int, int], Callable[[], Any]] = {}
+    for n in sizes:
+        a, b = (torch.randn(n, n, generator=gen).to(dtype) for _ in range(2))
+        c = torch.empty(n, n, dtype=dtype)
+        for t in threads:
+            cases[(n, t)] = _at(t, lambda a=a, b=b, c=c: torch.mm(a, b, out=c))
+    try:
+        secs = interleaved(cases, rounds=repeats, budget_s=budget_s * len(threads))
+    finally:
+        torch.set_num_threads(old)
+    out: dict[str, dict[str, Any]] = {}
+    for (n, t), s in secs.items():
+        st = summarize(rates(2.0 * n**3, s))
+        st["n"] = n
+        if str(t) not in out or st["max"] > out[str(t)]["max"]:
+            out[str(t)] = st
+    return {str(t): out[str(t)] for t in threads}
+
+
+def stream_bandwidth(nbytes: int, threads: list[int], repeats: int) -> dict[str, Any]:
+    """Copy and triad bytes/s per thread count on three fp32 arrays of ``nbytes`` each."""
+    n = max(1024, nbytes // 4)
+    a = torch.empty(n).fill_(1.0)
+    b = torch.empty(n).fill_(2.0)
+    c = torch.empty(n).fill_(0.5)
+    old = torch.get_num_threads()
+    cases: dict[tuple[int, str], Callable[[], Any]] = {}
+    for t in threads:
+        cases[(t, "copy")] = _at(t, lambda: b.copy_(a))
+        cases[(t, "triad")] = _at(t, lambda: torch.add(b, c, alpha=3.0, out=a))
+    try:
+        secs = interleaved(cases, rounds=repeats)
+    finally:
+        torch.set_num_threads(old)
+    moved = {"copy": 2.0 * n * 4, "triad": 3.0 * n * 4}
+    by_threads = {
+        str(t): {kind: summarize(rates(moved[kind], secs[(t, kind)])) for kind in ("copy", "triad")}
+        for t in threads
+    }
+    return {
+        "array_bytes": n * 4,
+        "by_threads": by_threads,
+        "method": "copy: b.copy_(a), 2 x 4n bytes; triad: torch.add(b, c, alpha=3, out=a), 3 x 4n bytes; "
+        "fp32 arrays; write-allocate traffic not counted; repeats interleaved across thread counts",
+    }
+
+
+def zipf_ranks(rows: int, count: int, rng: np.random.Generator, s: float = ZIPF_EXPONENT) -> np.ndarray:
+    """``count`` Zipf(s) ranks in ``[0, rows)`` (rank 0 hottest) by the continuous inverse CDF."""
+    u = rng.random(count)
+    if abs(s - 1.0) < 1e-9:
+        k = np.exp(u * np.log(rows + 1.0))
+    else:
+        k = ((rows + 1.0) ** (1.0 - s) - 1.0) * u + 1.0
+        k = k ** (1.0 / (1.0 - s))
+    return np.clip(np.floor(k).astype(np.int64) - 1, 0, rows - 1)
+
+
+def scatter_rows(ranks: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
+    """Map popularity ranks to table rows so that hot rows are spread over the whole table."""
+    if rows & (rows - 1) == 0:
+        mixed = (ranks.astype(np.uint64) * np.uint64(SCATTER_MULT)) & np.uint64(rows - 1)
+        return mixed.astype(np.int64)
+    return rng.permutation(rows)[ranks]
+
+
+def gather_indices(dist: str, rows: int, count: int, rng: np.random.Generator) -> torch.Tensor:
+    if dist == "uniform":
+        idx = rng.integers(0, rows, count, dtype=np.int64)
+    elif dist == "zipf":
+        idx = scatter_rows(zipf_ranks(rows, count, rng), rows, rng)
+    else:
+        raise ValueError(f"dist must be uniform or zipf (got {dist!r})")
+    return torch.from_numpy(idx)
+
+
+def gather_bandwidth(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
+    """The random-gather grid: bytes/s per (threads, distribution, row bytes, table bytes).
+
+    All cells are set up first (indices as int32, split into chunks), then
+    timed in interleaved rounds; before each timed pass the cell's first two
+    chunks run untimed so that a cache-sized table is warm.
+    """
+    rng = np.random.default_rng(0)
+    biggest = max(plan.gather_table_bytes)
+    buf = torch.empty(biggest // 4, dtype=torch.float32).fill_(1.0)
+    old = torch.get_num_threads()
+    cases: dict[tuple[int, str, int, int], Callable[[], Any]] = {}
+    warms: dict[tuple[int, str, int, int], Callable[[], Any]] = {}
+    meta: dict[tuple[int, str, int, int], dict[str, Any]] = {}
+    for r in plan.gather_row_bytes:
+        chunk = max(GATHER_CHUNK_MIN_ROWS, GATHER_CHUNK_BYTES // r)
+        lookups = max(chunk, (plan.gather_lookups // chunk) * chunk)
+        out = torch.empty(chunk, r // 4, dtype=torch.float32)
+        for tb in plan.gather_table_bytes:
+            rows = tb // r
+            if rows < 1:
+                continue
+            table = buf[: rows * (r // 4)].view(rows, r // 4)
+            for dist in ("uniform", "zipf"):
+                progress(f"gather setup {dist} {r} B rows, {tb >> 10} KiB table")
+                idx = gather_indices(dist, rows, lookups, rng)
+                unique = int(torch.unique(idx).numel())
+                chunks = list(idx.to(torch.int32).split(chunk))
+
+                def run(
+                    chunks: list[torch.Tensor] = chunks, table: torch.Tensor = table, out: torch.Tensor = out
+                ) -> None:
+                    for ch in chunks:
+                        torch.index_select(table, 0, ch, out=out)
+
+                def warm(
+                    chunks: list[torch.Tensor] = chunks, table: torch.Tensor = table, out: torch.Tensor = out
+                ) -> None:
+                    for ch in chunks[:2]:
+                        torch.index_select(table, 0, ch, out=out)
+
+                for t in plan.gather_threads:
+                    key = (t, dist, r, rows * r)
+                    cases[key] = _at(t, run)
+                    warms[key] = _at(t, warm)
+                    meta[key] = {"rows": rows, "lookups": lookups, "unique_fraction": unique / lookups}
+    try:
+        secs = interleaved(
+            cases,
+            rounds=plan.gather_repeats,
+            warmup=0,
+            before=warms,
+            progress=lambda i: progress(f"gather round {i + 1}/{plan.gather_repeats} ({len(cases)} cells)"),
+        )
+    finally:
+        torch.set_num_threads(old)
+    cells = []
+    for key in sorted(cases):
+        t, dist, r, tb = key
+        m = meta[key]
+        cells.append(
+            {
+                "threads": t,
+                "dist": dist,
+                "row_bytes": r,
+                "table_bytes": tb,
+                "rows": m["rows"],
+                "lookups": m["lookups"],
+                "unique_fraction": m["unique_fraction"],
+                "bandwidth": summarize(rates(float(m["lookups"] * r), secs[key])),
+            }
+        )
+    return {
+        "kernel": "torch.index_select(table, 0, idx, out=buf) on a 2-D fp32 table",
+        "bytes_counted": "lookups x row bytes",
+        "zipf_exponent": ZIPF_EXPONENT,
+        "row_bytes": list(plan.gather_row_bytes),
+        "table_bytes": sorted({c["table_bytes"] for c in cells}),
+        "threads": list(plan.gather_threads),
+        "chunk_output_bytes": GATHER_CHUNK_BYTES,
+        "grid": cells,
+    }
+
+
+def cyclic_chain(nbytes: int, rng: np.random.Generator) -> np.ndarray:
+    """An int64 array holding one random cycle over its cache lines (entry ``8 * line`` -> next line)."""
+    per_line = LINE_BYTES // 8
+    lines = max(2, nbytes // LINE_BYTES)
+    order = rng.permutation(lines).astype(np.int64) * per_line
+    arr = np.zeros(lines * per_line, dtype=np.int64)
+    arr[order[:-1]] = order[1:]
+    arr[order[-1]] = order[0]
+    return arr
+
+
+def _walk(mv: memoryview, steps: int) -> int:
+    p = 0
+    for _ in range(steps // 8):
+        p = mv[mv[mv[mv[mv[mv[mv[mv[p]]]]]]]]
+    return p
+
+
+def memory_latency(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
+    """ns per dependent access at each working-set size (see the module docstring for the method).
+
+    Rounds are interleaved over sizes; within a round each size's walk is
+    paired with a baseline walk right before it, and the per-step difference
+    is one repeat.
+    """
+    rng = np.random.default_rng(1)
+    base_arr = cyclic_chain(plan.latency_base_bytes, rng)
+    base = memoryview(base_arr)
+    steps = max(8, plan.latency_steps // 8 * 8)
+    clock = time.thread_time_ns
+    chains = []
+    for size in plan.latency_bytes:
+        progress(f"latency setup {size >> 10} KiB chain")
+        arr = cyclic_chain(size, rng)
+        chains.append((arr, memoryview(arr)))
+        _walk(chains[-1][1], steps)  # touch pages and TLB as a steady-state walk would
+    diffs: list[list[float]] = [[] for _ in chains]
+    overhead: list[float] = []
+    for r in range(plan.latency_repeats):
+        progress(f"latency round {r + 1}/{plan.latency_repeats}")
+        for i, (_arr, mv) in enumerate(chains):
+            t0 = clock()
+            _walk(base, steps)
+            t1 = clock()
+            _walk(mv, steps)
+            t2 = clock()
+            overhead.append((t1 - t0) / steps)
+            diffs[i].append(max(0.0, ((t2 - t1) - (t1 - t0)) / steps))
+    by_size = [
+        {"bytes": int(arr.nbytes), "ns": summarize(d)} for (arr, _mv), d in zip(chains, diffs, strict=True)
+    ]
+    return {
+        "method": "dependent chain over a random cyclic permutation of cache lines, walked via memoryview in a "
+        "Python loop; per-step interpreter cost measured on an L1-resident chain right before each walk and "
+        "subtracted (thread CPU time); rounds interleaved over sizes",
+        "by_size": by_size,
+        "dram": by_size[-1]["ns"],
+        "dram_bytes": by_size[-1]["bytes"],
+        "overhead_ns": summarize(overhead),
+        "baseline_bytes": int(base_arr.nbytes),
+        "steps": steps,
+    }

@@ -1,0 +1,134 @@
+"""How big and how often: the sizes and repeat counts of the three measurement modes.
+
+``full`` (the default, minutes), ``quick`` (usable figures in under a minute
+on two cores) and ``tiny`` (a few seconds, for tests: its arrays are *not*
+far beyond the last-level cache, so its bandwidths are optimistic; the
+machine file records the mode so nothing mistakes it for a real one).
+Sizes derived from the caches are rounded down to powers of two so that
+table row counts are powers of two (see :mod:`recstack.hardware.cpu_bench`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from recstack.hardware.sysinfo import level_bytes, llc_bytes
+
+MODES = ("full", "quick", "tiny")
+ROW_BYTES = (64, 128, 256, 512)
+ZIPF_EXPONENT = 1.05
+MIN_STREAM_BYTES = 64 << 20
+MEMORY_FRACTION = 0.25  # no single benchmark allocates more than this share of MemAvailable
+
+
+def pow2_floor(n: float) -> int:
+    n = max(1, int(n))
+    return 1 << (n.bit_length() - 1)
+
+
+@dataclass
+class Plan:
+    mode: str
+    threads: list[int]
+    gemm_sizes: list[int]
+    gemm_sizes_emulated: list[int]
+    gemm_repeats: int
+    gemm_budget_s: float
+    stream_bytes: int
+    stream_repeats: int
+    gather_row_bytes: tuple[int, ...]
+    gather_table_bytes: list[int]
+    gather_lookups: int
+    gather_repeats: int
+    gather_threads: list[int]
+    latency_bytes: list[int]
+    latency_base_bytes: int
+    latency_steps: int
+    latency_repeats: int
+    notes: list[str] = field(default_factory=list)
+
+
+def thread_sweep(n: int, mode: str) -> list[int]:
+    """1..N for small N, else powers of two and N (full); the two ends (quick, tiny)."""
+    if mode != "full":
+        return sorted({1, n})
+    if n <= 8:
+        return list(range(1, n + 1))
+    out = {n}
+    t = 1
+    while t < n:
+        out.add(t)
+        t *= 2
+    return sorted(out)
+
+
+def make_plan(mode: str, caches: list[dict], cpus: int, mem_available: int | None) -> Plan:
+    """The plan for ``mode`` on a host with these caches, CPU count and free memory."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES} (got {mode!r})")
+    llc = llc_bytes(caches)
+    l1 = level_bytes(caches, 1) or 32 << 10
+    l2 = level_bytes(caches, 2) or 512 << 10
+    cap = int(mem_available * MEMORY_FRACTION) if mem_available else 4 << 30
+    notes: list[str] = []
+
+    def capped(n: int, what: str) -> int:
+        if n > cap:
+            notes.append(f"{what} capped at {cap >> 20} MiB ({MEMORY_FRACTION:.0%} of available memory)")
+            return pow2_floor(cap)
+        return n
+
+    sweep = thread_sweep(cpus, mode)
+    ends = sorted({1, cpus})
+    if mode == "tiny":
+        notes.append(
+            "tiny mode (tests): arrays are not far beyond the last-level cache; figures are optimistic"
+        )
+        return Plan(
+            mode=mode,
+            threads=ends,
+            gemm_sizes=[256],
+            gemm_sizes_emulated=[128],
+            gemm_repeats=3,
+            gemm_budget_s=0.2,
+            stream_bytes=8 << 20,
+            stream_repeats=3,
+            gather_row_bytes=(64, 512),
+            gather_table_bytes=[pow2_floor(l2 // 2), 8 << 20],
+            gather_lookups=1 << 14,
+            gather_repeats=3,
+            gather_threads=ends,
+            latency_bytes=[pow2_floor(l2 // 2), 8 << 20],
+            latency_base_bytes=pow2_floor(l1 // 2),
+            latency_steps=8_000,
+            latency_repeats=3,
+            notes=notes,
+        )
+    quick = mode == "quick"
+    stream = capped(max(pow2_floor(4 * llc) * (1 if quick else 2), MIN_STREAM_BYTES), "stream arrays")
+    far = capped(pow2_floor(llc) * (4 if quick else 16), "largest gather table")
+    tables = [pow2_floor(l2 // 2), pow2_floor(llc // 2), far]
+    if not quick:
+        tables += [min(far, pow2_floor(llc) * 2), min(far, pow2_floor(llc) * 4)]
+    return Plan(
+        mode=mode,
+        threads=sweep,
+        gemm_sizes=[1024] if quick else [1024, 2048],
+        gemm_sizes_emulated=[256] if quick else [256, 512],
+        gemm_repeats=7 if quick else 12,
+        gemm_budget_s=0.8 if quick else 3.0,
+        stream_bytes=stream,
+        stream_repeats=9 if quick else 15,
+        gather_row_bytes=ROW_BYTES,
+        gather_table_bytes=sorted(set(tables)),
+        gather_lookups=1 << 18 if quick else 1 << 20,
+        gather_repeats=7 if quick else 11,
+        gather_threads=ends,
+        latency_bytes=sorted(
+            {pow2_floor(l2 // 2), pow2_floor(llc // 2), capped(pow2_floor(llc) * 4, "latency chain")}
+        ),
+        latency_base_bytes=pow2_floor(l1 // 2),
+        latency_steps=40_000 if quick else 200_000,
+        latency_repeats=7 if quick else 11,
+        notes=notes,
+    )

@@ -1,0 +1,794 @@
+"""Machine figures, perf counters, roofline classification and the roofline chart.
+
+Measurements run in the ``tiny`` mode (seconds); every other test uses a
+hand-written machine dict so that its expectations are exact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from recstack.analysis.roofline import (
+    OVERHEAD_PER_CALL_S,
+    build_roofs,
+    classify,
+)
+from recstack.errors import ConfigError, DataError, RecstackError
+from recstack.hardware import counters as ctr
+from recstack.hardware import sysinfo
+from recstack.hardware.commands import register
+from recstack.hardware.machine import (
+    REQUIRED_KEYS,
+    cache_is_current,
+    cache_path,
+    get_machine,
+    load_machine,
+    measure_machine,
+    save_machine,
+    validate_machine,
+)
+from recstack.render.roofline_chart import output_paths, render_roofline
+from recstack.tree import Node, Profile
+
+PERF_DATA = Path(__file__).parent / "data" / "perf"
+GB = 1e9
+
+
+# -- measurement ------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def tiny_machine() -> dict:
+    return measure_machine(tiny=True)
+
+
+def _stats(st: dict) -> None:
+    assert st["repeats"] >= 3
+    assert 0 < st["min"] <= st["median"] <= st["max"]
+    assert st["min"] <= st["p10"] <= st["p90"] <= st["max"]
+
+
+def test_tiny_measurement_has_sane_figures_with_spreads(tiny_machine):
+    m = tiny_machine
+    for key in REQUIRED_KEYS:
+        assert key in m
+    assert m["mode"] == "tiny" and m["quick"] is True
+    assert m["cpu_model"] == sysinfo.cpu_model() and m["host"] == sysinfo.host()
+    cpus = sysinfo.usable_cpus()
+    assert set(m["gemm_flops"]["fp32"]["by_threads"]) == {str(t) for t in sorted({1, cpus})}
+    for dtype in ("fp32", "bf16"):
+        for st in m["gemm_flops"][dtype]["by_threads"].values():
+            _stats(st)
+            assert 1e7 < st["median"] < 1e15  # FLOP/s
+    bf16 = m["gemm_flops"]["bf16"]
+    assert bf16["native"] == sysinfo.native_bf16() and bf16["emulated"] == (not bf16["native"])
+    for kinds in m["stream_bandwidth"]["by_threads"].values():
+        for k in ("copy", "triad"):
+            _stats(kinds[k])
+            assert 1e7 < kinds[k]["median"] < 1e13  # bytes/s
+    grid = m["gather_bandwidth"]["grid"]
+    assert {c["dist"] for c in grid} == {"uniform", "zipf"}
+    assert {c["row_bytes"] for c in grid} == {64, 512}
+    for c in grid:
+        _stats(c["bandwidth"])
+        assert 0 < c["unique_fraction"] <= 1
+    zipf_unique = [c["unique_fraction"] for c in grid if c["dist"] == "zipf" and c["table_bytes"] == 8 << 20]
+    uni_unique = [
+        c["unique_fraction"] for c in grid if c["dist"] == "uniform" and c["table_bytes"] == 8 << 20
+    ]
+    assert max(zipf_unique) < min(uni_unique)  # skewed indices repeat rows
+    lat = m["latency_ns"]
+    _stats(lat["dram"])
+    assert 1 < lat["dram"]["median"] < 5000
+    assert [s["bytes"] for s in lat["by_size"]] == sorted(s["bytes"] for s in lat["by_size"])
+    assert (
+        any(c["level"] == 1 for c in m["caches"]) or not Path("/sys/devices/system/cpu/cpu0/cache").exists()
+    )
+    assert (m["gpu"] is None) == (not torch.cuda.is_available())
+    validate_machine(json.loads(json.dumps(m, allow_nan=False)))
+
+
+def test_benchmarks_restore_torch_threads():
+    from recstack.hardware import cpu_bench
+
+    before = torch.get_num_threads()
+    res = cpu_bench.stream_bandwidth(1 << 20, sorted({1, sysinfo.usable_cpus()}), 3)
+    assert torch.get_num_threads() == before
+    assert res["array_bytes"] == 1 << 20
+
+
+def test_cache_sizes_from_sysfs(tmp_path):
+    for cpu, level, ctype, size, shared in [
+        (0, 1, "Data", "48K", "0"),
+        (0, 2, "Unified", "2048K", "0"),
+        (0, 3, "Unified", "105M", "0-1"),
+        (1, 1, "Data", "48K", "1"),
+        (1, 3, "Unified", "105M", "0-1"),
+    ]:
+        d = tmp_path / f"cpu{cpu}" / "cache" / f"index{level}"
+        d.mkdir(parents=True)
+        for name, val in (("level", level), ("type", ctype), ("size", size), ("shared_cpu_list", shared)):
+            (d / name).write_text(f"{val}\n")
+    caches = sysinfo.cache_levels(tmp_path)
+    l1 = next(c for c in caches if c["level"] == 1)
+    l3 = next(c for c in caches if c["level"] == 3)
+    assert l1["size_bytes"] == 48 << 10 and l1["instances"] == 2
+    assert l3["size_bytes"] == 105 << 20 and l3["instances"] == 1
+    assert sysinfo.llc_bytes(caches) == 105 << 20
+    assert sysinfo.parse_size("32768K") == 32 << 20 and sysinfo.parse_size("junk") is None
+
+
+# -- cache --------------------------------------------------------------------------
+def test_cache_remeasured_when_cpu_model_changes(tiny_machine, tmp_path, monkeypatch):
+    monkeypatch.setenv("RECSTACK_CACHE_DIR", str(tmp_path))
+    path = cache_path()
+    assert path.parent == tmp_path and path.name.startswith("machine-") and sysinfo.cpu_hash() in path.name
+    stale = copy.deepcopy(tiny_machine)
+    stale["cpu_model"] = "Imaginary CPU 9000"
+    stale["measured_at"] = "2000-01-01T00:00:00+00:00"
+    save_machine(stale, path)
+    got = get_machine(tiny=True)
+    assert got["cpu_model"] == sysinfo.cpu_model()
+    assert got["measured_at"] != stale["measured_at"]
+    assert load_machine(path)["cpu_model"] == sysinfo.cpu_model()
+
+
+def test_current_cache_is_reused_and_host_change_detected(tiny_machine, tmp_path, monkeypatch):
+    monkeypatch.setenv("RECSTACK_CACHE_DIR", str(tmp_path))
+    cached = copy.deepcopy(tiny_machine)
+    cached["measured_at"] = "2001-02-03T04:05:06+00:00"
+    save_machine(cached, cache_path())
+    assert get_machine(tiny=True)["measured_at"] == "2001-02-03T04:05:06+00:00"
+    assert "host changed" in cache_is_current({**cached, "host": "elsewhere"}, "tiny")
+    assert "CPU model changed" in cache_is_current({**cached, "cpu_model": "x"}, "tiny")
+    assert "quick requested" in cache_is_current(cached, "quick")
+    assert cache_is_current({**cached, "mode": "full"}, "quick") is None
+
+
+def test_corrupt_cache_is_remeasured(tmp_path, monkeypatch):
+    monkeypatch.setenv("RECSTACK_CACHE_DIR", str(tmp_path))
+    cache_path().write_text("{not json")
+    assert get_machine(tiny=True)["mode"] == "tiny"
+
+
+# -- validation ---------------------------------------------------------------------
+def _synthetic_machine() -> dict:
+    """Exact figures: peak fp32 100 GFLOP/s at 1 thread and 180 at 2; stream 20 GB/s at 2 threads;
+    uniform gather 40 GB/s on 1 MiB tables and 4 GB/s on 1 GiB tables (all row sizes), 2 threads."""
+
+    def st(v: float) -> dict:
+        return {"median": v, "min": v * 0.9, "max": v, "p10": v * 0.92, "p90": v, "repeats": 5}
+
+    grid = []
+    for t, scale in ((1, 0.5), (2, 1.0)):
+        for dist, boost in (("uniform", 1.0), ("zipf", 1.5)):
+            for r in (64, 128, 256, 512):
+                for tb, bw in ((1 << 20, 40 * GB), (1 << 30, 4 * GB)):
+                    grid.append(
+                        {
+                            "threads": t,
+                            "dist": dist,
+                            "row_bytes": r,
+                            "table_bytes": tb,
+                            "bandwidth": st(bw * scale * boost),
+                        }
+                    )
+    return {
+        "schema": "recstack.machine",
+        "schema_version": 1,
+        "host": "test-host",
+        "cpu_model": "Test CPU",
+        "cpu_hash": "0",
+        "measured_at": "2024-01-01T00:00:00+00:00",
+        "quick": False,
+        "mode": "full",
+        "caches": [
+            {"level": 3, "type": "Unified", "size_bytes": 32 << 20, "instances": 1, "total_bytes": 32 << 20}
+        ],
+        "gemm_flops": {
+            "fp32": {"native": True, "by_threads": {"1": st(100 * GB), "2": st(180 * GB)}},
+            "bf16": {"native": False, "emulated": True, "by_threads": {"1": st(2 * GB), "2": st(3 * GB)}},
+        },
+        "stream_bandwidth": {
+            "by_threads": {
+                "1": {"copy": st(9 * GB), "triad": st(10 * GB)},
+                "2": {"copy": st(18 * GB), "triad": st(20 * GB)},
+            }
+        },
+        "gather_bandwidth": {"grid": grid},
+        "latency_ns": {"dram": st(95.0), "by_size": []},
+        "gpu": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "named"),
+    [
+        (("gather_bandwidth",), "'gather_bandwidth'"),
+        (("latency_ns",), "'latency_ns'"),
+        (("gemm_flops", "fp32", "by_threads"), "'gemm_flops.fp32.by_threads'"),
+        (("gemm_flops", "fp32"), "'gemm_flops.fp32'"),
+        (("stream_bandwidth", "by_threads", "2", "triad"), "'stream_bandwidth.by_threads.2.triad'"),
+        (("latency_ns", "dram", "median"), "'latency_ns.dram.median'"),
+        (("measured_at",), "'measured_at'"),
+    ],
+)
+def test_machine_file_validation_names_missing_key(tmp_path, path, named):
+    m = _synthetic_machine()
+    d = m
+    for k in path[:-1]:
+        d = d[k]
+    del d[path[-1]]
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps(m))
+    with pytest.raises(DataError, match=named.replace(".", r"\.")) as exc:
+        load_machine(f)
+    assert str(f) in str(exc.value)
+
+
+def test_machine_file_validation_other_errors(tmp_path):
+    with pytest.raises(DataError, match="not found"):
+        load_machine(tmp_path / "absent.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2")
+    with pytest.raises(DataError, match="cannot read"):
+        load_machine(bad)
+    m = _synthetic_machine()
+    m["gather_bandwidth"]["grid"] = []
+    with pytest.raises(DataError, match="grid"):
+        validate_machine(m)
+    m = _synthetic_machine()
+    m["gemm_flops"]["fp32"]["by_threads"]["one"] = m["gemm_flops"]["fp32"]["by_threads"]["1"]
+    with pytest.raises(DataError, match="thread count"):
+        validate_machine(m)
+    good = tmp_path / "good.json"
+    save_machine(_synthetic_machine(), good)
+    assert load_machine(good)["host"] == "test-host"
+
+
+# -- perf parser --------------------------------------------------------------------
+def _parse(name: str) -> dict:
+    return ctr.parse_perf_stat_csv((PERF_DATA / name).read_text())
+
+
+def test_perf_parser_not_supported_recorded_on_kvm():
+    r = _parse("kvm_not_supported.txt")
+    ev = r["events"]
+    assert ev["task-clock"]["value"] == pytest.approx(1.03) and ev["task-clock"]["unit"] == "msec"
+    assert ev["task-clock"]["metric"] == {"value": 0.010, "unit": "CPUs utilized"}
+    for e in ("cycles", "instructions", "cache-misses"):
+        assert ev[e]["status"] == "not supported" and ev[e]["value"] is None
+    assert ev["page-faults"]["value"] == 74
+    assert r["topdown"] is None and r["messages"] == []
+
+
+def test_perf_parser_user_modifier_and_metrics():
+    r = _parse("intel_skylake_user.txt")
+    ev = r["events"]
+    assert set(ev) == {"cycles", "instructions", "cache-references", "cache-misses"}
+    assert ev["cycles"]["raw_names"] == ["cycles:u"]
+    assert ev["instructions"]["metric"] == {"value": 1.54, "unit": "insn per cycle"}
+    d = ctr.derived(r, calls=10)
+    assert d["ipc"] == pytest.approx(12098321544 / 7831226754)
+    assert d["cache_misses_per_kinstr"] == pytest.approx(1000 * 31250011 / 12098321544)
+    assert d["cycles_per_call"] == pytest.approx(783122675.4)
+    assert d["multiplexed"] is False
+
+
+def test_perf_parser_topdown_events_over_slots():
+    r = _parse("intel_icx_topdown_events.txt")
+    td = r["topdown"]
+    assert td["source"].startswith("events")
+    assert td["retiring"] == pytest.approx(0.26, abs=1e-6)
+    assert td["bad_speculation"] == pytest.approx(0.03, abs=1e-6)
+    assert td["frontend_bound"] == pytest.approx(0.15, abs=1e-6)
+    assert td["backend_bound"] == pytest.approx(0.56, abs=1e-6)
+    assert r["metrics"]["tma_backend_bound"] == 56.0
+
+
+def test_perf_parser_topdown_metric_lines_and_variance():
+    r = _parse("intel_spr_topdownl1_metrics.txt")
+    assert r["events"]["TOPDOWN.SLOTS"]["variance_pct"] == pytest.approx(0.41)
+    assert r["metrics"] == {
+        "tma_retiring": 24.3,
+        "tma_bad_speculation": 2.9,
+        "tma_frontend_bound": 28.8,
+        "tma_backend_bound": 44.0,
+    }
+    td = r["topdown"]  # events win; they agree with perf's own metrics
+    assert td["retiring"] == pytest.approx(0.243, abs=1e-3) and td["backend_bound"] == pytest.approx(
+        0.44, abs=1e-3
+    )
+    amd = _parse("amd_zen4_pipelinel1.txt")["topdown"]
+    assert amd == {
+        "retiring": 0.273,
+        "bad_speculation": 0.062,
+        "frontend_bound": 0.264,
+        "backend_bound": 0.401,
+        "source": "metrics",
+    }
+
+
+def test_perf_parser_multiplexing_not_counted_and_repeats():
+    r = _parse("intel_multiplexed.txt")
+    assert r["events"]["cycles"]["running_pct"] == pytest.approx(75.04)
+    assert r["events"]["LLC-store-misses"]["status"] == "not counted"
+    assert ctr.derived(r, 1)["multiplexed"] is True
+    rv = _parse("kvm_repeat_variance.txt")
+    assert rv["events"]["task-clock"]["variance_pct"] == pytest.approx(2.68)
+    assert rv["events"]["cycles"]["status"] == "not supported"
+    idle = _parse("kvm_not_counted_idle.txt")
+    assert idle["events"]["task-clock"]["status"] == "not counted"
+
+
+def test_perf_parser_aggregation_prefixes_and_hybrid_pmus():
+    per_cpu = _parse("kvm_per_cpu.txt")["events"]
+    assert per_cpu["task-clock"]["value"] == pytest.approx(52.34 + 52.35)
+    assert per_cpu["cycles"]["status"] == "not supported"
+    per_socket = _parse("kvm_per_socket.txt")["events"]
+    assert per_socket["task-clock"]["value"] == pytest.approx(112.24)
+    hybrid = _parse("intel_hybrid_alderlake.txt")["events"]
+    assert hybrid["cycles"]["value"] == 4312344512 and hybrid["cycles"]["status"] == "counted"
+    assert hybrid["cycles"]["raw_names"] == ["cpu_core/cycles/", "cpu_atom/cycles/"]
+
+
+def test_perf_error_texts_are_messages_not_events():
+    r = _parse("paranoid_denied.txt")
+    assert r["events"] == {} and r["messages"]
+
+
+# -- counter detection ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("sample", "expect"),
+    [
+        ("paranoid_denied.txt", "perf_event_paranoid is 4"),
+        ("ubuntu_wrapper_no_kernel_tools.txt", "linux-tools"),
+        ("kvm_not_supported.txt", "not supported"),
+        ("kvm_not_counted_idle.txt", "perf stat failed"),
+    ],
+)
+def test_unavailable_reason_from_recorded_output(sample, expect):
+    reason = ctr.unavailable_reason(1, (PERF_DATA / sample).read_text(), 4, hypervisor=True)
+    assert reason is not None and expect in reason
+
+
+def test_usable_counters_give_no_reason():
+    for sample in ("intel_skylake_user.txt", "intel_hybrid_alderlake.txt", "intel_icx_topdown_events.txt"):
+        assert ctr.unavailable_reason(0, (PERF_DATA / sample).read_text(), 2, hypervisor=False) is None
+    text = (PERF_DATA / "kvm_not_supported.txt").read_text()
+    assert "virtual machine" in ctr.unavailable_reason(0, text, 2, hypervisor=True)
+    assert "virtual machine" not in ctr.unavailable_reason(0, text, 2, hypervisor=False)
+
+
+def test_detect_without_perf_returns_reason(monkeypatch, tmp_path):
+    st = ctr.detect_perf(str(tmp_path / "no-perf-here"))
+    assert st.available is False and "not installed" in st.reason
+    monkeypatch.setenv("RECSTACK_PERF", "")
+    assert ctr.find_perf() is None
+    assert ctr.detect_perf().available is False
+    res = ctr.measure_counters(lambda: None, 3)
+    assert res == {"available": False, "reason": ctr.detect_perf().reason}
+
+
+def test_measure_counters_reports_unavailable_status():
+    st = ctr.PerfStatus(False, "hardware counters are not supported here", perf="/usr/bin/perf", control=True)
+    assert ctr.measure_counters(lambda: None, 2, status=st) == {"available": False, "reason": st.reason}
+    prof = _profile()
+    prof.run["stage_roots"] = {"0": {"stage": "dense", "rule": "test"}}
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    res = ctr.counters_for_profile(prof, model, lambda: model(torch.ones(1, 4)), 2, status=st)
+    assert res == {"available": False, "reason": st.reason}
+    assert prof.extra["counters"] == {"available": False, "reason": st.reason}
+    assert "counters" not in prof.stage("dense").extra
+
+
+REAL_PERF = shutil.which("perf")
+
+
+@pytest.mark.skipif(REAL_PERF is None, reason="perf is not installed on this host")
+def test_detect_real_perf():
+    st = ctr.detect_perf()
+    assert st.perf is not None and st.reason
+    assert st.paranoid == ctr.perf_event_paranoid()
+    if st.available:
+        assert st.events and st.control
+    else:
+        assert st.reason != "ok"
+
+
+@pytest.mark.skipif(REAL_PERF is None, reason="perf is not installed on this host")
+def test_real_perf_session_counts_software_events_per_stage():
+    st = ctr.detect_perf()
+    if not st.control:
+        pytest.skip(f"{st.version} has no --control")
+    probe = ctr.measure_counters(lambda: None, 1, events=["task-clock"], status=st)
+    if not probe["available"]:
+        pytest.skip(f"perf cannot attach to this process here: {probe['reason']}")
+
+    def work() -> None:
+        sum(range(200_000))
+
+    res = ctr.measure_counters(work, 5, events=["task-clock", "page-faults"], status=st)
+    assert res["available"] and res["calls"] == 5
+    assert res["events"]["task-clock"]["status"] == "counted" and res["events"]["task-clock"]["value"] > 0
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8))
+    x = torch.randn(32, 64)
+
+    def step() -> None:
+        with torch.inference_mode():
+            model(x)
+
+    stages = ctr.measure_stages(
+        model, step, {"0": "dense", "2": "head"}, 20, events=["task-clock"], status=st
+    )
+    assert stages["available"], stages.get("reason")
+    assert set(stages["stages"]) == {"dense", "head"}
+    for s in stages["stages"].values():
+        assert s["calls"] == 20 and s["root_calls_per_step"] == 1
+        assert s["events"]["task-clock"]["value"] > 0
+    prof = _profile()
+    prof.run["stage_roots"] = {
+        "0": {"stage": "dense", "rule": "test"},
+        "2": {"stage": "head", "rule": "test"},
+    }
+    res = ctr.counters_for_profile(prof, model, step, 5, events=["task-clock"], status=st)
+    assert res["available"] and prof.extra["counters"]["available"] is True
+    assert set(prof.extra["counters"]["stages"]) == {"dense", "head"}
+    assert "counters" in prof.stage("dense").extra  # the stage node of the profile gets its compact figures
+
+
+# -- roofline classification ------------------------------------------------------------
+def _node(name, path, level, stage, t, calls=1, flops=None, nbytes=None, **extra) -> Node:
+    n = Node(name=name, path=path, level=level, stage=stage, time_s=t, calls=calls, flops=flops, bytes=nbytes)
+    if flops is not None and nbytes:
+        n.intensity = flops / nbytes
+    n.extra.update(extra)
+    return n
+
+
+def _profile(dtype: str = "fp32", threads: int = 2) -> Profile:
+    """Hand-built tree; expected bounds (2 threads, fp32: peak 180 GFLOP/s, stream 20 GB/s):
+
+    * embedding/emb (EmbeddingBag op, 1 GiB table of 128 B rows): 1 ms, 2.8 MB -> 2.8 GB/s = 70% of 4 GB/s: memory
+    * dense/addmm: 1 ms, 108 MFLOP (108 GFLOP/s = 60% of peak), 3 MB: compute
+    * tiny op: 2 us per call: overhead (per-call floor)
+    * idle op: 1 ms, 1 MFLOP, 1 MB: overhead (below 10% of both roofs)
+    * skewed op (hot rows): 1 ms, 12 MB requested (3x the roof), 2 MB unique (50%): memory on unique bytes
+    * nocost op: flops null: bound None
+    """
+    rows, dim = 1 << 23, 32  # 8M rows x 128 B = 1 GiB
+    emb = _node(
+        "aten::embedding_bag",
+        "embedding/emb/aten::embedding_bag",
+        "op",
+        "embedding",
+        1e-3,
+        1,
+        0.7e6,
+        2.8e6,
+        shapes=[[[rows, dim], [21875], [512]]],
+        cost_detail={"lookups": 21875.0, "table_bytes": 21875.0 * 128},
+    )
+    skew = _node(
+        "aten::embedding_bag",
+        "embedding/skew/aten::embedding_bag",
+        "op",
+        "embedding",
+        1e-3,
+        1,
+        3e6,
+        12e6,
+        cost_detail={"lookups": 93750.0, "table_bytes": 93750.0 * 128, "unique_bytes": 2e6},
+        shapes=[[[rows, dim], [93750], [512]]],
+    )
+    emb_mod = _node("emb", "embedding/emb", "module", "embedding", 1e-3, 1, 0.7e6, 2.8e6, children=None)
+    emb_mod.children = [emb]
+    skew_mod = _node("skew", "embedding/skew", "module", "embedding", 1e-3, 1, 3e6, 12e6)
+    skew_mod.children = [skew]
+    emb_stage = _node("embedding", "embedding", "stage", "embedding", 2e-3, 1, 3.7e6, 14.8e6)
+    emb_stage.children = [emb_mod, skew_mod]
+    addmm = _node("aten::addmm", "dense/mlp/aten::addmm", "op", "dense", 1e-3, 1, 108e6, 3e6)
+    tiny = _node("aten::relu", "dense/mlp/aten::relu", "op", "dense", 2e-6, 1, 1e3, 8e3)
+    idle = _node("aten::cat", "dense/mlp/aten::cat", "op", "dense", 1e-3, 1, 1e6, 1e6)
+    nocost = _node("aten::view", "dense/mlp/aten::view", "op", "dense", 1e-4, 1, None, 8e3)
+    mlp = _node("mlp", "dense/mlp", "module", "dense", 2.102e-3, 1, 109.001e6, 4.008e6)
+    mlp.children = [addmm, tiny, idle, nocost]
+    dense = _node("dense", "dense", "stage", "dense", 2.102e-3, 1, 109.001e6, 4.008e6)
+    dense.children = [mlp]
+    other = _node("other", "other", "stage", "other", 1e-4)
+    root = _node("toy", "run", "run", None, 4.202e-3, 1)
+    root.children = [emb_stage, dense, other]
+    return Profile(
+        run_id="t",
+        run={"model": "toy", "threads": threads, "dtype": dtype, "device": "cpu", "table_dtype": "fp32"},
+        environment={},
+        overhead={},
+        root=root,
+    )
+
+
+@pytest.fixture()
+def classified() -> Profile:
+    p = _profile()
+    classify(p, _synthetic_machine())
+    return p
+
+
+def test_memory_bound_embedding_uses_gather_roof(classified):
+    n = classified.root.find("embedding/emb/aten::embedding_bag")
+    r = n.extra["roofline"]
+    assert n.extra["bound"] == "memory" and n.extra["bound_basis"] == "requested bytes"
+    assert r["roof"] == "gather" and r["gather"]["table_source"] == "op shapes"
+    assert r["gather"]["row_source"].startswith("cost model")
+    assert r["gather"]["row_bytes"] == 128 and r["gather"]["table_bytes"] == 1 << 30
+    assert r["roof_bytes_per_s"] == pytest.approx(4 * GB)
+    assert r["achieved_bytes_per_s"] == pytest.approx(2.8 * GB)
+    assert r["memory_fraction_requested"] == pytest.approx(0.7)
+    assert r["ceiling_fraction"] == pytest.approx(0.7)
+    assert r["ceiling_flops"] == pytest.approx(min(180 * GB, 0.25 * 4 * GB))
+    module = classified.root.find("embedding/emb")
+    assert module.extra["bound"] == "memory" and module.extra["roofline"]["roof"] == "gather"
+
+
+def test_compute_bound_gemm(classified):
+    n = classified.root.find("dense/mlp/aten::addmm")
+    r = n.extra["roofline"]
+    assert n.extra["bound"] == "compute"
+    assert r["roof"] == "stream" and r["roof_bytes_per_s"] == pytest.approx(20 * GB)
+    assert r["achieved_flops"] == pytest.approx(108 * GB)
+    assert r["compute_fraction"] == pytest.approx(0.6)
+    assert r["ceiling_flops"] == pytest.approx(180 * GB)
+    assert r["ceiling_fraction"] == pytest.approx(0.6)
+    assert r["intensity"] == pytest.approx(36.0) and r["intensity"] > r["ridge_intensity"]
+
+
+def test_overhead_bound_tiny_and_idle_nodes(classified):
+    tiny = classified.root.find("dense/mlp/aten::relu")
+    assert tiny.extra["bound"] == "overhead"
+    assert tiny.extra["roofline"]["per_call_s"] < OVERHEAD_PER_CALL_S
+    assert "floor" in tiny.extra["bound_reason"]
+    idle = classified.root.find("dense/mlp/aten::cat")
+    assert idle.extra["bound"] == "overhead" and "both roofs" in idle.extra["bound_reason"]
+
+
+def test_skewed_embedding_uses_unique_bytes(classified):
+    n = classified.root.find("embedding/skew/aten::embedding_bag")
+    r = n.extra["roofline"]
+    assert n.extra["bound_basis"] == "unique bytes" and n.extra["bound"] == "memory"
+    assert r["memory_fraction_requested"] == pytest.approx(3.0)
+    assert r["memory_fraction_unique"] == pytest.approx(0.5)
+    assert r["ceiling_fraction"] == pytest.approx(0.5)
+    assert "hot rows" in n.extra["bound_reason"]
+    module = classified.root.find("embedding/skew")  # no unique_bytes of its own: summed from its op
+    assert module.extra["roofline"]["unique_bytes_source"] == "summed from embedding ops"
+    assert module.extra["bound_basis"] == "unique bytes"
+
+
+def test_null_cost_figures_give_null_bound(classified):
+    n = classified.root.find("dense/mlp/aten::view")
+    assert n.extra["bound"] is None and "flops" in n.extra["bound_reason"]
+    other = classified.stage("other")
+    assert other.extra["bound"] is None and "flops and bytes" in other.extra["bound_reason"]
+
+
+def test_profile_machine_summary_and_roundtrip(classified):
+    m = classified.extra["machine"]
+    assert m["threads"] == 2 and m["dtype"] == "fp32"
+    assert m["peak_flops"] == pytest.approx(180 * GB) and m["stream_bandwidth"] == pytest.approx(20 * GB)
+    assert m["ridge_intensity"] == pytest.approx(9.0)
+    assert m["gather_bandwidth_range"] == [pytest.approx(4 * GB), pytest.approx(40 * GB)]
+    assert m["thresholds"]["overhead_per_call_s"] == OVERHEAD_PER_CALL_S
+    assert any(r["main"] and r["dtype"] == "fp32" for r in m["compute_roofs"])
+    assert m["gather_roofs"] and "embedding" in m["gather_roofs"][0]["label"]
+    again = Profile.from_dict(json.loads(json.dumps(classified.to_dict(), allow_nan=False)))
+    assert again.root.find("dense/mlp/aten::addmm").extra["bound"] == "compute"
+
+
+def test_thread_count_and_dtype_select_the_roofs():
+    m = _synthetic_machine()
+    one = build_roofs(m, {"threads": 1, "dtype": "fp32"})
+    assert one.peak_flops == pytest.approx(100 * GB) and one.stream_bw == pytest.approx(10 * GB)
+    assert one.gather_bw(128, 1 << 30) == pytest.approx(2 * GB)
+    many = build_roofs(m, {"threads": 8, "dtype": "fp32"})
+    assert many.peak_flops == pytest.approx(180 * GB) and "clamped" in many.notes[0]
+    bf16 = build_roofs(m, {"threads": 2, "dtype": "bf16"})
+    assert bf16.peak_flops == pytest.approx(3 * GB)
+    # log-log interpolation between 1 MiB (40 GB/s) and 1 GiB (4 GB/s): geometric midpoint at 32 MiB
+    two = build_roofs(m, {"threads": 2, "dtype": "fp32"})
+    assert two.gather_bw(96, 1 << 25) == pytest.approx(math.sqrt(40 * 4) * GB, rel=1e-6)
+    assert two.gather_bw(100, 1 << 40) == pytest.approx(4 * GB)  # clamped beyond the grid
+    p = _profile(dtype="bf16")
+    classify(p, m)
+    assert p.root.find("dense/mlp/aten::addmm").extra["roofline"]["peak_flops"] == pytest.approx(3 * GB)
+
+
+def test_gather_point_sources():
+    from recstack.zoo.build import resolve_config
+
+    m = _synthetic_machine()
+    p = _profile()
+    op = p.root.find("embedding/emb/aten::embedding_bag")
+    op.extra.pop("shapes")
+    p.run["model_config"] = resolve_config("rmc1", 0.001).model_dump()  # 8 tables x 4000 rows x 32 fp32
+    classify(p, m)
+    g = op.extra["roofline"]["gather"]
+    assert g["row_source"].startswith("cost model") and g["row_bytes"] == 128
+    assert g["table_source"] == "model config (all tables)" and g["table_bytes"] == 8 * 4000 * 128
+    op.extra.pop("cost_detail")
+    classify(p, m)
+    g = op.extra["roofline"]["gather"]
+    assert g["row_source"] == "model config (all tables)" and g["row_bytes"] == 128
+    del p.run["model_config"]
+    classify(p, m)
+    g = op.extra["roofline"]["gather"]
+    assert (
+        g["row_source"] == "default"
+        and g["table_source"].startswith("default")
+        and g["table_bytes"] == 1 << 30
+    )
+    op.extra.update(row_bytes=64, table_footprint_bytes=1 << 20)
+    classify(p, m)
+    g = op.extra["roofline"]["gather"]
+    assert g["row_source"] == g["table_source"] == "node"
+    assert op.extra["roofline"]["roof_bytes_per_s"] == pytest.approx(40 * GB)
+
+
+def test_unique_bytes_at_top_level_extra_and_ancestors_not_gather():
+    p = _profile()
+    skew = p.root.find("embedding/skew/aten::embedding_bag")
+    skew.extra["unique_bytes"] = skew.extra["cost_detail"].pop("unique_bytes")
+    p.root.extra["cost_detail"] = {"unique_bytes": 2e6}  # the cost model sums unique bytes up to the run
+    p.root.flops, p.root.bytes = 112.701e6, 18.808e6
+    classify(p, _synthetic_machine())
+    assert skew.extra["bound_basis"] == "unique bytes"
+    assert p.root.extra["roofline"]["roof"] == "stream"  # 2 of 4.2 ms in embedding ops: not dominated
+
+
+def test_gpu_profile_uses_gpu_figures():
+    m = _synthetic_machine()
+    st = m["stream_bandwidth"]["by_threads"]["1"]["copy"]
+    scale = {k: (v * 100 if isinstance(v, float) else v) for k, v in st.items()}
+    m["gpu"] = {
+        "name": "Test GPU",
+        "hbm_bandwidth": {"copy": {**scale, "max": 4000 * GB}},
+        "gemm_flops": {"fp32": {**scale, "max": 60e12}, "bf16": {**scale, "max": 900e12}},
+        "gather_bandwidth": {
+            "grid": [
+                {
+                    "threads": 1,
+                    "dist": "uniform",
+                    "row_bytes": r,
+                    "table_bytes": t,
+                    "bandwidth": {**scale, "max": bw},
+                }
+                for r in (64, 512)
+                for t, bw in ((1 << 24, 3000 * GB), (1 << 32, 1000 * GB))
+            ]
+        },
+    }
+    p = _profile(dtype="bf16")
+    p.run["device"] = "cuda"
+    classify(p, m)
+    assert p.extra["machine"]["device"] == "cuda" and p.extra["machine"]["peak_flops"] == pytest.approx(
+        900e12
+    )
+    r = p.root.find("embedding/emb/aten::embedding_bag").extra["roofline"]
+    assert r["roof"] == "gather" and 1000 * GB <= r["roof_bytes_per_s"] <= 3000 * GB
+
+
+def test_gpu_profile_needs_gpu_figures():
+    p = _profile()
+    p.run["device"] = "cuda"
+    with pytest.raises(DataError, match="GPU"):
+        classify(p, _synthetic_machine())
+
+
+def test_classify_against_measured_tiny_machine(tiny_machine):
+    p = _profile(threads=1)
+    classify(p, tiny_machine)
+    assert p.extra["machine"]["host"] == sysinfo.host()
+    assert p.root.find("dense/mlp/aten::relu").extra["bound"] == "overhead"
+    for n in p.nodes():
+        assert n.extra["bound"] in (None, "memory", "compute", "overhead")
+
+
+# -- chart ------------------------------------------------------------------------------
+def test_chart_png_and_svg(classified, tmp_path):
+    written = render_roofline(classified, tmp_path / "roof.png")
+    assert [p.name for p in written] == ["roof.png", "roof.svg"]
+    png = (tmp_path / "roof.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    svg = (tmp_path / "roof.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg and "</svg>" in svg
+    only = render_roofline(classified, tmp_path / "sub" / "roof.svg")
+    assert only == [tmp_path / "sub" / "roof.svg"] and only[0].stat().st_size > 1000
+
+
+def test_chart_rejects_bad_extension_and_unclassified(tmp_path):
+    with pytest.raises(ConfigError, match=r"\.png"):
+        output_paths(tmp_path / "roof.jpg")
+    with pytest.raises(DataError, match="classify"):
+        render_roofline(_profile(), tmp_path / "r.png")
+
+
+# -- CLI ---------------------------------------------------------------------------------
+def _cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="recstack")
+    register(parser.add_subparsers(dest="cmd", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except RecstackError:
+        return 2
+
+
+def test_cli_roofline(tmp_path, capsys):
+    prof, mach = tmp_path / "p.json", tmp_path / "m.json"
+    _profile().save(prof)
+    save_machine(_synthetic_machine(), mach)
+    out = tmp_path / "chart.png"
+    saved = tmp_path / "classified.json"
+    assert (
+        _cli(["roofline", str(prof), "-o", str(out), "--machine", str(mach), "--save-profile", str(saved)])
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "embedding" in text and "memory" in text and "chart.svg" in text
+    assert out.exists() and out.with_suffix(".svg").exists()
+    assert Profile.load(saved).stage("dense").extra["bound"] == "compute"
+    assert _cli(["roofline", str(tmp_path / "absent.json"), "-o", str(out), "--machine", str(mach)]) == 2
+    assert _cli(["roofline", str(prof), "-o", str(tmp_path / "x.gif"), "--machine", str(mach)]) == 2
+    assert _cli(["roofline", str(prof), "-o", str(out), "--machine", str(tmp_path / "nope.json")]) == 2
+
+
+def test_cli_machine_json_from_cache(tiny_machine, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RECSTACK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("RECSTACK_PERF", "")
+    save_machine({**tiny_machine, "mode": "full", "quick": False}, cache_path())
+    assert _cli(["machine", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in (*REQUIRED_KEYS, "counters"):
+        assert key in data
+    assert data["counters"]["available"] is False and "not installed" in data["counters"]["reason"]
+    assert _cli(["machine"]) == 0
+    text = capsys.readouterr().out
+    assert "GEMM FLOP/s" in text and "gather bandwidth" in text and "hardware counters: unavailable" in text
+
+
+# -- end to end: a real profile with the real cost model ---------------------------------------
+def test_classify_real_profile_with_cost_model(tmp_path):
+    costmodel = pytest.importorskip("recstack.costmodel")
+    from _batches import raw_batch
+
+    import recstack
+    from recstack.profiling.runner import call_model
+    from recstack.zoo import build_model
+
+    model = build_model("rmc1", scale=0.0005)
+    batch = raw_batch(model, 64, seed=0, id_factor=1)
+    prof = recstack.profile(
+        model, [batch], batch_size=64, iters=3, warmup=1, op_iters=1, run_info={"model": "rmc1"}
+    )
+    model.eval()
+    with torch.inference_mode(), costmodel.CostCounter(model) as counter:
+        call_model(model, batch)
+    costmodel.attach_costs(prof.root, counter.counts, steps=1)
+    classify(prof, _synthetic_machine())
+    emb = prof.stage("embedding")
+    r = emb.extra["roofline"]
+    assert r["roof"] == "gather" and r["memory_fraction_unique"] is not None
+    assert r["gather"]["row_bytes"] == pytest.approx(128) and r["gather"]["row_source"].startswith(
+        "cost model"
+    )
+    assert r["gather"]["table_source"] == "op shapes" and r["gather"]["table_bytes"] == 8 * 2000 * 128
+    assert prof.stage("dense").extra["roofline"]["roof"] == "stream"
+    for n in prof.nodes():
+        assert n.extra["bound"] in (None, "memory", "compute", "overhead")
+        assert n.extra["bound"] is not None or n.extra["bound_reason"]
+    assert len(render_roofline(prof, tmp_path / "rmc1.png")) == 2
