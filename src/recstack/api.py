@@ -62,6 +62,9 @@ def profile(
     loss_fn: Callable[[Any, Any], torch.Tensor] | None = None,
     num_batches: int = 4,
     run_info: dict[str, Any] | None = None,
+    machine: dict[str, Any] | str | Path | None = None,
+    cost_model: bool = True,
+    counters: bool = True,
 ) -> Profile:
     """Profile any nn.Module (zoo, TorchRec or your own) on batches from ``inputs``.
 
@@ -70,7 +73,9 @@ def profile(
     passed as positional arguments, a dict as keyword arguments, anything else
     as the single argument. In train mode the loss is ``loss_fn(output, batch)``,
     else the model's own ``loss(output, labels)``, else BCE-with-logits against
-    seeded random labels.
+    seeded random labels. ``machine``: a machine dict or file (``recstack machine``)
+    to classify every node against; ``"auto"`` uses the cached measurement of this
+    host if there is one.
     """
     rules = load_stage_rules(stage_rules) if isinstance(stage_rules, (str, Path)) else stage_rules
     opts = ProfileOptions(
@@ -86,6 +91,9 @@ def profile(
         trace_path=str(trace) if trace else None,
         seed=seed,
         run_info=dict(run_info or {}),
+        cost_model=cost_model,
+        counters=counters,
+        machine=resolve_machine(machine),
     )
     opts.validate()
     if num_batches < 1:
@@ -136,6 +144,21 @@ def profile_zoo(
     }
     info.update(kwargs.pop("run_info", None) or {})
     return profile(net, bound, batch_size=batch_size, mode=mode, seed=seed, run_info=info, **kwargs)
+
+
+def resolve_machine(machine: dict[str, Any] | str | Path | None) -> dict[str, Any] | None:
+    """A machine dict, a machine JSON file, ``"auto"`` (this host's cached measurement, if any) or None."""
+    if machine is None or isinstance(machine, dict):
+        return machine
+    from recstack.hardware.machine import cache_is_current, cache_path, load_machine
+
+    if str(machine) == "auto":
+        path = cache_path()
+        if not path.exists():
+            return None
+        cached = load_machine(path)
+        return cached if cache_is_current(cached, "quick") is None else None
+    return load_machine(machine)
 
 
 def load_factory(spec: str) -> Callable[[int, int], tuple[nn.Module, Callable[..., Any]]]:

@@ -25,6 +25,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         stage_rules=args.stage_rules,
         trace=args.trace,
         seed=args.seed,
+        machine=None if args.machine == "none" else args.machine,
     )
     if ":" in args.model and not Path(args.model).exists():
         factory = api.load_factory(args.model)
@@ -62,8 +63,13 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from recstack.hardware.machine import get_machine
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    print("recstack demo: measuring this machine (quick; cached per host) for the roofline ...")
+    sys.stdout.flush()
+    get_machine(quick=True)
     ns = build_profile_parser().parse_args(
         [
             args.model,
@@ -108,6 +114,12 @@ def _add_profile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stage-rules", default=None, help="YAML with rules: [{match: <glob>, stage: <stage>}]")
     p.add_argument("-o", "--output", default=None, help="write the profile JSON here")
     p.add_argument("--trace", default=None, help="write a Chrome/Perfetto trace here")
+    p.add_argument(
+        "--machine",
+        default="auto",
+        help="machine file for the roofline and bound classes (recstack machine --json > m.json); "
+        "'auto' (default) uses this host's cached measurement if present, 'none' skips",
+    )
     p.add_argument("--depth", type=int_at_least("--depth", 0), default=3, help="tree depth to print")
     p.add_argument("--top", type=int_at_least("--top", 1), default=8, help="children shown per node")
 

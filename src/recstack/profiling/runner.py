@@ -55,6 +55,9 @@ class ProfileOptions:
     trace_path: str | None = None
     seed: int = 0
     op_pass: bool = True
+    cost_model: bool = True
+    counters: bool = True
+    machine: dict[str, Any] | None = None
     run_info: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -404,7 +407,7 @@ def _profile(
         res = extra["memory"]["resident_by_stage"].get(st.name)
         if res:
             st.extra["resident_bytes"] = res
-    return Profile(
+    prof = Profile(
         run_id=uuid.uuid4().hex[:12],
         run=run,
         environment=environment(),
@@ -413,6 +416,27 @@ def _profile(
         ranks=[{"rank": 0, "root": "root"}],
         extra=extra,
     )
+    _analyse(prof, model, step, batches[0], opts)
+    return prof
+
+
+def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: ProfileOptions) -> None:
+    """Outside the timed passes: analytic costs, hardware counters, and the roofline bound classes."""
+    if opts.cost_model:
+        from recstack.costmodel import CostCounter, attach_costs
+
+        with CostCounter(model) as counter:
+            step.run(batch)
+        summary = attach_costs(prof.root, counter.counts, steps=1)
+        prof.extra["cost_model"] = summary
+    if opts.counters:
+        from recstack.hardware.counters import counters_for_profile
+
+        counters_for_profile(prof, model, lambda: step.run(batch), repeats=5)
+    if opts.machine is not None:
+        from recstack.analysis.roofline import classify
+
+        classify(prof, opts.machine)
 
 
 def _train_table_costs(t: dict[str, Any], backend: str, optimizer: str) -> None:

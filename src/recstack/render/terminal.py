@@ -124,6 +124,7 @@ def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -
         + " vs uninstrumented (measured)"
     )
     has_cost = any(n.flops is not None or n.bytes is not None for n in root.walk())
+    has_bound = any(n.extra.get("bound") for n in root.walk())
     t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     t.add_column("node")
     t.add_column("level")
@@ -134,6 +135,9 @@ def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -
     if has_cost:
         for col in ("FLOPs", "bytes", "FLOP/B"):
             t.add_column(col, justify="right")
+    if has_bound:
+        t.add_column("% roof", justify="right")
+        t.add_column("bound")
     total = root.time_s or 1.0
 
     def add(n: Node, d: int, prefix: str) -> None:
@@ -143,6 +147,9 @@ def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -
         row = [prefix + label, n.level, _fmt_time(n.time_s), f"{100 * n.time_s / total:5.1f}%", spread, str(n.calls)]
         if has_cost:
             row += [human_count(n.flops), human_bytes(n.bytes), f"{n.intensity:.2f}" if n.intensity is not None else "-"]
+        if has_bound:
+            frac = (n.extra.get("roofline") or {}).get("ceiling_fraction")
+            row += [f"{100 * frac:.0f}%" if isinstance(frac, (int, float)) else "-", n.extra.get("bound") or "-"]
         t.add_row(*row)
         if d >= depth:
             return
