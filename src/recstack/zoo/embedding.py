@@ -126,14 +126,20 @@ class TorchEmbeddings(EmbeddingBackend):
     def __init__(self, tables: list[Table], *, sparse: bool = True, device: str | torch.device = "cpu") -> None:
         super().__init__(tables)
         self.sparse_grads = sparse
+        # _weight: allocate without the default N(0, 1) init (init_weights fills every row once).
         self.bags = nn.ModuleDict(
             {
-                t.name: nn.EmbeddingBag(t.rows, t.dim, mode="sum", sparse=sparse, device=device)
+                t.name: nn.EmbeddingBag(
+                    t.rows, t.dim, mode="sum", sparse=sparse, _weight=torch.empty((t.rows, t.dim), device=device)
+                )
                 for t in self.pooled
             }
         )
         self.seqs = nn.ModuleDict(
-            {t.name: nn.Embedding(t.rows, t.dim, sparse=sparse, device=device) for t in self.sequence}
+            {
+                t.name: nn.Embedding(t.rows, t.dim, sparse=sparse, _weight=torch.empty((t.rows, t.dim), device=device))
+                for t in self.sequence
+            }
         )
 
     def process(self, batch: RawBatch) -> Processed:
