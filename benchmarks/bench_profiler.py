@@ -52,6 +52,7 @@ def main() -> None:
     ap.add_argument("--op-iters", type=int, default=3)
     ap.add_argument("--vs-torch-profiler", action="store_true")
     ap.add_argument("--out", default="out/bench_profiler.json")
+    ap.add_argument("--save-profiles", default=None, help="folder to save each profile JSON ({model}_{backend}_{batch}.json)")
     args = ap.parse_args()
 
     results = []
@@ -66,8 +67,17 @@ def main() -> None:
         bound = spec.bind(model.features(), model.num_dense, model.num_tasks)
         for bs in args.batches:
             prof = recstack.profile(
-                model, bound, batch_size=bs, iters=args.iters, op_iters=args.op_iters, run_info={"model": name}
+                model,
+                bound,
+                batch_size=bs,
+                iters=args.iters,
+                op_iters=args.op_iters,
+                machine="auto",
+                run_info={"model": name, "backend": args.backend, "scale": args.scale, "workload": args.workload,
+                          "model_config": model.cfg.model_dump(), "workload_config": bound.describe()},
             )
+            if args.save_profiles:
+                prof.save(Path(args.save_profiles) / f"{name}_{args.backend}_{bs}.json")
             shares = prof.stage_shares()
             ov = prof.overhead
             vs = None
