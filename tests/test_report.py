@@ -1,8 +1,10 @@
 """Report, diff and export: real profiles in, HTML/tables out; the report page is opened in headless Chromium.
 
-The cost model and the roofline classifier are built separately; ``simulate_cost`` stands in for
-them here (shape-based FLOP/byte estimates, a fixed machine) so that every report section that
-depends on their documented fields is exercised.
+Profiles are real zoo runs with the real cost model; the roofline classes come from
+:func:`recstack.analysis.roofline.classify` against this host measured in the ``tiny`` mode
+(:func:`recstack.hardware.machine.measure_machine`), and the available-counters section from
+recorded ``perf stat`` output (``tests/data/perf``) through the real parser and
+:func:`recstack.hardware.counters.attach_counters`.
 """
 
 from __future__ import annotations
@@ -21,14 +23,16 @@ import torch
 from torch import nn
 
 import recstack
+from recstack.analysis.roofline import classify
 from recstack.errors import DataError, RecstackError
 from recstack.export import BASE_COLUMNS, node_rows, to_dataframe, write_csv, write_parquet
+from recstack.hardware import counters as ctr
 from recstack.report import diff_profiles, render_diff_html, render_report, write_diff_html, write_report
 from recstack.report.commands import register
 from recstack.report.diff import NoiseRule, judge
 from recstack.report.html import safe_json
-from recstack.report.payload import machine_roofs, report_payload
-from recstack.tree import Node, Profile
+from recstack.report.payload import PROVENANCE_KINDS, report_payload
+from recstack.tree import Profile
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _batches import raw_batch  # noqa: E402
@@ -36,28 +40,54 @@ from _batches import raw_batch  # noqa: E402
 EVIL = "</script><img src=x onerror=alert(1)>"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-MACHINE = {"name": "test cpu", "peak_flops_per_s": 2.0e11, "bandwidths": {"DRAM": 2.5e10, "L2": 1.2e11}}
+PERF_DATA = Path(__file__).parent / "data" / "perf"
 
 
 # -- fixtures: real profiles ---------------------------------------------------------------------------------
-def _zoo_profile(backend: str, model_name: str = "rmc1") -> Profile:
+@pytest.fixture(scope="module")
+def machine() -> dict:
+    """This host, measured in the tiny mode (seconds)."""
+    from recstack.hardware.machine import measure_machine
+
+    return measure_machine(tiny=True)
+
+
+def _zoo_profile(backend: str, model_name: str = "rmc1", **kw) -> Profile:
+    """rmc1 at a tiny scale with the cost model (and counters, unavailable on most CI hosts); no machine."""
     from recstack.zoo import build_model
 
     m = build_model("rmc1", scale=0.001, backend=backend)
     return recstack.profile(
         m, lambda i: raw_batch(m, 64, seed=i), batch_size=64, iters=4, warmup=1, op_iters=1,
-        run_info={"model": model_name, "backend": backend},
+        run_info={"model": model_name, "backend": backend}, **kw,
     )
 
 
+def _classified(p: Profile, machine: dict) -> Profile:
+    p = copy.deepcopy(p)
+    classify(p, machine)
+    return p
+
+
 @pytest.fixture(scope="module")
-def torch_prof() -> Profile:
+def torch_costed() -> Profile:
+    """Cost figures, no machine: the roofline section must say what is missing."""
     return _zoo_profile("torch", "rmc1" + EVIL)
 
 
 @pytest.fixture(scope="module")
-def tbe_prof() -> Profile:
-    return _zoo_profile("tbe")
+def torch_prof(torch_costed: Profile, machine: dict) -> Profile:
+    return _classified(torch_costed, machine)
+
+
+@pytest.fixture(scope="module")
+def tbe_prof(machine: dict) -> Profile:
+    return _classified(_zoo_profile("tbe"), machine)
+
+
+@pytest.fixture(scope="module")
+def train_prof(machine: dict) -> Profile:
+    return _classified(_zoo_profile("torch", mode="train", optimizer="adagrad"), machine)
 
 
 class Hostile(nn.Module):
@@ -74,87 +104,34 @@ class Hostile(nn.Module):
 
 @pytest.fixture(scope="module")
 def hostile_prof() -> Profile:
+    """No cost model, no counters, no machine: every optional section is absent."""
     return recstack.profile(
         Hostile(), lambda i: torch.randn(8, 16), batch_size=8, iters=3, warmup=1, op_iters=1,
-        run_info={"model": "evil" + EVIL},
+        run_info={"model": "evil" + EVIL}, cost_model=False, counters=False,
     )
 
 
-# -- stand-in for the cost model and roofline classifier ------------------------------------------------------
-def _prod(xs: list[int]) -> int:
-    return math.prod(xs) if xs else 1
-
-
-def _formula(n: Node) -> tuple[float, float] | None:
-    shapes = n.extra.get("shapes") or []
-    if not shapes or not isinstance(shapes[0], list):
-        return None
-    s = shapes[0]
-    if n.name == "aten::addmm" and len(s) >= 3 and len(s[1]) == 2 and len(s[2]) == 2:
-        (m, k), (_, o) = s[1], s[2]
-        return 2.0 * m * k * o * n.calls, 4.0 * (m * k + k * o + m * o) * n.calls
-    if n.name == "aten::embedding_bag" and len(s) >= 3 and len(s[0]) == 2:
-        dim, ids, bags = s[0][1], _prod(s[1]), _prod(s[2])
-        return float(ids * dim * n.calls), float((4 * ids * dim + 8 * ids + 4 * bags * dim) * n.calls)
-    if n.name in ("aten::relu", "aten::clamp_min"):
-        numel = _prod(s[0])
-        return float(numel * n.calls), 8.0 * numel * n.calls
-    return None
-
-
-def simulate_cost(p: Profile) -> Profile:
-    """Fill flops/bytes/intensity, provenance, roofline extras and the top-level sections (a copy)."""
+def _with_counters(p: Profile) -> Profile:
+    """A copy carrying per-stage counters as attach_counters stores them, from recorded perf sessions."""
     p = copy.deepcopy(p)
-    peak, dram = MACHINE["peak_flops_per_s"], MACHINE["bandwidths"]["DRAM"]
-    uncovered: dict[str, dict] = {}
 
-    def fill(n: Node) -> None:
-        for c in n.children:
-            fill(c)
-        f = _formula(n) if n.level == "op" else None
-        if f:
-            n.flops, n.bytes = f
-            n.extra["provenance"] = {"flops": "formula", "bytes": "formula", "intensity": "derived"}
-        else:
-            costed = [c for c in n.children if c.flops is not None]
-            if costed:
-                n.flops = sum(c.flops for c in costed)
-                n.bytes = sum(c.bytes for c in costed)
-            elif n.level == "op":
-                n.extra["uncovered"] = True
-                u = uncovered.setdefault(n.name, {"name": n.name, "time_s": 0.0, "calls": 0})
-                u["time_s"] += n.time_s
-                u["calls"] += n.calls
-        if n.flops and n.bytes:
-            n.intensity = n.flops / n.bytes
-            if n.time_s > 0:
-                ceiling = min(peak, dram * n.intensity)
-                achieved = n.flops / n.time_s
-                n.extra.update(
-                    achieved_flops_per_s=achieved, achieved_bytes_per_s=n.bytes / n.time_s,
-                    ceiling_flops_per_s=ceiling, fraction_of_ceiling=achieved / ceiling,
-                    bound="overhead" if achieved / ceiling < 0.02 else ("memory" if n.intensity < peak / dram else "compute"),
-                    bound_basis="intensity vs ridge point",
-                )
+    def stage(sample: str) -> dict:
+        parsed = ctr.parse_perf_stat_csv((PERF_DATA / sample).read_text())
+        return {"roots": ["x"], "root_calls_per_step": 1, **ctr.derived(parsed, calls=10)}
 
-    fill(p.root)
-    ops = sorted(uncovered.values(), key=lambda u: -u["time_s"])
-    p.extra["cost_model"] = {"uncovered_ops": ops, "uncovered_time_share": sum(u["time_s"] for u in ops) / p.root.time_s}
-    p.extra["machine"] = MACHINE
-    tables = []
-    for n in p.nodes():
-        if n.name == "aten::embedding_bag" and n.extra.get("shapes"):
-            s = n.extra["shapes"][0]
-            lookups = _prod(s[1])
-            unique = min(s[0][0], int(lookups * 0.6))
-            tables.append({
-                "table": n.path.split("/")[-2].rsplit(".", 1)[-1], "rows": s[0][0], "dim": s[0][1], "dtype": "fp32",
-                "table_bytes": 4 * s[0][0] * s[0][1], "lookups": lookups, "unique_rows": unique,
-                "bytes_requested": 4 * lookups * s[0][1], "bytes_unique": 4 * unique * s[0][1],
-                "pooling_factor": lookups / s[2][0],
-            })
-    p.extra["embedding_tables"] = tables
+    ctr.attach_counters(p, {
+        "available": True, "method": ctr.METHOD, "perf": "perf version 6.1",
+        "stages": {
+            "embedding": stage("intel_icx_topdown_events.txt"),
+            "dense": stage("intel_multiplexed.txt"),
+            "head": {"available": False, "reason": "stage root was not called during the step"},
+        },
+    })
     return p
+
+
+def _node(p: Profile, path: str):
+    return next(n for n in p.nodes() if n.path == path)
 
 
 # -- report: escaping and self-containment ---------------------------------------------------------------------
@@ -187,43 +164,69 @@ def test_report_is_self_contained_and_escaped(hostile_prof: Profile) -> None:
     assert "&lt;/script&gt;" in page.split("</title>")[0]  # the title tag is HTML-escaped
 
 
-def test_payload_sections_present_and_absent(torch_prof: Profile) -> None:
-    plain = report_payload(torch_prof)
-    assert plain["has_cost"] is False and plain["roofs"] is None
-    assert plain["cost_model"] is None
-    assert plain["embedding_tables"], "the profiler records per-table detail for zoo models"
-    rich = report_payload(simulate_cost(torch_prof))
-    assert rich["has_cost"] and rich["has_bound"]
-    assert rich["roofs"]["compute"][0]["flops_per_s"] == MACHINE["peak_flops_per_s"]
-    assert [m["name"] for m in rich["roofs"]["memory"]] == ["L2", "DRAM"]
-    assert rich["embedding_tables"] and rich["cost_model"]["uncovered_ops"]
-    assert rich["provenance_defaults"]["time_s"]["stage"] == "measured"
-    assert rich["provenance_defaults"]["time_s"]["op"] == "apportioned"
+def test_payload_sections_absent(hostile_prof: Profile, torch_costed: Profile) -> None:
+    bare = report_payload(hostile_prof)
+    assert bare["has_cost"] is False
+    assert bare["machine"] is None and bare["cost_model"] is None and bare["counters"] is None
+    assert bare["embedding_tables"] is None  # not a zoo sparse arch
+    assert bare["memory"]["peak_step"]["peak_rss_bytes"] > 0  # always recorded
+    costed = report_payload(torch_costed)
+    assert costed["has_cost"] and costed["machine"] is None
+    assert all("roofline" not in n["extra"] for n in costed["root"]["children"])
 
 
-@pytest.mark.parametrize(
-    ("machine", "compute", "memory"),
-    [
-        ({"peak_flops_per_s": 1e12, "dram_bytes_per_s": 1e11}, [1e12], [1e11]),
-        ({"peak_flops": {"fp32": 1e12, "bf16": 4e12}, "bandwidths": [{"name": "HBM", "bytes_per_s": 3e12}]}, [4e12, 1e12], [3e12]),
-        ({"peak_flops_per_s": 1e12, "memory_bandwidth": 5e10, "l3_bandwidth": 2e11}, [1e12], [2e11, 5e10]),
-        ({"peak_flops_per_s": {"median": 1e12}, "dram_bandwidth": {"bytes_per_s": 4e10}}, [1e12], [4e10]),
-        ({"peak_flops_per_s": 1e12}, None, None),
-        ({"bandwidths": {"DRAM": 1e11}}, None, None),
-        (None, None, None),
-    ],
-)
-def test_machine_roofs_forms(machine, compute, memory) -> None:
-    roofs = machine_roofs(machine)
-    if compute is None:
-        assert roofs is None
-    else:
-        assert [c["flops_per_s"] for c in roofs["compute"]] == compute
-        assert [m["bytes_per_s"] for m in roofs["memory"]] == memory
+def test_payload_carries_the_producers_formats(torch_prof: Profile, machine: dict) -> None:
+    data = report_payload(torch_prof)
+    assert data["profile_extra"] == {}  # every top-level section has a place of its own
+    # Roofs: the classifier's compact machine figures at the run's threads and dtype.
+    m = data["machine"]
+    main = [r for r in m["compute_roofs"] if r["main"]]
+    assert len(main) == 1 and main[0]["dtype"] == torch_prof.run["dtype"] == m["dtype"]
+    assert main[0]["flops"] == m["peak_flops"] > 0 and m["stream_bandwidth"] > 0
+    assert m["threads"] == torch_prof.run["threads"] and m["host"] == machine["host"]
+    assert m["gather_roofs"] and all(g["bytes_per_s"] > 0 for g in m["gather_roofs"])  # the embedding stage
+    # Points: each node's extra.roofline; a gather stage has both bases.
+    emb = next(c for c in data["root"]["children"] if c["name"] == "embedding")
+    r = emb["extra"]["roofline"]
+    assert r["roof"] == "gather" and r["gather"]["row_bytes"] == 4 * 32
+    assert r["achieved_unique_bytes_per_s"] > 0 and r["intensity"] > 0 and r["achieved_flops"] > 0
+    frac = r["memory_fraction_unique"] if emb["extra"]["bound_basis"] == "unique bytes" else r["memory_fraction_requested"]
+    assert math.isclose(r["ceiling_fraction"], max(r["compute_fraction"], frac))
+    assert emb["extra"]["bound"] in ("memory", "compute", "overhead") and emb["extra"]["bound_reason"]
+    # Per-table detail, memory, counters and the cost-model summary, as written.
+    tables = data["embedding_tables"]
+    assert [t["table"] for t in tables] == [f"t_{i}" for i in range(8)]
+    assert all(t["bytes_requested"] == t["lookups"] * t["row_bytes"] and "backward_bytes" not in t for t in tables)
+    assert sum(t["lookups"] for t in tables) == emb["extra"]["cost_detail"]["lookups"]
+    assert data["memory"]["resident_by_stage"]["embedding"]["parameters"] == sum(t["table_bytes"] for t in tables)
+    assert data["memory"]["peak_step"]["basis"]
+    c = data["counters"]
+    assert c["available"] is True or (c["available"] is False and c["reason"])
+    cm = data["cost_model"]
+    assert cm["uncovered_ops"] == [] and cm["covered_time_share"] == 1.0 and cm["flops"] == torch_prof.root.flops
+    # Every provenance kind the cost model writes has a legend entry.
+    kinds = {v for n in torch_prof.nodes() for v in n.extra["provenance"].values() if v}
+    assert kinds <= set(PROVENANCE_KINDS)
 
 
-def test_payload_replaces_non_finite_numbers(torch_prof: Profile) -> None:
-    p = copy.deepcopy(torch_prof)
+@pytest.mark.filterwarnings("ignore:Sparse invariant checks:UserWarning")  # torch's sparse Adagrad
+def test_payload_train_mode_and_available_counters(train_prof: Profile) -> None:
+    data = report_payload(_with_counters(train_prof))
+    for t in data["embedding_tables"]:  # torch backend, adagrad: sparse update of the touched rows
+        assert t["backward_bytes"] == t["bytes_requested"]
+        assert t["optimizer_bytes"] == 5 * t["bytes_unique"] and t["optimizer_rows_touched"] == t["unique_rows"]
+        assert t["optimizer_state_bytes"] >= t["table_bytes"]  # adagrad: a sum of squares per weight (and a step)
+    res = data["memory"]["resident_by_stage"]["embedding"]
+    assert res["optimizer_state"] == sum(t["optimizer_state_bytes"] for t in data["embedding_tables"])
+    c = data["counters"]
+    assert c["available"] and c["perf"] == "perf version 6.1"
+    assert c["stages"]["embedding"]["ipc"] == pytest.approx(1.6) and c["stages"]["embedding"]["topdown"]["retiring"] > 0
+    assert c["stages"]["dense"]["multiplexed"] is True and c["stages"]["head"]["available"] is False
+    assert {s["name"] for s in data["root"]["children"]} >= {"backward", "optimizer"}
+
+
+def test_payload_replaces_non_finite_numbers(torch_costed: Profile) -> None:
+    p = copy.deepcopy(torch_costed)
     p.root.children[0].extra["weird"] = float("nan")
     p.root.extra["inf"] = float("inf")
     page = render_report(p)  # allow_nan=False inside: would raise on NaN
@@ -233,11 +236,18 @@ def test_payload_replaces_non_finite_numbers(torch_prof: Profile) -> None:
 
 # -- diff ---------------------------------------------------------------------------------------------------
 def _slower(p: Profile, stage: str, factor: float) -> tuple[Profile, Profile]:
-    """(baseline, candidate): copies of ``p`` with tight p10-p90 spreads; in the candidate ``stage``
-    (and so the run) takes ``factor`` times as long."""
+    """(baseline, candidate): copies of ``p`` with tight p10-p90 spreads (stages +-3 %, the run +-1 %,
+    so that the run's change is real whatever share of it the stage has on a noisy host); in the
+    candidate ``stage`` (and so the run) takes ``factor`` times as long."""
+    spread = {"run": 0.01}
+
+    def set_spread(n) -> None:
+        w = spread.get(n.level, 0.03)
+        n.extra["time_s_p10"], n.extra["time_s_p90"] = n.time_s * (1 - w), n.time_s * (1 + w)
+
     base = copy.deepcopy(p)
     for n in [base.root, *base.root.children]:
-        n.extra["time_s_p10"], n.extra["time_s_p90"] = n.time_s * 0.97, n.time_s * 1.03
+        set_spread(n)
     cand = copy.deepcopy(base)
     cand.run_id = "candidate"
     st = cand.stage(stage)
@@ -247,7 +257,7 @@ def _slower(p: Profile, stage: str, factor: float) -> tuple[Profile, Profile]:
         n.self_time_s *= factor
     cand.root.time_s += added
     for n in (st, cand.root):
-        n.extra["time_s_p10"], n.extra["time_s_p90"] = n.time_s * 0.97, n.time_s * 1.03
+        set_spread(n)
     return base, cand
 
 
@@ -331,12 +341,13 @@ def test_diff_added_and_removed_stage(torch_prof: Profile) -> None:
 
 # -- export -------------------------------------------------------------------------------------------------
 def test_export_rows_csv_parquet_dataframe(torch_prof: Profile, tmp_path: Path) -> None:
-    p = simulate_cost(torch_prof)
+    p = torch_prof
     rows = node_rows(p)
     assert len(rows) == sum(1 for _ in p.nodes())
     cols = list(rows[0])
     assert cols[: len(BASE_COLUMNS)] == list(BASE_COLUMNS)
-    assert {"time_s_p10", "latency_s.p50", "distinct_shapes", "module_type", "provenance.flops"} <= set(cols)
+    assert {"time_s_p10", "latency_s.p50", "distinct_shapes", "module_type", "provenance.flops", "bytes_read",
+            "cost_detail.lookups", "roofline.ceiling_fraction", "roofline.gather.row_bytes", "bound_basis"} <= set(cols)
     assert "shapes" not in cols  # lists are not scalar
     root, stage = rows[0], rows[1]
     assert root["parent_path"] is None and root["depth"] == 0 and root["share_of_run"] == 1.0
@@ -441,21 +452,54 @@ def _open(drv, path: Path) -> None:
     assert drv.execute_script("return document.querySelectorAll('img').length") == 0
 
 
+def _pct(v: float) -> str:
+    return f"{v * 100:.1f} %"  # the page's F.pct
+
+
 def test_report_in_browser(browser, torch_prof: Profile, hostile_prof: Profile, tmp_path: Path) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
 
     drv = browser
-    page = write_report(simulate_cost(torch_prof), tmp_path / "report.html")
-    _open(drv, page)
+    _open(drv, write_report(torch_prof, tmp_path / "report.html"))
     assert drv.find_element(By.ID, "report-title").text == "rmc1" + EVIL  # rendered as text, not markup
     meta = drv.find_element(By.ID, "metadata").text
     assert "batch_size" in meta and torch.__version__ in meta and "stage pass ratio" in meta
     assert len(drv.find_elements(By.CSS_SELECTOR, "#icicle rect.cell")) > 5
-    assert len(drv.find_elements(By.CSS_SELECTOR, "#roofline-chart circle.pt")) > 3
-    assert len(drv.find_elements(By.CSS_SELECTOR, "#roofline-chart line.roof")) == 3  # 2 bandwidths + 1 compute
-    assert drv.find_elements(By.CSS_SELECTOR, "#embedding table") and drv.find_elements(By.CSS_SELECTOR, "#uncovered table")
     legend = drv.find_element(By.ID, "provenance-legend").text
-    assert all(k in legend for k in ("measured", "apportioned", "formula", "derived"))
+    assert all(k in legend for k in ("measured", "formula", "derived"))
+
+    # Roofline: one line per compute roof, the stream roof and each gather roof of the machine figures.
+    m = torch_prof.extra["machine"]
+    assert len(drv.find_elements(By.CSS_SELECTOR, "#roofline-chart line.roof.compute")) == len(m["compute_roofs"])
+    assert len(drv.find_elements(By.CSS_SELECTOR, "#roofline-chart line.roof.stream")) == 1
+    assert len(drv.find_elements(By.CSS_SELECTOR, "#roofline-chart line.roof.gather")) == len(m["gather_roofs"])
+    assert len(drv.find_elements(By.CSS_SELECTOR, "#roofline-chart circle.pt")) > 3
+    emb = torch_prof.stage("embedding")
+    pts = drv.find_elements(By.CSS_SELECTOR, '#roofline-chart circle.pt.stage[data-path="embedding"]')
+    assert len(pts) == 2 and "unique" in pts[0].get_attribute("class")  # both bases for the gather stage
+    ActionChains(drv).move_to_element(pts[1]).perform()
+    tip = drv.find_element(By.ID, "tooltip").text
+    assert "intensity, unique bytes" in tip and "memory roof" in tip and "gather" in tip and emb.extra["bound"] in tip
+    assert "machine figures" in drv.find_element(By.ID, "roofline").text
+
+    # Tree table: bound and % of ceiling from extra.roofline.ceiling_fraction.
+    head = [th.text for th in drv.find_elements(By.CSS_SELECTOR, "#tree thead th")]
+    assert head[-2:] == ["bound", "% of ceiling"]
+    row = drv.find_element(By.CSS_SELECTOR, '#tree tbody tr[data-path="embedding"]')
+    cells = row.find_elements(By.TAG_NAME, "td")
+    assert cells[-2].text == emb.extra["bound"]
+    assert cells[-1].text.startswith(_pct(emb.extra["roofline"]["ceiling_fraction"]))
+
+    # Per-table detail, memory, counters, cost-model coverage.
+    rows = drv.find_elements(By.CSS_SELECTOR, "#embedding tbody tr")
+    assert len(rows) == len(torch_prof.extra["embedding_tables"])
+    mem = drv.find_element(By.ID, "memory").text
+    assert "resident by stage" in mem.lower() and torch_prof.extra["memory"]["peak_step"]["basis"] in mem
+    counters = torch_prof.extra["counters"]
+    if not counters["available"]:
+        assert "unavailable: " + counters["reason"] in drv.find_element(By.ID, "counters").text
+    assert "Every op in this profile has a cost formula" in drv.find_element(By.ID, "uncovered").text
 
     # Drill: click the embedding stage in the icicle, then back up with the breadcrumb.
     app = drv.find_element(By.ID, "app")
@@ -471,11 +515,34 @@ def test_report_in_browser(browser, torch_prof: Profile, hostile_prof: Profile, 
     assert app.get_attribute("data-focus") == "run"
     assert drv.execute_script("return window.__errors") == []
 
-    # A profile without cost data says so; the hostile module name stays text.
-    plain = write_report(hostile_prof, tmp_path / "plain.html")
-    _open(drv, plain)
-    assert "not available: run with the cost model / machine" in drv.find_element(By.ID, "roofline").text
+    # A profile without the cost model says so; the hostile module name stays text.
+    _open(drv, write_report(hostile_prof, tmp_path / "plain.html"))
+    assert "Roofline not available: this profile has no FLOP or byte figures" in drv.find_element(By.ID, "roofline").text
+    assert "not recorded" in drv.find_element(By.ID, "counters").text
+    assert "without the cost model" in drv.find_element(By.ID, "uncovered").text
     assert EVIL in drv.find_element(By.ID, "tree").text
+
+
+@pytest.mark.filterwarnings("ignore:Sparse invariant checks:UserWarning")  # torch's sparse Adagrad
+def test_report_variants_in_browser(browser, torch_costed: Profile, train_prof: Profile, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    drv = browser
+    # Cost figures without machine figures: no chart, and the way to get one.
+    _open(drv, write_report(torch_costed, tmp_path / "costed.html"))
+    assert "no machine figures" in drv.find_element(By.ID, "roofline").text
+    assert "% of ceiling" not in drv.find_element(By.CSS_SELECTOR, "#tree thead").text
+    # Train mode: backward and optimizer bytes per table; counters from recorded perf sessions.
+    _open(drv, write_report(_with_counters(train_prof), tmp_path / "train.html"))
+    head = drv.find_element(By.CSS_SELECTOR, "#embedding thead").text
+    assert "backward bytes" in head and "optimizer bytes" in head and "optimizer state" in head
+    t0 = train_prof.extra["embedding_tables"][0]
+    row = drv.find_element(By.CSS_SELECTOR, "#embedding tbody").text
+    assert f"{t0['optimizer_rows_touched']:,}" in row
+    counters = drv.find_element(By.ID, "counters").text
+    assert "IPC" in counters and "1.60" in counters and "backend 56 %" in counters
+    assert "multiplexed" in counters and "unavailable: stage root was not called during the step" in counters
+    assert drv.find_elements(By.CSS_SELECTOR, '#roofline-chart circle.pt.stage[data-path="backward"]')
 
 
 def test_diff_in_browser(browser, torch_prof: Profile, tbe_prof: Profile, tmp_path: Path) -> None:

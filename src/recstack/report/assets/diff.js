@@ -121,7 +121,7 @@
         { key: "b", label: "B time / step", num: true, get: (d) => d.time_b, fmt: (d) => F.time(d.time_b) },
         { key: "delta", label: "Δ", num: true, get: (d) => d.delta_s, sortValue: (d) => (isNum(d.delta_s) ? Math.abs(d.delta_s) : null), fmt: (d) => el("span", { class: d.verdict === "regression" ? "pos" : d.verdict === "improvement" ? "neg" : "", text: deltaText(d) }) },
         { key: "rel", label: "Δ %", num: true, get: (d) => d.rel, fmt: (d) => el("span", { class: d.verdict === "regression" ? "pos" : d.verdict === "improvement" ? "neg" : "", text: relText(d) }) },
-        withSpread && { key: "spread", label: "A / B spread (p10–p90)", num: true, sort: false, get: () => null, fmt: (d) => (Array.isArray(d.spread_a) && Array.isArray(d.spread_b) ? F.time(d.spread_a[0]) + "–" + F.time(d.spread_a[1]) + " / " + F.time(d.spread_b[0]) + "–" + F.time(d.spread_b[1]) : "-") },
+        withSpread && { key: "spread", label: "A / B spread (p10–p90)", num: true, sort: false, get: () => null, fmt: (d) => (Array.isArray(d.spread_a) && Array.isArray(d.spread_b) ? el("span", { class: "small" }, "A " + F.time(d.spread_a[0]) + " – " + F.time(d.spread_a[1]), el("br"), "B " + F.time(d.spread_b[0]) + " – " + F.time(d.spread_b[1])) : "-") },
         { key: "basis", label: "judged by", get: (d) => d.basis, fmt: (d) => el("span", { class: "small muted nowrap", text: d.basis }) },
         { key: "verdict", label: "verdict", get: (d) => d.verdict, fmt: (d) => badge(d.verdict) },
       ].filter(Boolean);
@@ -131,7 +131,7 @@
       }
       return c;
     }
-    function stageTable(rows) { return el("div", { style: { marginTop: "10px" } }, F.sortableTable(cols(anyCost, true), rows, { sortKey: null, rowAttrs: (d) => ({ data: { verdict: d.verdict, path: d.path } }) })); }
+    function stageTable(rows) { return el("div", { style: { marginTop: "10px" } }, F.sortableTable(cols(anyCost, true), rows, { sortKey: null, cls: "compact", rowAttrs: (d) => ({ data: { verdict: d.verdict, path: d.path } }) })); }
 
     // ---- settings that differ ------------------------------------------------------------------------
     if (D.setting_changes.length) {
