@@ -54,6 +54,8 @@ def _stages(prof: Profile) -> set[str]:
 @pytest.mark.parametrize("backend", ["torch", "torchrec", "tbe"])
 @pytest.mark.parametrize("name", builtin_names())
 def test_every_zoo_model_profiles_with_stages_found(name, backend):
+    train = _profile(name, backend, mode="train", iters=2, warmup=1)
+    assert _stages(train) == EXPECTED_STAGES[name] | {"loss", "backward", "optimizer"}
     prof = _profile(name, backend)
     assert _stages(prof) == EXPECTED_STAGES[name]
     assert prof.run["grad_mode"] == "inference_mode"

@@ -1,6 +1,6 @@
 """The op-level pass: torch.profiler with named ranges for stages and modules, folded into a tree.
 
-During this pass every module gets forward pre/post hooks that open and close
+During this pass every module's ``forward`` is wrapped to open and close
 a profiler range ``recstack.module::<path>``; stage roots also open
 ``recstack.stage::<stage>`` around it, and the step function opens
 ``recstack.stage::loss|backward|optimizer`` and ``recstack.step::<i>``. The
@@ -24,7 +24,8 @@ from typing import Any
 
 from torch import nn
 from torch.autograd.profiler import record_function
-from torch.utils.hooks import RemovableHandle
+
+from recstack.profiling.timing import ForwardWrappers
 
 STEP = "recstack.step::"
 STAGE = "recstack.stage::"
@@ -32,32 +33,28 @@ MODULE = "recstack.module::"
 MAX_SHAPES = 16
 
 
-def install_range_hooks(model: nn.Module, roots: dict[str, str]) -> list[RemovableHandle]:
+def install_range_hooks(model: nn.Module, roots: dict[str, str]) -> ForwardWrappers:
     """Profiler ranges around every module call (and stage ranges around stage roots)."""
-    handles: list[RemovableHandle] = []
+    wrappers = ForwardWrappers()
     for path, mod in model.named_modules():
         if not path:
             continue
-        names = []
-        if path in roots:
-            names.append(STAGE + roots[path])
-        names.append(MODULE + path)
+        names = ([STAGE + roots[path]] if path in roots else []) + [MODULE + path]
         stack: list[list[record_function]] = []
 
-        def pre(_m: nn.Module, _a: Any, _names: list[str] = names, _stack: list = stack) -> None:
+        def before(_names: list[str] = names, _stack: list = stack) -> None:
             rfs = [record_function(n) for n in _names]
             for rf in rfs:
                 rf.__enter__()
             _stack.append(rfs)
 
-        def post(_m: nn.Module, _a: Any, _o: Any, _stack: list = stack) -> None:
+        def after(_stack: list = stack) -> None:
             if _stack:
                 for rf in reversed(_stack.pop()):
                     rf.__exit__(None, None, None)
 
-        handles.append(mod.register_forward_pre_hook(pre))
-        handles.append(mod.register_forward_hook(post, always_call=True))
-    return handles
+        wrappers.wrap(mod, before, after)
+    return wrappers
 
 
 @dataclass

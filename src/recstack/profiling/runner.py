@@ -276,15 +276,14 @@ def _profile(
             sync()
         plain.append((time.perf_counter_ns() - t0) * 1e-9)
 
-        handles = install_stage_hooks(model, roots, timer)
+        wrappers = install_stage_hooks(model, roots, timer)
         try:
             timer.reset()
             t0 = timer.start()
             step.run(batch, region)
             t1 = timer.stop()
         finally:
-            for h in handles:
-                h.remove()
+            wrappers.remove()
         total = (t1 - t0) * 1e-9
         timed.append(total)
         acc = {k: v * 1e-9 for k, v in timer.acc.items()}
@@ -303,7 +302,7 @@ def _profile(
         def op_region(s: str) -> Any:
             return record_function(STAGE + s)
 
-        handles = install_range_hooks(model, roots)
+        range_wrappers = install_range_hooks(model, roots)
         try:
             with profile(activities=acts, record_shapes=True) as prof:
                 for i in range(opts.op_iters):
@@ -315,8 +314,7 @@ def _profile(
                         sync()
                     op_steps.append((time.perf_counter_ns() - t0) * 1e-9)
         finally:
-            for h in handles:
-                h.remove()
+            range_wrappers.remove()
         folder.fold(prof.events())
         if opts.trace_path:
             prof.export_chrome_trace(str(opts.trace_path))

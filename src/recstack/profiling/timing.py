@@ -1,7 +1,7 @@
 """The low-overhead timing collector: stage boundaries only, exclusive accounting.
 
-Forward pre/post hooks on the *stage roots* (a handful of modules, not every
-module) and explicit regions around loss, backward and optimizer mark stage
+Wrappers around the ``forward`` of the *stage roots* (a handful of modules,
+not every module; cheaper than forward hooks) and explicit regions around loss, backward and optimizer mark stage
 boundaries with ``time.perf_counter_ns``. Time is exclusive: entering a nested
 stage root pauses the enclosing stage, so stage times never double count.
 With CUDA, boundaries synchronise the device first so kernels are charged to
@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.hooks import RemovableHandle
 
 
 class StageTimer:
@@ -79,22 +78,46 @@ class _Region:
         self.timer.exit()
 
 
-def install_stage_hooks(model: nn.Module, roots: dict[str, str], timer: StageTimer) -> list[RemovableHandle]:
-    """Hooks on each stage root (module path -> stage) that enter/exit the stage."""
-    handles: list[RemovableHandle] = []
+class ForwardWrappers:
+    """Wrap modules' ``forward`` (instance attribute) instead of registering hooks; ``remove()`` restores them.
+
+    A wrapper costs one Python call per module call and keeps ``nn.Module.__call__``
+    on its fast path (no hook lists to walk), which is why the timing pass uses it.
+    """
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[nn.Module, Any]] = []
+
+    def wrap(self, mod: nn.Module, before: Callable[[], None], after: Callable[[], None]) -> None:
+        previous = mod.__dict__.get("forward")
+        inner = mod.forward
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            before()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                after()
+
+        self._saved.append((mod, previous))
+        mod.forward = forward  # type: ignore[method-assign]
+
+    def remove(self) -> None:
+        for mod, previous in reversed(self._saved):
+            if previous is None:
+                mod.__dict__.pop("forward", None)
+            else:
+                mod.forward = previous  # type: ignore[method-assign]
+        self._saved.clear()
+
+
+def install_stage_hooks(model: nn.Module, roots: dict[str, str], timer: StageTimer) -> ForwardWrappers:
+    """Wrap each stage root (module path -> stage) so its calls enter/exit the stage."""
+    wrappers = ForwardWrappers()
     mods = dict(model.named_modules())
     for path, stage in roots.items():
-        mod = mods[path]
-
-        def pre(_m: nn.Module, _a: Any, _stage: str = stage) -> None:
-            timer.enter(_stage)
-
-        def post(_m: nn.Module, _a: Any, _o: Any) -> None:
-            timer.exit()
-
-        handles.append(mod.register_forward_pre_hook(pre))
-        handles.append(mod.register_forward_hook(post, always_call=True))
-    return handles
+        wrappers.wrap(mods[path], lambda _s=stage: timer.enter(_s), timer.exit)
+    return wrappers
 
 
 def cuda_sync() -> Callable[[], None] | None:
