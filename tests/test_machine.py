@@ -619,11 +619,11 @@ def test_gather_point_sources():
     classify(p, m)
     g = op.extra["roofline"]["gather"]
     assert g["row_source"].startswith("cost model") and g["row_bytes"] == 128
-    assert g["table_source"] == "model config (all tables)" and g["table_bytes"] == 8 * 4000 * 128
+    assert g["table_source"] == "model config" and g["table_bytes"] == 4000 * 128  # per table, lookup-weighted
     op.extra.pop("cost_detail")
     classify(p, m)
     g = op.extra["roofline"]["gather"]
-    assert g["row_source"] == "model config (all tables)" and g["row_bytes"] == 128
+    assert g["row_source"] == "model config" and g["row_bytes"] == 128
     del p.run["model_config"]
     classify(p, m)
     g = op.extra["roofline"]["gather"]
@@ -786,7 +786,7 @@ def test_classify_real_profile_with_cost_model(tmp_path):
     assert r["gather"]["row_bytes"] == pytest.approx(128) and r["gather"]["row_source"].startswith(
         "cost model"
     )
-    assert r["gather"]["table_source"] == "op shapes" and r["gather"]["table_bytes"] == 8 * 2000 * 128
+    assert r["gather"]["table_source"] == "op shapes" and r["gather"]["table_bytes"] == 2000 * 128  # one table (lookup-weighted)
     assert prof.stage("dense").extra["roofline"]["roof"] == "stream"
     for n in prof.nodes():
         assert n.extra["bound"] in (None, "memory", "compute", "overhead")

@@ -283,7 +283,8 @@ def _model_config_point(run: dict[str, Any], elem: int) -> tuple[float, float] |
         return None
     weight = sum(t.pooling for t in tables)
     row = sum(t.pooling * t.dim * elem for t in tables) / weight
-    return row, float(sum(t.rows * t.dim * elem for t in tables))
+    # Per-call footprint: each lookup walks one table, so weight table sizes by lookups.
+    return row, float(sum(t.pooling * t.rows * t.dim * elem for t in tables) / weight)
 
 
 def cost_extra(node: Node, key: str) -> float | None:
@@ -304,10 +305,15 @@ def gather_point(node: Node, run: dict[str, Any], roofs: Roofs) -> dict[str, Any
     row bytes over its lookups (``table_bytes / lookups``: exact for
     quantised rows too); the 2-D weight shapes of the outermost embedding
     ops (weighted by lookups); the run's model config; else
-    :data:`DEFAULT_ROW_BYTES`. Footprint (all tables the node reads), in
-    order: ``extra["table_footprint_bytes"]``; the weight shapes (sum over
-    distinct modules); the model config (all tables); else the largest
+    :data:`DEFAULT_ROW_BYTES`. Footprint (the table a lookup walks), in
+    order: ``extra["table_footprint_bytes"]``; the weight shapes (weighted
+    by lookups); the model config (lookup-weighted); else the largest
     measured table (treated as far beyond the cache).
+
+    The footprint is per table, weighted by lookups, not the sum over tables:
+    every lookup walks one table (per-table embedding_bag calls, and FBGEMM's
+    table-batched kernel also works table by table), so the working set that
+    decides cache and TLB behaviour is one table's.
     """
     elem = ELEMENT_BYTES.get(str(run.get("table_dtype") or "fp32"), 4)
     pts = [(p, op.path) for op in _top_gather_ops(node) if (p := _shape_point(op, elem)) is not None]
@@ -321,15 +327,15 @@ def gather_point(node: Node, run: dict[str, Any], roofs: Roofs) -> dict[str, Any
         looks_total = sum(p[2] for p, _ in pts)
         row, row_src = sum(p[0] * p[2] for p, _ in pts) / looks_total, "op shapes"
     if row is None and mc is not None:
-        row, row_src = mc[0], "model config (all tables)"
+        row, row_src = mc[0], "model config"
     if row is None:
         row, row_src = float(DEFAULT_ROW_BYTES), "default"
     table, table_src = _num(node.extra.get("table_footprint_bytes")), "node"
     if table is None and pts:
-        tables = {path.rsplit("/", 1)[0]: p[1] for p, path in pts}
-        table, table_src = float(sum(tables.values())), "op shapes"
+        looks_total = sum(p[2] for p, _ in pts)
+        table, table_src = sum(p[1] * p[2] for p, _ in pts) / looks_total, "op shapes"
     if table is None and mc is not None:
-        table, table_src = mc[1], "model config (all tables)"
+        table, table_src = mc[1], "model config"
     if table is None:
         table, table_src = float(max(t for _, t in roofs.gather_points)), "default (largest measured table)"
     return {"row_bytes": row, "row_source": row_src, "table_bytes": table, "table_source": table_src}
