@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import nn
 from torch.autograd.profiler import record_function
 
@@ -33,6 +34,13 @@ MODULE = "recstack.module::"
 MAX_SHAPES = 16
 
 
+def profiler_range(name: str) -> Any:
+    """A profiler range context manager: torch's fast C++ one where present (about 2 us per range
+    against about 20 us for ``record_function`` on the development machine), else ``record_function``."""
+    fast = getattr(getattr(torch._C, "_profiler", None), "_RecordFunctionFast", None)
+    return fast(name) if fast is not None else record_function(name)
+
+
 def install_range_hooks(model: nn.Module, roots: dict[str, str]) -> ForwardWrappers:
     """Profiler ranges around every module call (and stage ranges around stage roots)."""
     wrappers = ForwardWrappers()
@@ -40,10 +48,10 @@ def install_range_hooks(model: nn.Module, roots: dict[str, str]) -> ForwardWrapp
         if not path:
             continue
         names = ([STAGE + roots[path]] if path in roots else []) + [MODULE + path]
-        stack: list[list[record_function]] = []
+        stack: list[list[Any]] = []
 
         def before(_names: list[str] = names, _stack: list = stack) -> None:
-            rfs = [record_function(n) for n in _names]
+            rfs = [profiler_range(n) for n in _names]
             for rf in rfs:
                 rf.__enter__()
             _stack.append(rfs)

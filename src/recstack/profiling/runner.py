@@ -32,7 +32,15 @@ from torch import nn
 
 from recstack.errors import ConfigError
 from recstack.profiling.environment import environment, native_bf16
-from recstack.profiling.oppass import MODULE, STAGE, STEP, Folder, RawNode, install_range_hooks
+from recstack.profiling.oppass import (
+    MODULE,
+    STAGE,
+    STEP,
+    Folder,
+    RawNode,
+    install_range_hooks,
+    profiler_range,
+)
 from recstack.profiling.rules import FORWARD_STAGES, StageMap, StageRules, detect_stages
 from recstack.profiling.stats import bootstrap_ci, median, percentile
 from recstack.profiling.timing import StageTimer, _Region, cuda_sync, install_stage_hooks
@@ -295,12 +303,12 @@ def _profile(
     folder = Folder()
     op_steps: list[float] = []
     if opts.op_pass:
-        from torch.profiler import ProfilerActivity, profile, record_function
+        from torch.profiler import ProfilerActivity, profile
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
 
         def op_region(s: str) -> Any:
-            return record_function(STAGE + s)
+            return profiler_range(STAGE + s)
 
         range_wrappers = install_range_hooks(model, roots)
         try:
@@ -308,7 +316,7 @@ def _profile(
                 for i in range(opts.op_iters):
                     batch = batches[i % n]
                     t0 = time.perf_counter_ns()
-                    with record_function(f"{STEP}{i}"):
+                    with profiler_range(f"{STEP}{i}"):
                         step.run(batch, op_region if step.train else None)
                     if sync:
                         sync()
