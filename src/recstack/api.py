@@ -121,6 +121,11 @@ def profile_zoo(
 
     if batch_size < 1:
         raise ConfigError(f"must be >= 1 (got {batch_size})", field="--batch-size")
+    # Validate every input file before the (possibly minutes-long) model build.
+    if isinstance(kwargs.get("stage_rules"), (str, Path)):
+        kwargs["stage_rules"] = load_stage_rules(kwargs["stage_rules"])
+    if kwargs.get("machine") is not None:
+        kwargs["machine"] = resolve_machine(kwargs["machine"])
     spec = load_workload(workload)
     opts = BuildOptions(
         backend=backend,
