@@ -90,7 +90,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from recstack.report import write_report
     from recstack.tree import Profile
 
-    html = write_report(Profile.load(ns.output), out / f"{args.model}.report.html")
+    prof = Profile.load(ns.output)
+    if isinstance(prof.extra.get("machine"), dict):
+        from recstack.render.roofline_chart import render_roofline
+
+        charts = render_roofline(prof, out / f"{args.model}.roofline.png")
+        print("roofline chart written to " + ", ".join(str(c) for c in charts))
+    html = write_report(prof, out / f"{args.model}.report.html")
     print(f"report written to {html.resolve()}")
     return 0
 
