@@ -296,3 +296,18 @@ def test_train_tables_touch_unique_rows():
     assert t["optimizer_bytes"] == 5 * t["bytes_unique"]
     assert t["table_bytes"] <= t["optimizer_state_bytes"] <= t["table_bytes"] + 64  # dense state (+ step)
     assert prof.extra["memory"]["resident_by_stage"]["embedding"]["optimizer_state"] >= t["table_bytes"]
+
+
+def test_demo_writes_profile_trace_roofline_and_report(tmp_path):
+    from recstack.hardware.machine import measure_machine, save_machine
+
+    machine = save_machine(measure_machine(tiny=True), tmp_path / "machine.json")
+    out = tmp_path / "demo"
+    r = _cli("demo", "--scale", "0.0005", "--batch-size", "32", "--out", str(out), "--machine", str(machine))
+    assert r.returncode == 0, r.stderr
+    for name in ("rmc1.profile.json", "rmc1.trace.json", "rmc1.roofline.png", "rmc1.roofline.svg", "rmc1.report.html"):
+        assert (out / name).stat().st_size > 0, name
+    prof = Profile.load(out / "rmc1.profile.json")
+    assert prof.run["workload"] == "production"
+    assert prof.stage("embedding").extra["bound"] in ("memory", "compute", "overhead")
+    assert "report written to" in r.stdout

@@ -67,9 +67,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    print("recstack demo: measuring this machine (quick; cached per host) for the roofline ...")
-    sys.stdout.flush()
-    get_machine(quick=True)
+    if args.machine == "auto":
+        print("recstack demo: measuring this machine (quick; cached per host) for the roofline ...")
+        sys.stdout.flush()
+        get_machine(quick=True)
     ns = build_profile_parser().parse_args(
         [
             args.model,
@@ -80,6 +81,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "--warmup", "3",
             "-o", str(out / f"{args.model}.profile.json"),
             "--trace", str(out / f"{args.model}.trace.json"),
+            "--machine", args.machine,
         ]
     )
     print(f"recstack demo: profiling {args.model} (scale {args.scale}, batch {args.batch_size}, production workload)")
@@ -154,6 +156,7 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scale", type=positive_float("--scale"), default=0.05)
     p.add_argument("--batch-size", type=int_at_least("--batch-size", 1), default=512)
     p.add_argument("--out", default="out/demo")
+    p.add_argument("--machine", default="auto", help="machine file; 'auto' (default) measures this host once (quick)")
     p.set_defaults(func=cmd_demo)
 
     register_report(sub)
