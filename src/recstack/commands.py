@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from recstack.cli import int_at_least, positive_float
-from recstack.errors import ConfigError
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -164,5 +163,3 @@ def register_all(sub: argparse._SubParsersAction) -> None:
 
     register_hardware(sub)
 
-
-__all__ = ["ConfigError", "register_all"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recstack.config.loading import read_json_file
 from recstack.errors import DataError
 
 SCHEMA = "recstack.profile"
@@ -141,14 +142,7 @@ class Profile:
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
-        p = Path(path)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise DataError(f"{p}: file not found") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise DataError(f"{p}: cannot read profile JSON ({exc})") from None
-        return cls.from_dict(data, source=str(p))
+        return cls.from_dict(read_json_file(path, "profile"), source=str(path))
 
     def nodes(self) -> Iterator[Node]:
         return self.root.walk()

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from recstack.errors import ConfigError
+from recstack.errors import ConfigError, DataError
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def read_json_file(path: str | Path, what: str) -> Any:
+    """Read a JSON file; a missing, unreadable or malformed file becomes DataError naming it and ``what`` it is."""
+    p = Path(path)
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{p}: {what} file not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"{p}: cannot read {what} JSON ({exc})") from None
 
 
 def load_yaml_file(path: str | Path) -> Any:

@@ -224,14 +224,9 @@ def validate_machine(d: Any, source: str = "machine") -> dict[str, Any]:
 
 def load_machine(path: str | Path) -> dict[str, Any]:
     """Read and validate a machine file (DataError with the file name and the missing key)."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{p}: machine file not found") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{p}: cannot read machine JSON ({exc})") from None
-    return validate_machine(data, str(p))
+    from recstack.config.loading import read_json_file
+
+    return validate_machine(read_json_file(path, "machine"), str(path))
 
 
 def save_machine(machine: dict[str, Any], path: str | Path) -> Path:

@@ -33,7 +33,6 @@ from torch import nn
 from recstack.errors import ConfigError
 from recstack.profiling.environment import environment, native_bf16
 from recstack.profiling.oppass import (
-    MODULE,
     STAGE,
     STEP,
     Folder,
@@ -350,9 +349,6 @@ def _profile(
             factor = t / p if p > 0 else 0.0
             node.extra.update(op_pass_time_s=p, apportion_factor=factor)
             node.children = [_to_node(c, sname, factor, folder.steps) for c in raw.children.values()]
-            for c in node.children:
-                if c.level == "stage":  # backward per forward stage
-                    c.path = f"{sname}/{c.name}"
             node.children.sort(key=lambda c: -c.time_s)
         node.self_time_s = max(0.0, node.time_s - sum(c.time_s for c in node.children))
         if sname == "optimizer" and step.fused:
@@ -534,4 +530,4 @@ def _infer_batch_size(batch: Any) -> int | None:
         return None
 
 
-__all__ = ["MODULE", "STAGE", "ProfileOptions", "profile_model"]
+__all__ = ["ProfileOptions", "profile_model"]

@@ -107,10 +107,10 @@ def build_model(
         table_dtype=opts.table_dtype,
         optimizer=opts.optimizer,
         learning_rate=opts.learning_rate,
-        device="meta" if opts.backend in ("torch", "torchrec") else "cpu",
+        device="meta" if opts.backend == "torchrec" else "cpu",
     )
-    if opts.backend in ("torch", "torchrec"):
-        backend.to_empty(device="cpu")  # allocate without the default init: init_weights fills every row once
+    if opts.backend == "torchrec":
+        backend.to_empty(device="cpu")  # allocate without TorchRec's default init: init_weights fills every row once
     backend.init_weights(opts.seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(opts.seed)
