@@ -2,7 +2,7 @@
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.recstack-setup-v2
+STAMP := $(VENV)/.recstack-setup-v3
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
 
 .PHONY: setup demo test lint bench clean
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) fbgemm-gpu-cpu==1.8.0 tensordict torchmetrics==1.0.3 pyre-extensions tqdm
 	$(PIP) --no-deps torchrec==1.8.0
 	$(PIP) -e '.[dev]'
-	bash scripts/install-browser.sh
+	bash scripts/install-system.sh
 	@touch $(STAMP)
 
 demo: setup

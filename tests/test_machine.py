@@ -94,6 +94,70 @@ def test_tiny_measurement_has_sane_figures_with_spreads(tiny_machine):
     validate_machine(json.loads(json.dumps(m, allow_nan=False)))
 
 
+needs_cc = pytest.mark.skipif(
+    not any(shutil.which(c) for c in ("cc", "gcc", "clang")), reason="no C compiler on this host"
+)
+
+
+@needs_cc
+@pytest.mark.parametrize("dim", [16, 36, 128, 200])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_native_gather_kernel_matches_embedding_bag(dim, threads):
+    from recstack.hardware import gather_kernel
+
+    gen = torch.Generator().manual_seed(dim)
+    table = torch.randn(5000, dim, generator=gen)
+    lengths = torch.randint(0, 40, (257,), generator=gen)
+    lengths[3] = 0  # an empty bag sums to zero
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
+    idx = torch.randint(0, 5000, (int(offsets[-1]),), generator=gen)
+    out = torch.full((257, dim), float("nan"))
+    gather_kernel.gather_sum(table, idx, offsets, out, threads=threads)
+    ref = torch.nn.functional.embedding_bag(idx, table, offsets[:-1], mode="sum")
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-4)
+    assert out[3].abs().sum() == 0
+
+
+@needs_cc
+def test_native_gather_kernel_rejects_bad_tensors():
+    from recstack.hardware import gather_kernel
+
+    table = torch.randn(10, 16)
+    offsets = torch.tensor([0, 2], dtype=torch.int64)
+    with pytest.raises(ValueError, match="idx must be"):
+        gather_kernel.gather_sum(table, torch.tensor([1, 2], dtype=torch.int32), offsets, torch.empty(1, 16))
+    with pytest.raises(ValueError, match="out must be"):
+        gather_kernel.gather_sum(table, torch.tensor([1, 2]), offsets, torch.empty(2, 16))
+
+
+@needs_cc
+def test_machine_gather_grid_uses_native_kernel(tiny_machine):
+    g = tiny_machine["gather_bandwidth"]
+    assert g["native"] is True and g["fallback_reason"] is None
+    assert "gather.c" in g["kernel"] and g["pooling"] > 1 and g["read_ahead_rows"] > 0
+    assert g["build"]["compiler"] and "-O3" in g["build"]["flags"]
+
+
+def test_gather_falls_back_when_the_compiler_fails(tmp_path, monkeypatch):
+    from recstack.hardware import cpu_bench, gather_kernel
+    from recstack.hardware.plan import make_plan
+
+    fake_cc = tmp_path / "broken-cc"
+    fake_cc.write_text("#!/bin/sh\necho 'broken-cc 1.0'\n[ \"$1\" = --version ] && exit 0\necho 'boom' >&2\nexit 1\n")
+    fake_cc.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake_cc))
+    monkeypatch.setenv("RECSTACK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(gather_kernel, "_LOADED", [])
+    with pytest.raises(gather_kernel.KernelUnavailable, match="compiling the gather kernel failed.*boom"):
+        gather_kernel.load()
+    plan = make_plan("tiny", sysinfo.cache_levels(), 1, None)
+    g = cpu_bench.gather_bandwidth(plan)
+    assert g["native"] is False and "boom" in g["fallback_reason"]
+    assert "index_select" in g["kernel"] and g["pooling"] == 1
+    assert all(c["bandwidth"]["max"] > 0 for c in g["grid"])
+    assert not list((tmp_path / "cache" / "kernels").glob("*.so"))
+
+
 def test_benchmarks_restore_torch_threads():
     from recstack.hardware import cpu_bench
 
@@ -599,6 +663,16 @@ def test_thread_count_and_dtype_select_the_roofs():
     assert many.peak_flops == pytest.approx(180 * GB) and "clamped" in many.notes[0]
     bf16 = build_roofs(m, {"threads": 2, "dtype": "bf16"})
     assert bf16.peak_flops == pytest.approx(3 * GB)
+    assert not any("index_select" in n for n in one.notes)  # a native-kernel grid carries no warning
+
+
+def test_fallback_gather_roof_is_flagged():
+    m = _synthetic_machine()
+    m["gather_bandwidth"].update(
+        {"kernel": "torch.index_select(...) (fallback)", "native": False, "fallback_reason": "no C compiler"}
+    )
+    notes = build_roofs(m, {"threads": 2, "dtype": "fp32"}).notes
+    assert any("index_select" in n and "no C compiler" in n and "exceed 100%" in n for n in notes)
     # log-log interpolation between 1 MiB (40 GB/s) and 1 GiB (4 GB/s): geometric midpoint at 32 MiB
     two = build_roofs(m, {"threads": 2, "dtype": "fp32"})
     assert two.gather_bw(96, 1 << 25) == pytest.approx(math.sqrt(40 * 4) * GB, rel=1e-6)

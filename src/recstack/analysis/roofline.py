@@ -161,6 +161,13 @@ def build_roofs(machine: dict[str, Any], run: dict[str, Any]) -> Roofs:
             )
     if not cells:
         raise DataError("machine file: gather_bandwidth.grid has no uniform cells")
+    gather = machine["gather_bandwidth"]
+    if gather.get("native") is False or "index_select" in str(gather.get("kernel", "")):
+        why = gather.get("fallback_reason") or "machine file from an older recstack"
+        notes.append(
+            "gather roof measured with torch.index_select, not recstack's native kernel "
+            f"({why}); it is below what embedding operators reach, so gather fractions may exceed 100%"
+        )
     return Roofs(
         device="cpu",
         threads=threads,

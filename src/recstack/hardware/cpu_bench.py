@@ -9,15 +9,22 @@ and restores the torch thread count it found.
   *triad* ``torch.add(b, c, alpha=s, out=a)`` (one fused pass, ``a = b + s c``)
   counts ``3 * n * 4``. Write-allocate reads of the destination are not
   counted (the STREAM convention), so these are lower than the bus traffic.
-* **Gather**: recstack's own gather kernel, ``torch.index_select(table, 0, idx, out=buf)``
-  on a 2-D fp32 table whose row is 64..512 bytes, *not* ``aten::embedding_bag``
-  (the operator under study). Bytes = lookups x row bytes (the reads of the
-  index array and the writes of the cache-resident output are not counted).
-  Lookups are issued in chunks whose output (>= 2048 rows, about 1 MiB) stays
-  in cache, like a pooled embedding output; the per-call cost of a chunk is
-  a few microseconds and is included. Indices are uniform or Zipf(1.05);
-  Zipf ranks are scattered over the table by an odd multiplicative hash
-  (a bijection on power-of-two row counts), so hot rows are not adjacent.
+* **Gather**: recstack's own pooled gather kernel (``gather.c``, built at
+  first use with the host's C compiler, see :mod:`recstack.hardware.gather_kernel`),
+  *not* ``aten::embedding_bag`` or FBGEMM (the operators under study): bags
+  of :data:`GATHER_POOLING` random rows of a 2-D fp32 table whose row is
+  64..512 bytes are summed, with software read-ahead of
+  :data:`~recstack.hardware.gather_kernel.DEFAULT_DISTANCE` rows, threads
+  splitting the bags. Bytes = lookups x row bytes (the reads of the index
+  array and the writes of the pooled output, 1/pooling of that, are not
+  counted). All lookups of a cell go in one call. Indices are uniform or
+  Zipf(1.05); Zipf ranks are scattered over the table by an odd
+  multiplicative hash (a bijection on power-of-two row counts), so hot rows
+  are not adjacent. Where no C compiler works, the fallback is
+  ``torch.index_select(table, 0, idx, out=buf)`` in chunks whose output
+  (>= 2048 rows, about 1 MiB) stays in cache; the machine file then says
+  so and why (that kernel reaches well under the embedding operators'
+  bandwidth on large tables, so the roof is then too low).
 * **Latency**: one random cyclic permutation over cache lines (one 8-byte
   entry per 64-byte line) walked as a dependent chain ``p = mv[p]`` through
   a ``memoryview`` in a Python loop unrolled eight times. The interpreter's
@@ -39,12 +46,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from recstack.hardware import gather_kernel
 from recstack.hardware.bench import interleaved, rates, summarize
 from recstack.hardware.plan import ZIPF_EXPONENT, Plan
 
 LINE_BYTES = 64
 GATHER_CHUNK_MIN_ROWS = 2048
 GATHER_CHUNK_BYTES = 1 << 20
+GATHER_POOLING = 32  # rows summed per bag by the native kernel
 SCATTER_MULT = 0x9E3779B97F4A7C15  # odd: x -> x * M mod 2^k is a bijection
 Progress = Callable[[str], None]
 
@@ -145,13 +154,55 @@ def gather_indices(dist: str, rows: int, count: int, rng: np.random.Generator) -
     return torch.from_numpy(idx)
 
 
+def _native_gather_case(
+    table: torch.Tensor, idx: torch.Tensor, threads: int
+) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """(timed call, warm-up call) of the native pooled kernel over all of ``idx``."""
+    bags = idx.numel() // GATHER_POOLING
+    offsets = torch.arange(0, bags * GATHER_POOLING + 1, GATHER_POOLING, dtype=torch.int64)
+    out = torch.empty(bags, table.shape[1], dtype=torch.float32)
+    head = max(1, min(bags, (2 * GATHER_CHUNK_MIN_ROWS) // GATHER_POOLING))
+
+    def run() -> None:
+        gather_kernel.gather_sum(table, idx, offsets, out, threads=threads)
+
+    def warm() -> None:
+        gather_kernel.gather_sum(table, idx, offsets[: head + 1], out[:head], threads=threads)
+
+    return run, warm
+
+
+def _fallback_gather_case(
+    table: torch.Tensor, idx: torch.Tensor, threads: int, chunk: int
+) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """(timed call, warm-up call) of chunked ``torch.index_select`` (no C compiler here)."""
+    out = torch.empty(chunk, table.shape[1], dtype=torch.float32)
+    chunks = list(idx.to(torch.int32).split(chunk))
+
+    def run() -> None:
+        for ch in chunks:
+            torch.index_select(table, 0, ch, out=out)
+
+    def warm() -> None:
+        for ch in chunks[:2]:
+            torch.index_select(table, 0, ch, out=out)
+
+    return _at(threads, run), _at(threads, warm)
+
+
 def gather_bandwidth(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
     """The random-gather grid: bytes/s per (threads, distribution, row bytes, table bytes).
 
-    All cells are set up first (indices as int32, split into chunks), then
-    timed in interleaved rounds; before each timed pass the cell's first two
-    chunks run untimed so that a cache-sized table is warm.
+    All cells are set up first, then timed in interleaved rounds; before each
+    timed pass a cell's first few thousand lookups run untimed so that a
+    cache-sized table is warm.
     """
+    fallback: str | None = None
+    try:
+        _lib, build_info = gather_kernel.load()
+    except gather_kernel.KernelUnavailable as exc:
+        fallback, build_info = str(exc), {}
+        progress(f"gather: native kernel unavailable ({exc}); falling back to torch.index_select")
     rng = np.random.default_rng(0)
     biggest = max(plan.gather_table_bytes)
     buf = torch.empty(biggest // 4, dtype=torch.float32).fill_(1.0)
@@ -162,7 +213,6 @@ def gather_bandwidth(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
     for r in plan.gather_row_bytes:
         chunk = max(GATHER_CHUNK_MIN_ROWS, GATHER_CHUNK_BYTES // r)
         lookups = max(chunk, (plan.gather_lookups // chunk) * chunk)
-        out = torch.empty(chunk, r // 4, dtype=torch.float32)
         for tb in plan.gather_table_bytes:
             rows = tb // r
             if rows < 1:
@@ -172,24 +222,12 @@ def gather_bandwidth(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
                 progress(f"gather setup {dist} {r} B rows, {tb >> 10} KiB table")
                 idx = gather_indices(dist, rows, lookups, rng)
                 unique = int(torch.unique(idx).numel())
-                chunks = list(idx.to(torch.int32).split(chunk))
-
-                def run(
-                    chunks: list[torch.Tensor] = chunks, table: torch.Tensor = table, out: torch.Tensor = out
-                ) -> None:
-                    for ch in chunks:
-                        torch.index_select(table, 0, ch, out=out)
-
-                def warm(
-                    chunks: list[torch.Tensor] = chunks, table: torch.Tensor = table, out: torch.Tensor = out
-                ) -> None:
-                    for ch in chunks[:2]:
-                        torch.index_select(table, 0, ch, out=out)
-
                 for t in plan.gather_threads:
                     key = (t, dist, r, rows * r)
-                    cases[key] = _at(t, run)
-                    warms[key] = _at(t, warm)
+                    if fallback is None:
+                        cases[key], warms[key] = _native_gather_case(table, idx, t)
+                    else:
+                        cases[key], warms[key] = _fallback_gather_case(table, idx, t, chunk)
                     meta[key] = {"rows": rows, "lookups": lookups, "unique_fraction": unique / lookups}
     try:
         secs = interleaved(
@@ -217,14 +255,26 @@ def gather_bandwidth(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
                 "bandwidth": summarize(rates(float(m["lookups"] * r), secs[key])),
             }
         )
+    if fallback is None:
+        kernel = (
+            f"recstack native pooled gather (gather.c): sum of {GATHER_POOLING} random rows per bag, "
+            f"read-ahead {gather_kernel.DEFAULT_DISTANCE} rows, threads split the bags"
+        )
+    else:
+        kernel = "torch.index_select(table, 0, idx, out=buf) on a 2-D fp32 table (fallback)"
     return {
-        "kernel": "torch.index_select(table, 0, idx, out=buf) on a 2-D fp32 table",
+        "kernel": kernel,
+        "native": fallback is None,
+        "fallback_reason": fallback,
+        "build": build_info,
+        "pooling": GATHER_POOLING if fallback is None else 1,
+        "read_ahead_rows": gather_kernel.DEFAULT_DISTANCE if fallback is None else 0,
         "bytes_counted": "lookups x row bytes",
         "zipf_exponent": ZIPF_EXPONENT,
         "row_bytes": list(plan.gather_row_bytes),
         "table_bytes": sorted({c["table_bytes"] for c in cells}),
         "threads": list(plan.gather_threads),
-        "chunk_output_bytes": GATHER_CHUNK_BYTES,
+        "chunk_output_bytes": None if fallback is None else GATHER_CHUNK_BYTES,
         "grid": cells,
     }
 

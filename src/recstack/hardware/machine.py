@@ -36,7 +36,7 @@ from recstack.hardware.bench import STAT_KEYS
 from recstack.hardware.plan import make_plan
 
 SCHEMA = "recstack.machine"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: gather grid measured by the native pooled kernel (1: torch.index_select)
 REQUIRED_KEYS = (
     "host",
     "cpu_model",

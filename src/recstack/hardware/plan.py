@@ -115,14 +115,14 @@ def make_plan(mode: str, caches: list[dict], cpus: int, mem_available: int | Non
         threads=sweep,
         gemm_sizes=[1024] if quick else [1024, 2048],
         gemm_sizes_emulated=[256] if quick else [256, 512],
-        gemm_repeats=7 if quick else 12,
-        gemm_budget_s=0.8 if quick else 3.0,
+        gemm_repeats=7 if quick else 25,
+        gemm_budget_s=0.8 if quick else 6.0,
         stream_bytes=stream,
-        stream_repeats=9 if quick else 15,
+        stream_repeats=9 if quick else 25,
         gather_row_bytes=ROW_BYTES,
         gather_table_bytes=sorted(set(tables)),
         gather_lookups=1 << 18 if quick else 1 << 20,
-        gather_repeats=7 if quick else 11,
+        gather_repeats=7 if quick else 25,
         gather_threads=ends,
         latency_bytes=sorted(
             {pow2_floor(l2 // 2), pow2_floor(llc // 2), capped(pow2_floor(llc) * 4, "latency chain")}
