@@ -11,6 +11,7 @@ import copy
 import json
 import math
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -588,9 +589,10 @@ def test_memory_bound_embedding_uses_gather_roof(classified):
     n = classified.root.find("embedding/emb/aten::embedding_bag")
     r = n.extra["roofline"]
     assert n.extra["bound"] == "memory" and n.extra["bound_basis"] == "requested bytes"
-    assert r["roof"] == "gather" and r["gather"]["table_source"] == "op shapes"
+    # held to its stage's footprint: the two 1 GiB tables the stage reads (clamped to the 1 GiB grid edge)
+    assert r["roof"] == "gather" and r["gather"]["table_source"] == "stage embedding: op shapes (sum of tables)"
     assert r["gather"]["row_source"].startswith("cost model")
-    assert r["gather"]["row_bytes"] == 128 and r["gather"]["table_bytes"] == 1 << 30
+    assert r["gather"]["row_bytes"] == 128 and r["gather"]["table_bytes"] == 2 << 30
     assert r["roof_bytes_per_s"] == pytest.approx(4 * GB)
     assert r["achieved_bytes_per_s"] == pytest.approx(2.8 * GB)
     assert r["memory_fraction_requested"] == pytest.approx(0.7)
@@ -689,11 +691,12 @@ def test_gather_point_sources():
     p = _profile()
     op = p.root.find("embedding/emb/aten::embedding_bag")
     op.extra.pop("shapes")
+    p.root.find("embedding/skew/aten::embedding_bag").extra.pop("shapes")
     p.run["model_config"] = resolve_config("rmc1", 0.001).model_dump()  # 8 tables x 4000 rows x 32 fp32
     classify(p, m)
     g = op.extra["roofline"]["gather"]
     assert g["row_source"].startswith("cost model") and g["row_bytes"] == 128
-    assert g["table_source"] == "model config" and g["table_bytes"] == 4000 * 128  # per table, lookup-weighted
+    assert g["table_source"] == "model config (sum of tables)" and g["table_bytes"] == 8 * 4000 * 128
     op.extra.pop("cost_detail")
     classify(p, m)
     g = op.extra["roofline"]["gather"]
@@ -798,7 +801,8 @@ def _cli(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except RecstackError:
+    except RecstackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
 
 
@@ -860,9 +864,65 @@ def test_classify_real_profile_with_cost_model(tmp_path):
     assert r["gather"]["row_bytes"] == pytest.approx(128) and r["gather"]["row_source"].startswith(
         "cost model"
     )
-    assert r["gather"]["table_source"] == "op shapes" and r["gather"]["table_bytes"] == 2000 * 128  # one table (lookup-weighted)
+    # a step cycles through all 8 tables: the footprint is their sum, for the stage and for each op in it
+    assert r["gather"]["table_source"] == "stage embedding: op shapes (sum of tables)"
+    assert r["gather"]["table_bytes"] == 8 * 2000 * 128
+    ops = [n for n in emb.walk() if n.level == "op" and n.name == "aten::embedding_bag"]
+    assert len(ops) == 8
+    assert all(o.extra["roofline"]["gather"]["table_bytes"] == 8 * 2000 * 128 for o in ops)
     assert prof.stage("dense").extra["roofline"]["roof"] == "stream"
     for n in prof.nodes():
         assert n.extra["bound"] in (None, "memory", "compute", "overhead")
         assert n.extra["bound"] is not None or n.extra["bound_reason"]
     assert len(render_roofline(prof, tmp_path / "rmc1.png")) == 2
+
+
+# -- repeatability ----------------------------------------------------------------------------
+def test_compare_machines_counts_figures_beyond_tolerance():
+    from recstack.hardware.repeatability import TOLERANCE, compare_machines, format_comparison, roof_figures
+
+    before = _synthetic_machine()
+    now = copy.deepcopy(before)
+    now["measured_at"] = "2024-01-02T00:00:00+00:00"
+    now["gemm_flops"]["fp32"]["by_threads"]["2"]["max"] *= 1.25  # the roof moved 25%
+    now["stream_bandwidth"]["by_threads"]["1"]["triad"]["max"] *= 1.0 + TOLERANCE / 2  # within tolerance
+    cmp = compare_machines(now, before)
+    best = cmp["summary"]["max"]
+    n_figures = sum(1 for g, _n, _s in roof_figures(before) if g != "latency")
+    assert best["figures"] == n_figures and best["beyond_tolerance"] == 1
+    assert best["worst"] == "fp32 GEMM 2 thread(s)" and best["max_abs_change"] == pytest.approx(0.25)
+    assert best["by_group"]["gemm"]["beyond_tolerance"] == 1 and best["by_group"]["stream"]["beyond_tolerance"] == 0
+    assert cmp["summary"]["median"]["beyond_tolerance"] == 0
+    assert cmp["summary"]["median"]["by_group"]["latency"]["figures"] == 1
+    text = format_comparison(cmp)
+    assert "1 of" in text and "fp32 GEMM 2 thread(s): +25.0%" in text and "2024-01-01" in text
+
+
+def test_refresh_records_repeatability_against_the_replaced_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RECSTACK_CACHE_DIR", str(tmp_path))
+    first = get_machine(refresh=True, tiny=True)
+    assert "repeatability" not in first
+    second = get_machine(refresh=True, tiny=True)
+    rep = second["repeatability"]
+    assert rep["before_measured_at"] == first["measured_at"] and rep["before_mode"] == "tiny"
+    assert rep["summary"]["max"]["figures"] == len([r for r in rep["figures"] if r["stat"] == "max"]) > 10
+    assert load_machine(cache_path())["repeatability"]["summary"] == json.loads(json.dumps(rep["summary"]))
+
+
+def test_cli_machine_compare(tiny_machine, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RECSTACK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("RECSTACK_PERF", "")
+    save_machine({**tiny_machine, "mode": "full", "quick": False}, cache_path())
+    other = copy.deepcopy(tiny_machine)
+    for st in other["gemm_flops"]["fp32"]["by_threads"].values():
+        st["max"] /= 2.0  # the other file's roof was half: now is +100%
+    save_machine(other, tmp_path / "other.json")
+    assert _cli(["machine", "--compare", str(tmp_path / "other.json")]) == 0
+    text = capsys.readouterr().out
+    assert "repeatability vs the measurement of" in text and "fp32 GEMM 1 thread(s): +100.0%" in text
+    assert _cli(["machine", "--json", "--compare", str(tmp_path / "other.json")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["comparison"]["summary"]["max"]["by_group"]["gemm"]["max_abs_change"] == pytest.approx(1.0)
+    (tmp_path / "bad.json").write_text('{"host": "x"}')
+    assert _cli(["machine", "--compare", str(tmp_path / "bad.json")]) == 2
+    assert "bad.json" in capsys.readouterr().err

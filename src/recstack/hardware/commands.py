@@ -111,15 +111,24 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
 
 def cmd_machine(args: argparse.Namespace) -> int:
     from recstack.hardware.counters import detect_perf
-    from recstack.hardware.machine import cache_path, get_machine
+    from recstack.hardware.machine import cache_path, get_machine, load_machine
+    from recstack.hardware.repeatability import compare_machines, format_comparison
 
+    other = load_machine(args.compare) if args.compare else None  # a bad file fails before measuring
     progress = _stderr_progress()
     machine = get_machine(refresh=args.refresh, quick=args.quick, progress=progress)
     counters = detect_perf().to_dict()
+    comparison = compare_machines(machine, other) if other is not None else machine.get("repeatability")
     if args.json:
-        sys.stdout.write(json.dumps({**machine, "counters": counters}, indent=1) + "\n")
+        extra = {"comparison": comparison} if other is not None else {}
+        sys.stdout.write(json.dumps({**machine, "counters": counters, **extra}, indent=1) + "\n")
         return 0
     print(format_machine(machine, counters))
+    if comparison is not None:
+        if other is not None and comparison["summary"] == {}:
+            print(f"compare: {args.compare} has no figures in common with this machine")
+        else:
+            print(format_comparison(comparison))
     print(f"cache: {cache_path()}")
     return 0
 
@@ -168,6 +177,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the machine figures as JSON to stdout")
     p.add_argument("--refresh", action="store_true", help="re-measure even if a current cache exists")
     p.add_argument("--quick", action="store_true", help="smaller arrays and fewer repeats (under a minute)")
+    p.add_argument(
+        "--compare",
+        default=None,
+        metavar="FILE",
+        help="compare every figure with this machine JSON (a --refresh compares with the replaced cache itself)",
+    )
     p.set_defaults(func=cmd_machine)
     p = subparsers.add_parser(
         "roofline",

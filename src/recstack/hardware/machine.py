@@ -280,21 +280,36 @@ def get_machine(
 
     A full cache satisfies a quick request; a quick one does not satisfy a
     full request. An unreadable or invalid cache file is re-measured and
-    overwritten (it is a cache, not user input).
+    overwritten (it is a cache, not user input). When the replaced cache was
+    a measurement of the same host, CPU and mode, the new machine carries
+    ``repeatability``: every figure's change since then
+    (:mod:`recstack.hardware.repeatability`).
     """
     path = cache_path()
     mode = _mode(quick, tiny)
     say = progress or _quiet
-    if not refresh and path.exists():
+    cached: dict[str, Any] | None = None
+    if path.exists():
         try:
             cached = load_machine(path)
         except DataError as exc:
             say(f"re-measuring: {exc}")
         else:
             why = cache_is_current(cached, mode)
-            if why is None:
+            if why is None and not refresh:
                 return cached
-            say(f"re-measuring: {why}")
+            if why is not None:
+                say(f"re-measuring: {why}")
     machine = measure_machine(quick, tiny=tiny, progress=progress)
+    if cached is not None and _same_setup(cached, machine):
+        from recstack.hardware.repeatability import compare_machines
+
+        machine["repeatability"] = compare_machines(machine, cached)
     save_machine(machine, path)
     return machine
+
+
+def _same_setup(before: dict[str, Any], now: dict[str, Any]) -> bool:
+    """True when two measurements are comparable figure by figure (same host, CPU, mode and schema)."""
+    keys = ("host", "cpu_model", "cpu_hash", "mode", "schema_version")
+    return all(before.get(k) == now.get(k) for k in keys)

@@ -106,10 +106,12 @@ def make_plan(mode: str, caches: list[dict], cpus: int, mem_available: int | Non
         )
     quick = mode == "quick"
     stream = capped(max(pow2_floor(4 * llc) * (1 if quick else 2), MIN_STREAM_BYTES), "stream arrays")
-    far = capped(pow2_floor(llc) * (4 if quick else 16), "largest gather table")
-    tables = [pow2_floor(l2 // 2), pow2_floor(llc // 2), far]
+    # Up to model-sized footprints: a step of RMC1/RMC2 cycles through ~4 GiB of tables, and
+    # footprints far beyond the LLC still differ (page-walk entries stop fitting in the caches).
+    far = capped(pow2_floor(llc) * (32 if quick else 128), "largest gather table")
+    tables = [pow2_floor(l2 // 2), pow2_floor(llc // 2), min(far, pow2_floor(llc) * 4), far]
     if not quick:
-        tables += [min(far, pow2_floor(llc) * 2), min(far, pow2_floor(llc) * 4)]
+        tables += [min(far, pow2_floor(llc) * 2), min(far, pow2_floor(llc) * 16)]
     return Plan(
         mode=mode,
         threads=sweep,
