@@ -13,7 +13,15 @@ prints them.
     python benchmarks/bench_roofline.py --scale 0.05 --batch-size 1024 [--save-dir out/]
 
 The machine figures are this host's cache (measured ``--quick`` when absent)
-unless ``--machine`` names a file. Stage fractions need the cost model's
+unless ``--machine`` names a file.
+
+``--same-data`` also builds RMC1 and RMC2 (torch backend, the profiles'
+scale, workload, batch size and seed) and times, in interleaved rounds,
+recstack's gather kernel and ``aten::embedding_bag`` on the stage's own
+tables and indices, table by table as the stage calls them: the bandwidth
+recstack's kernel reaches on exactly this access pattern (no footprint
+modelling), the ratio of the two in one run, and the profiled stage's
+fraction of the kernel's figure. Stage fractions need the cost model's
 ``flops``/``bytes`` on the stage nodes; where they are null the line says so.
 """
 
@@ -85,6 +93,68 @@ def report(profiles: dict[str, Profile], machine: dict[str, Any]) -> list[str]:
     return lines
 
 
+def same_data(model: str, prof: Profile, rounds: int = 7) -> list[str]:
+    """Time recstack's kernel and embedding_bag on ``model``'s own tables and a profile-like batch."""
+    import time
+
+    import numpy as np
+    import torch
+
+    from recstack.hardware import gather_kernel
+    from recstack.workload import load_workload
+    from recstack.zoo import BuildOptions, build_model
+
+    run = prof.run or {}
+    batch_size = int(run.get("batch_size") or 1024)
+    seed = int(run.get("seed") or 0)
+    net = build_model(
+        model, scale=float(run.get("scale") or 1.0), options=BuildOptions(batch_size=batch_size, seed=seed)
+    )
+    bound = load_workload(str(run.get("workload") or "uniform")).bind(net.features(), net.num_dense, net.num_tasks)
+    processed = net.feature_processing(bound.batch(batch_size, 0))
+    weights = net.sparse_arch.table_weights()
+    calls = []
+    for name, (ids, offsets) in processed.inputs.items():
+        w = weights[name]
+        full = torch.cat([offsets, torch.tensor([ids.numel()], dtype=offsets.dtype)]).to(torch.int64)
+        out = torch.empty(offsets.numel(), w.shape[1])
+        calls.append((w, ids.to(torch.int64), offsets, full, out))
+    nbytes = sum(ids.numel() * w.shape[1] * w.element_size() for w, ids, *_ in calls)
+    threads = int(run.get("threads") or torch.get_num_threads())
+    torch.set_num_threads(threads)
+
+    def native() -> None:
+        for w, ids, _off, full, out in calls:
+            gather_kernel.gather_sum(w, ids, full, out, threads=threads)
+
+    def aten() -> None:
+        for w, ids, off, _full, _out in calls:
+            torch.nn.functional.embedding_bag(ids, w, off, mode="sum")
+
+    rates: dict[str, list[float]] = {"native": [], "embedding_bag": []}
+    for fn in (native, aten):
+        fn()  # warm
+    for _ in range(rounds):
+        for key, fn in (("native", native), ("embedding_bag", aten)):
+            t0 = time.perf_counter()
+            fn()
+            rates[key].append(nbytes / (time.perf_counter() - t0))
+    calls.clear()
+    del net, weights
+    best = {k: max(v) for k, v in rates.items()}
+    stage = prof.stage("embedding")
+    r = (stage.extra.get("roofline") or {}) if stage is not None else {}
+    line = (
+        f"{model.upper()} same data ({len(processed.inputs)} tables, {nbytes / 1e6:.1f} MB requested per step, "
+        f"{threads} thread(s), {rounds} rounds): recstack kernel {best['native'] / 1e9:.2f} GB/s "
+        f"(median {float(np.median(rates['native'])) / 1e9:.2f}), embedding_bag {best['embedding_bag'] / 1e9:.2f} GB/s "
+        f"(median {float(np.median(rates['embedding_bag'])) / 1e9:.2f}); embedding_bag / kernel {best['embedding_bag'] / best['native']:.2f}"
+    )
+    if r.get("achieved_bytes_per_s"):
+        line += f"; profiled stage = {r['achieved_bytes_per_s'] / best['native']:.1%} of the kernel on its own data"
+    return [line]
+
+
 def _profile_now(model: str, args: argparse.Namespace) -> Profile:
     """Profile a zoo model on a workload preset now; attach the cost model's figures if the profiler did not."""
     import torch
@@ -135,6 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--save-dir", type=Path, default=None, help="write the classified profiles here")
+    ap.add_argument(
+        "--same-data",
+        action="store_true",
+        help="also time recstack's kernel and embedding_bag on RMC1/RMC2's own tables and indices",
+    )
     args = ap.parse_args(argv)
     try:
         from recstack.hardware.machine import get_machine, load_machine
@@ -146,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
             profiles[m] = Profile.load(path) if path else _profile_now(m, args)
         for line in report(profiles, machine):
             print(line)
+        if args.same_data:
+            for m in ("rmc1", "rmc2"):
+                for line in same_data(m, profiles[m]):
+                    print(line, flush=True)
         if args.save_dir:
             for m, prof in profiles.items():
                 prof.save(args.save_dir / f"{m}.roofline.json")

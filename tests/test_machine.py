@@ -589,10 +589,9 @@ def test_memory_bound_embedding_uses_gather_roof(classified):
     n = classified.root.find("embedding/emb/aten::embedding_bag")
     r = n.extra["roofline"]
     assert n.extra["bound"] == "memory" and n.extra["bound_basis"] == "requested bytes"
-    # held to its stage's footprint: the two 1 GiB tables the stage reads (clamped to the 1 GiB grid edge)
-    assert r["roof"] == "gather" and r["gather"]["table_source"] == "stage embedding: op shapes (sum of tables)"
+    assert r["roof"] == "gather" and r["gather"]["table_source"] == "op shapes"
     assert r["gather"]["row_source"].startswith("cost model")
-    assert r["gather"]["row_bytes"] == 128 and r["gather"]["table_bytes"] == 2 << 30
+    assert r["gather"]["row_bytes"] == 128 and r["gather"]["table_bytes"] == 1 << 30
     assert r["roof_bytes_per_s"] == pytest.approx(4 * GB)
     assert r["achieved_bytes_per_s"] == pytest.approx(2.8 * GB)
     assert r["memory_fraction_requested"] == pytest.approx(0.7)
@@ -691,12 +690,11 @@ def test_gather_point_sources():
     p = _profile()
     op = p.root.find("embedding/emb/aten::embedding_bag")
     op.extra.pop("shapes")
-    p.root.find("embedding/skew/aten::embedding_bag").extra.pop("shapes")
     p.run["model_config"] = resolve_config("rmc1", 0.001).model_dump()  # 8 tables x 4000 rows x 32 fp32
     classify(p, m)
     g = op.extra["roofline"]["gather"]
     assert g["row_source"].startswith("cost model") and g["row_bytes"] == 128
-    assert g["table_source"] == "model config (sum of tables)" and g["table_bytes"] == 8 * 4000 * 128
+    assert g["table_source"] == "model config" and g["table_bytes"] == 4000 * 128  # per table, lookup-weighted
     op.extra.pop("cost_detail")
     classify(p, m)
     g = op.extra["roofline"]["gather"]
@@ -864,12 +862,10 @@ def test_classify_real_profile_with_cost_model(tmp_path):
     assert r["gather"]["row_bytes"] == pytest.approx(128) and r["gather"]["row_source"].startswith(
         "cost model"
     )
-    # a step cycles through all 8 tables: the footprint is their sum, for the stage and for each op in it
-    assert r["gather"]["table_source"] == "stage embedding: op shapes (sum of tables)"
-    assert r["gather"]["table_bytes"] == 8 * 2000 * 128
+    # each call walks one table: the footprint is one table's (lookup-weighted), for the stage and its ops
+    assert r["gather"]["table_source"] == "op shapes" and r["gather"]["table_bytes"] == 2000 * 128
     ops = [n for n in emb.walk() if n.level == "op" and n.name == "aten::embedding_bag"]
-    assert len(ops) == 8
-    assert all(o.extra["roofline"]["gather"]["table_bytes"] == 8 * 2000 * 128 for o in ops)
+    assert len(ops) == 8 and all(o.extra["roofline"]["gather"]["table_bytes"] == 2000 * 128 for o in ops)
     assert prof.stage("dense").extra["roofline"]["roof"] == "stream"
     for n in prof.nodes():
         assert n.extra["bound"] in (None, "memory", "compute", "overhead")

@@ -277,7 +277,6 @@ def _shape_point(op: Node, elem: int) -> tuple[float, float, float] | None:
 
 
 def _model_config_point(run: dict[str, Any], elem: int) -> tuple[float, float] | None:
-    """(lookup-weighted row bytes, sum of all tables' bytes) from the profile's model config."""
     cfg = run.get("model_config")
     if not isinstance(cfg, dict):
         return None
@@ -291,14 +290,8 @@ def _model_config_point(run: dict[str, Any], elem: int) -> tuple[float, float] |
         return None
     weight = sum(t.pooling for t in tables)
     row = sum(t.pooling * t.dim * elem for t in tables) / weight
-    return row, float(sum(t.rows * t.dim * elem for t in tables))
-
-
-def tables_footprint(node: Node, elem: int) -> float | None:
-    """Sum of the table bytes that ``node``'s outermost embedding/gather ops read (from their weight
-    shapes, one table per op node), or None when no op recorded a 2-D weight shape."""
-    sizes = [p[1] for op in _top_gather_ops(node) if (p := _shape_point(op, elem)) is not None]
-    return float(sum(sizes)) if sizes else None
+    # Per-call footprint: each lookup walks one table, so weight table sizes by lookups.
+    return row, float(sum(t.pooling * t.rows * t.dim * elem for t in tables) / weight)
 
 
 def cost_extra(node: Node, key: str) -> float | None:
@@ -312,27 +305,29 @@ def cost_extra(node: Node, key: str) -> float | None:
     return v
 
 
-def gather_point(
-    node: Node, run: dict[str, Any], roofs: Roofs, footprint: tuple[float, str] | None = None
-) -> dict[str, Any]:
+def gather_point(node: Node, run: dict[str, Any], roofs: Roofs) -> dict[str, Any]:
     """Row bytes and table footprint for a gather node, each with where it came from.
 
     Row bytes, in order: ``extra["row_bytes"]``; the cost model's requested
     row bytes over its lookups (``table_bytes / lookups``: exact for
     quantised rows too); the 2-D weight shapes of the outermost embedding
     ops (weighted by lookups); the run's model config; else
-    :data:`DEFAULT_ROW_BYTES`.
+    :data:`DEFAULT_ROW_BYTES`. Footprint (the table a lookup walks), in
+    order: ``extra["table_footprint_bytes"]``; the weight shapes (weighted
+    by lookups); the model config (lookup-weighted); else the largest
+    measured table (treated as far beyond the cache).
 
-    Footprint, in order: ``extra["table_footprint_bytes"]``; ``footprint``
-    (the enclosing stage's, from :func:`classify`); the summed weight shapes
-    of the node's outermost embedding ops; the model config (all tables);
-    else the largest measured table. The footprint is the **sum over the
-    tables a step reads**, not one table's size: a step cycles through all
-    of them, and their page-table entries and hot lines compete for the same
-    TLB and caches. Measured here (2 threads, 128 B rows, 81,920 lookups per
-    call): eight 512 MiB tables read in turn reach 5.8-6.1 GB/s, the same calls
-    on one 512 MiB table 9.2-9.4 GB/s, with embedding_bag and recstack's
-    kernel alike; so an op node is held to its stage's footprint too.
+    The footprint is per table, weighted by lookups, not the sum over tables:
+    every lookup walks one table (per-table embedding_bag calls, and FBGEMM's
+    table-batched kernel also works table by table), so the working set that
+    decides cache and TLB behaviour within a call is one table's. Measured
+    with recstack's kernel (2 threads, 128 B rows, 81,920 lookups per call):
+    one 512 MiB table 9.2 GB/s; eight 512 MiB tables read in turn 5.8-6.1
+    GB/s (page-table entries of the other tables evicted between calls);
+    one 4 GiB table 2.7 GB/s. A stage cycling through many tables therefore
+    sits between the per-table roof and the summed-footprint roof, much
+    nearer the former; the per-table roof is the optimistic (higher) one, so
+    fractions of it are conservative.
     """
     elem = ELEMENT_BYTES.get(str(run.get("table_dtype") or "fp32"), 4)
     pts = [(p, op.path) for op in _top_gather_ops(node) if (p := _shape_point(op, elem)) is not None]
@@ -350,12 +345,11 @@ def gather_point(
     if row is None:
         row, row_src = float(DEFAULT_ROW_BYTES), "default"
     table, table_src = _num(node.extra.get("table_footprint_bytes")), "node"
-    if table is None and footprint is not None:
-        table, table_src = footprint
     if table is None and pts:
-        table, table_src = float(sum(p[1] for p, _ in pts)), "op shapes (sum of tables)"
+        looks_total = sum(p[2] for p, _ in pts)
+        table, table_src = sum(p[1] * p[2] for p, _ in pts) / looks_total, "op shapes"
     if table is None and mc is not None:
-        table, table_src = mc[1], "model config (sum of tables)"
+        table, table_src = mc[1], "model config"
     if table is None:
         table, table_src = float(max(t for _, t in roofs.gather_points)), "default (largest measured table)"
     return {"row_bytes": row, "row_source": row_src, "table_bytes": table, "table_source": table_src}
@@ -382,11 +376,8 @@ def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
-def classify_node(
-    node: Node, roofs: Roofs, run: dict[str, Any], footprint: tuple[float, str] | None = None
-) -> None:
-    """Annotate one node (see the module docstring for keys and rules); ``footprint`` is the
-    enclosing stage's table footprint and its source (see :func:`gather_point`)."""
+def classify_node(node: Node, roofs: Roofs, run: dict[str, Any]) -> None:
+    """Annotate one node (see the module docstring for keys and rules)."""
     ex = node.extra
     flops, nbytes, t = _num(node.flops), _num(node.bytes), _num(node.time_s)
     unique, unique_source = cost_extra(node, "unique_bytes"), "cost model"
@@ -416,7 +407,7 @@ def classify_node(
         ex["bound_reason"] = "no time measured for this node"
         return
     if is_gather:
-        gp = gather_point(node, run, roofs, footprint)
+        gp = gather_point(node, run, roofs)
         gp["share"] = share
         info["gather"] = gp
         bw = roofs.gather_bw(gp["row_bytes"], gp["table_bytes"])
@@ -494,13 +485,8 @@ def classify(profile: Profile, machine: dict[str, Any]) -> None:
     validate_machine(machine, "machine")
     run = profile.run or {}
     roofs = build_roofs(machine, run)
-    elem = ELEMENT_BYTES.get(str(run.get("table_dtype") or "fp32"), 4)
-    classify_node(profile.root, roofs, run)
-    for stage in profile.root.children:
-        fp = tables_footprint(stage, elem)
-        footprint = (fp, f"stage {stage.name}: op shapes (sum of tables)") if fp else None
-        for node in stage.walk():
-            classify_node(node, roofs, run, footprint)
+    for node in profile.nodes():
+        classify_node(node, roofs, run)
     gather_roofs: dict[float, dict[str, Any]] = {}
     for stage in profile.root.children:
         g = stage.extra.get("roofline", {}).get("gather")

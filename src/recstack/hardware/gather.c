@@ -12,7 +12,7 @@
  *     columns, so the prefetches interleave with the loads), so `distance` misses are in flight per
  *     thread instead of the few the hardware finds on its own in a random
  *     stream (the hardware prefetchers cannot predict random rows);
- *   - the row is summed in blocks of up to 64 floats whose accumulators stay
+ *   - the row is summed in blocks of up to 128 floats whose accumulators stay
  *     in vector registers (GCC/Clang vector extensions, -O3 -march=native),
  *     so the loop costs a few cycles per row and the memory system, not the
  *     arithmetic, sets the pace on large tables;
@@ -50,7 +50,7 @@ static inline void prefetch_row(const float *row, int64_t row_bytes) {
 
 /* 8 floats; aligned(4) so that loads from any row offset are legal (unaligned vector loads). */
 typedef float v8 __attribute__((vector_size(32), aligned(4)));
-#define MAX_NV 8 /* a block is up to 8 vectors (64 floats) of accumulators, kept in registers */
+#define MAX_NV 16 /* a block is up to 16 vectors (128 floats, a 512 B row) of accumulators, kept in registers */
 
 /* Sum rows idx[s..e) over columns [col, col + 8 * NV) into o; prefetch the same columns `distance` indices ahead. */
 #define DEFINE_BLOCK(NV)                                                                                  \
@@ -74,10 +74,20 @@ DEFINE_BLOCK(5)
 DEFINE_BLOCK(6)
 DEFINE_BLOCK(7)
 DEFINE_BLOCK(8)
+DEFINE_BLOCK(9)
+DEFINE_BLOCK(10)
+DEFINE_BLOCK(11)
+DEFINE_BLOCK(12)
+DEFINE_BLOCK(13)
+DEFINE_BLOCK(14)
+DEFINE_BLOCK(15)
+DEFINE_BLOCK(16)
 
 typedef void (*block_fn)(const float *, int64_t, const int64_t *, int64_t, int64_t, int64_t, int64_t, int, float *,
                          int64_t);
-static const block_fn BLOCKS[MAX_NV + 1] = {0, block_1, block_2, block_3, block_4, block_5, block_6, block_7, block_8};
+static const block_fn BLOCKS[MAX_NV + 1] = {0,        block_1,  block_2,  block_3,  block_4,  block_5,
+                                            block_6,  block_7,  block_8,  block_9,  block_10, block_11,
+                                            block_12, block_13, block_14, block_15, block_16};
 
 static void *run(void *arg) {
     const job_t *j = (const job_t *)arg;
