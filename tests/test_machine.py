@@ -922,3 +922,61 @@ def test_cli_machine_compare(tiny_machine, tmp_path, monkeypatch, capsys):
     (tmp_path / "bad.json").write_text('{"host": "x"}')
     assert _cli(["machine", "--compare", str(tmp_path / "bad.json")]) == 2
     assert "bad.json" in capsys.readouterr().err
+
+
+# -- tables read in turn -------------------------------------------------------------------
+def test_tiny_measurement_has_tables_in_turn_cells(tiny_machine):
+    grid = tiny_machine["gather_bandwidth"]["grid"]
+    turn = [c for c in grid if c["tables_in_turn"] > 1]
+    assert turn and all(c["dist"] == "uniform" for c in turn)
+    biggest = max(c["table_bytes"] for c in grid if c["tables_in_turn"] == 1)
+    for c in turn:
+        assert c["footprint_bytes"] == c["table_bytes"] * c["tables_in_turn"] == biggest
+        assert c["lookups"] == c["lookups_per_call"] * c["tables_in_turn"]
+        _stats(c["bandwidth"])
+    assert all(c["footprint_bytes"] == c["table_bytes"] for c in grid if c["tables_in_turn"] == 1)
+
+
+def _with_turn_cells(m: dict, bw: float) -> dict:
+    """Add tables-in-turn cells: 4 tables of 256 MiB (1 GiB in all) reaching ``bw`` at every row size."""
+    for r in (64, 128, 256, 512):
+        for t in (1, 2):
+            m["gather_bandwidth"]["grid"].append(
+                {
+                    "threads": t,
+                    "dist": "uniform",
+                    "row_bytes": r,
+                    "table_bytes": 256 << 20,
+                    "tables_in_turn": 4,
+                    "footprint_bytes": 1 << 30,
+                    "bandwidth": {k: bw for k in ("median", "min", "max", "p10", "p90")} | {"repeats": 3},
+                }
+            )
+    return m
+
+
+def test_tables_in_turn_lower_the_gather_roof_with_the_footprint():
+    m = _with_turn_cells(_synthetic_machine(), 1 * GB)
+    roofs = build_roofs(m, {"threads": 2, "dtype": "fp32"})
+    one = roofs.gather_bw(128, 256 << 20)
+    assert one > 1 * GB  # one table of 256 MiB: the one-table curve
+    assert roofs.gather_bw(128, 256 << 20, 256 << 20) == pytest.approx(one)  # footprint = one table
+    assert roofs.gather_bw(128, 256 << 20, 1 << 30) == pytest.approx(1 * GB)  # the measured pattern
+    assert roofs.gather_bw(128, 256 << 20, 4 << 30) == pytest.approx(1 * GB)  # clamped beyond it
+    assert roofs.gather_bw(128, 256 << 20, 512 << 20) == pytest.approx(math.sqrt(one * 1 * GB))  # log-linear
+    # a machine file without tables-in-turn cells ignores the footprint
+    plain = build_roofs(_synthetic_machine(), {"threads": 2, "dtype": "fp32"})
+    assert plain.gather_bw(128, 256 << 20, 1 << 30) == pytest.approx(plain.gather_bw(128, 256 << 20))
+
+
+def test_stage_footprint_reaches_its_ops():
+    m = _with_turn_cells(_synthetic_machine(), 1 * GB)
+    p = _profile()
+    classify(p, m)
+    stage = p.stage("embedding")
+    g = stage.extra["roofline"]["gather"]
+    assert g["footprint_bytes"] == 2 << 30 and g["footprint_source"] == "stage embedding: op shapes (sum of tables)"
+    op = p.root.find("embedding/emb/aten::embedding_bag").extra["roofline"]["gather"]
+    assert op["table_bytes"] == 1 << 30 and op["footprint_bytes"] == 2 << 30  # held to its stage's pattern
+    assert op["footprint_source"].startswith("stage embedding")
+    assert op["one_table_bytes_per_s"] == pytest.approx(4 * GB)

@@ -106,24 +106,39 @@ class Roofs:
     peak_label: str
     stream_bw: float
     stream_label: str
-    gather_points: dict[tuple[int, int], float]  # (row bytes, table bytes) -> bytes/s (uniform)
+    gather_points: dict[tuple[int, int], float]  # (row bytes, table bytes) -> bytes/s (uniform, one table)
     compute_roofs: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # (row bytes, table bytes) -> (bytes/s, footprint bytes): uniform cells with tables read in turn
+    gather_turn_points: dict[tuple[int, int], tuple[float, int]] = field(default_factory=dict)
 
-    def gather_bw(self, row_bytes: float, table_bytes: float) -> float:
-        """Gather bandwidth at (row, table), log-log interpolated over the grid and clamped to it."""
-        rows = sorted({r for r, _ in self.gather_points})
-        lr = math.log2(max(row_bytes, 1.0))
+    def gather_bw(self, row_bytes: float, table_bytes: float, footprint_bytes: float | None = None) -> float:
+        """Gather bandwidth at (row, table), log-log interpolated over the grid and clamped to it.
 
-        def along_tables(r: int) -> float:
+        With ``footprint_bytes`` (the sum of the tables read in turn) above
+        ``table_bytes`` and tables-in-turn cells in the grid, the one-table
+        figure is moved toward the tables-in-turn figure at the same table
+        size, linearly in log(footprint / table) up to the cells' footprint.
+        """
+        lt = math.log2(max(table_bytes, 1.0))
+
+        def one_table(r: int) -> float:
             pts = sorted((t, bw) for (rr, t), bw in self.gather_points.items() if rr == r)
-            xs = [math.log2(t) for t, _ in pts]
-            ys = [math.log2(bw) for _, bw in pts]
-            return float(np.interp(math.log2(max(table_bytes, 1.0)), xs, ys))
+            return float(np.interp(lt, [math.log2(t) for t, _ in pts], [math.log2(bw) for _, bw in pts]))
 
-        xs = [math.log2(r) for r in rows]
-        ys = [along_tables(r) for r in rows]
-        return float(2 ** np.interp(lr, xs, ys))
+        def in_turn(r: int, base: float) -> float:
+            pts = sorted((t, v) for (rr, t), v in self.gather_turn_points.items() if rr == r)
+            if not pts or footprint_bytes is None or footprint_bytes <= table_bytes:
+                return base
+            turn = float(np.interp(lt, [math.log2(t) for t, _ in pts], [math.log2(v[0]) for _, v in pts]))
+            cell_fp = math.log2(max(v[1] for _, v in pts))
+            span = cell_fp - lt
+            w = 1.0 if span <= 0 else min(1.0, max(0.0, (math.log2(footprint_bytes) - lt) / span))
+            return (1.0 - w) * base + w * min(turn, base)
+
+        rows = sorted({r for r, _ in self.gather_points})
+        ys = [in_turn(r, one_table(r)) for r in rows]
+        return float(2 ** np.interp(math.log2(max(row_bytes, 1.0)), [math.log2(r) for r in rows], ys))
 
 
 def build_roofs(machine: dict[str, Any], run: dict[str, Any]) -> Roofs:
@@ -154,11 +169,17 @@ def build_roofs(machine: dict[str, Any], run: dict[str, Any]) -> Roofs:
     for t, kinds in machine["stream_bandwidth"]["by_threads"].items():
         stream_bt[int(t)] = max(_value(kinds["copy"]), _value(kinds["triad"]))
     cells: dict[tuple[int, int], dict[int, float]] = {}
+    turn: dict[tuple[int, int], dict[int, float]] = {}
+    turn_fp: dict[tuple[int, int], int] = {}
     for c in machine["gather_bandwidth"]["grid"]:
-        if c["dist"] == "uniform":
-            cells.setdefault((int(c["row_bytes"]), int(c["table_bytes"])), {})[int(c["threads"])] = _value(
-                c["bandwidth"]
-            )
+        if c["dist"] != "uniform":
+            continue
+        key = (int(c["row_bytes"]), int(c["table_bytes"]))
+        if int(c.get("tables_in_turn", 1)) == 1:
+            cells.setdefault(key, {})[int(c["threads"])] = _value(c["bandwidth"])
+        else:
+            turn.setdefault(key, {})[int(c["threads"])] = _value(c["bandwidth"])
+            turn_fp[key] = int(c.get("footprint_bytes") or c["table_bytes"] * int(c["tables_in_turn"]))
     if not cells:
         raise DataError("machine file: gather_bandwidth.grid has no uniform cells")
     gather = machine["gather_bandwidth"]
@@ -179,6 +200,7 @@ def build_roofs(machine: dict[str, Any], run: dict[str, Any]) -> Roofs:
         gather_points={k: interp_threads(v, threads) for k, v in cells.items()},
         compute_roofs=compute_roofs,
         notes=notes,
+        gather_turn_points={k: (interp_threads(v, threads), turn_fp[k]) for k, v in turn.items()},
     )
 
 
@@ -276,7 +298,7 @@ def _shape_point(op: Node, elem: int) -> tuple[float, float, float] | None:
     return float(w[1] * elem), float(w[0] * w[1] * elem), max(lookups, 1.0)
 
 
-def _model_config_point(run: dict[str, Any], elem: int) -> tuple[float, float] | None:
+def _model_config_point(run: dict[str, Any], elem: int) -> tuple[float, float, float] | None:
     cfg = run.get("model_config")
     if not isinstance(cfg, dict):
         return None
@@ -290,8 +312,16 @@ def _model_config_point(run: dict[str, Any], elem: int) -> tuple[float, float] |
         return None
     weight = sum(t.pooling for t in tables)
     row = sum(t.pooling * t.dim * elem for t in tables) / weight
-    # Per-call footprint: each lookup walks one table, so weight table sizes by lookups.
-    return row, float(sum(t.pooling * t.rows * t.dim * elem for t in tables) / weight)
+    # Per-call footprint: each lookup walks one table, so weight table sizes by lookups; and the sum.
+    per_table = float(sum(t.pooling * t.rows * t.dim * elem for t in tables) / weight)
+    return row, per_table, float(sum(t.rows * t.dim * elem for t in tables))
+
+
+def tables_footprint(node: Node, elem: int) -> float | None:
+    """Sum of the table bytes ``node``'s outermost embedding/gather ops read (one table per op node,
+    from its 2-D weight shape), or None when no op recorded one."""
+    sizes = [p[1] for op in _top_gather_ops(node) if (p := _shape_point(op, elem)) is not None]
+    return float(sum(sizes)) if sizes else None
 
 
 def cost_extra(node: Node, key: str) -> float | None:
@@ -305,7 +335,9 @@ def cost_extra(node: Node, key: str) -> float | None:
     return v
 
 
-def gather_point(node: Node, run: dict[str, Any], roofs: Roofs) -> dict[str, Any]:
+def gather_point(
+    node: Node, run: dict[str, Any], roofs: Roofs, stage_footprint: tuple[float, str] | None = None
+) -> dict[str, Any]:
     """Row bytes and table footprint for a gather node, each with where it came from.
 
     Row bytes, in order: ``extra["row_bytes"]``; the cost model's requested
@@ -326,8 +358,13 @@ def gather_point(node: Node, run: dict[str, Any], roofs: Roofs) -> dict[str, Any
     GB/s (page-table entries of the other tables evicted between calls);
     one 4 GiB table 2.7 GB/s. A stage cycling through many tables therefore
     sits between the per-table roof and the summed-footprint roof, much
-    nearer the former; the per-table roof is the optimistic (higher) one, so
-    fractions of it are conservative.
+    nearer the former. The machine's *tables in turn* cells measure exactly
+    that pattern, so the roof also takes the footprint (``footprint_bytes``,
+    the sum of the tables read in turn): ``extra["footprint_bytes"]``; else
+    ``stage_footprint`` (the enclosing stage's tables, passed by
+    :func:`classify`, so that an op is held to the pattern it runs in);
+    else the node's own ops' tables; else the model config's tables
+    (see :meth:`Roofs.gather_bw`).
     """
     elem = ELEMENT_BYTES.get(str(run.get("table_dtype") or "fp32"), 4)
     pts = [(p, op.path) for op in _top_gather_ops(node) if (p := _shape_point(op, elem)) is not None]
@@ -352,7 +389,23 @@ def gather_point(node: Node, run: dict[str, Any], roofs: Roofs) -> dict[str, Any
         table, table_src = mc[1], "model config"
     if table is None:
         table, table_src = float(max(t for _, t in roofs.gather_points)), "default (largest measured table)"
-    return {"row_bytes": row, "row_source": row_src, "table_bytes": table, "table_source": table_src}
+    foot, foot_src = _num(node.extra.get("footprint_bytes")), "node"
+    if foot is None and stage_footprint is not None:
+        foot, foot_src = stage_footprint
+    if foot is None and pts:
+        foot, foot_src = float(sum(p[1] for p, _ in pts)), "op shapes (sum of tables)"
+    if foot is None and mc is not None:
+        foot, foot_src = mc[2], "model config (sum of tables)"
+    if foot is None:
+        foot, foot_src = table, "table"
+    return {
+        "row_bytes": row,
+        "row_source": row_src,
+        "table_bytes": table,
+        "table_source": table_src,
+        "footprint_bytes": max(foot, table),
+        "footprint_source": foot_src,
+    }
 
 
 def summed_unique_bytes(node: Node) -> float | None:
@@ -376,8 +429,11 @@ def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
-def classify_node(node: Node, roofs: Roofs, run: dict[str, Any]) -> None:
-    """Annotate one node (see the module docstring for keys and rules)."""
+def classify_node(
+    node: Node, roofs: Roofs, run: dict[str, Any], stage_footprint: tuple[float, str] | None = None
+) -> None:
+    """Annotate one node (see the module docstring for keys and rules); ``stage_footprint`` is the
+    enclosing stage's summed table bytes and where they came from (see :func:`gather_point`)."""
     ex = node.extra
     flops, nbytes, t = _num(node.flops), _num(node.bytes), _num(node.time_s)
     unique, unique_source = cost_extra(node, "unique_bytes"), "cost model"
@@ -407,10 +463,11 @@ def classify_node(node: Node, roofs: Roofs, run: dict[str, Any]) -> None:
         ex["bound_reason"] = "no time measured for this node"
         return
     if is_gather:
-        gp = gather_point(node, run, roofs)
+        gp = gather_point(node, run, roofs, stage_footprint)
         gp["share"] = share
         info["gather"] = gp
-        bw = roofs.gather_bw(gp["row_bytes"], gp["table_bytes"])
+        bw = roofs.gather_bw(gp["row_bytes"], gp["table_bytes"], gp["footprint_bytes"])
+        gp["one_table_bytes_per_s"] = roofs.gather_bw(gp["row_bytes"], gp["table_bytes"])
     else:
         bw = roofs.stream_bw
     calls = max(1, int(node.calls or 1))
@@ -485,8 +542,13 @@ def classify(profile: Profile, machine: dict[str, Any]) -> None:
     validate_machine(machine, "machine")
     run = profile.run or {}
     roofs = build_roofs(machine, run)
-    for node in profile.nodes():
-        classify_node(node, roofs, run)
+    elem = ELEMENT_BYTES.get(str(run.get("table_dtype") or "fp32"), 4)
+    classify_node(profile.root, roofs, run)
+    for stage in profile.root.children:
+        fp = tables_footprint(stage, elem)
+        footprint = (fp, f"stage {stage.name}: op shapes (sum of tables)") if fp else None
+        for node in stage.walk():
+            classify_node(node, roofs, run, footprint)
     gather_roofs: dict[float, dict[str, Any]] = {}
     for stage in profile.root.children:
         g = stage.extra.get("roofline", {}).get("gather")

@@ -20,7 +20,12 @@ and restores the torch thread count it found.
   counted). All lookups of a cell go in one call. Indices are uniform or
   Zipf(1.05); Zipf ranks are scattered over the table by an odd
   multiplicative hash (a bijection on power-of-two row counts), so hot rows
-  are not adjacent. Where no C compiler works, the fallback is
+  are not adjacent. *Tables in turn* cells (``tables_in_turn`` T > 1,
+  uniform only) split the largest table's buffer into T tables and make one
+  call of ``lookups_per_call`` lookups per table in turn, as an embedding
+  stage does: the other tables' page-table entries and lines are evicted
+  between calls, which a single table of the same size does not show.
+  Where no C compiler works, the fallback is
   ``torch.index_select(table, 0, idx, out=buf)`` in chunks whose output
   (>= 2048 rows, about 1 MiB) stays in cache; the machine file then says
   so and why (that kernel reaches well under the embedding operators'
@@ -172,6 +177,31 @@ def _native_gather_case(
     return run, warm
 
 
+def _native_tables_case(
+    tables: list[torch.Tensor], idxs: list[torch.Tensor], threads: int
+) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """(timed call, warm-up call): one native call per table, tables in turn."""
+    runs = [_native_gather_case(t, i, threads) for t, i in zip(tables, idxs, strict=True)]
+
+    def run() -> None:
+        for r, _w in runs:
+            r()
+
+    return run, runs[0][1]
+
+
+def _fallback_tables_case(
+    tables: list[torch.Tensor], idxs: list[torch.Tensor], threads: int, chunk: int
+) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    runs = [_fallback_gather_case(t, i, threads, chunk) for t, i in zip(tables, idxs, strict=True)]
+
+    def run() -> None:
+        for r, _w in runs:
+            r()
+
+    return run, runs[0][1]
+
+
 def _fallback_gather_case(
     table: torch.Tensor, idx: torch.Tensor, threads: int, chunk: int
 ) -> tuple[Callable[[], Any], Callable[[], Any]]:
@@ -181,11 +211,11 @@ def _fallback_gather_case(
 
     def run() -> None:
         for ch in chunks:
-            torch.index_select(table, 0, ch, out=out)
+            torch.index_select(table, 0, ch, out=out[: ch.numel()])
 
     def warm() -> None:
         for ch in chunks[:2]:
-            torch.index_select(table, 0, ch, out=out)
+            torch.index_select(table, 0, ch, out=out[: ch.numel()])
 
     return _at(threads, run), _at(threads, warm)
 
@@ -207,9 +237,10 @@ def gather_bandwidth(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
     biggest = max(plan.gather_table_bytes)
     buf = torch.empty(biggest // 4, dtype=torch.float32).fill_(1.0)
     old = torch.get_num_threads()
-    cases: dict[tuple[int, str, int, int], Callable[[], Any]] = {}
-    warms: dict[tuple[int, str, int, int], Callable[[], Any]] = {}
-    meta: dict[tuple[int, str, int, int], dict[str, Any]] = {}
+    Key = tuple[int, str, int, int, int]  # threads, dist, row bytes, table bytes, tables in turn
+    cases: dict[Key, Callable[[], Any]] = {}
+    warms: dict[Key, Callable[[], Any]] = {}
+    meta: dict[Key, dict[str, Any]] = {}
     for r in plan.gather_row_bytes:
         chunk = max(GATHER_CHUNK_MIN_ROWS, GATHER_CHUNK_BYTES // r)
         lookups = max(chunk, (plan.gather_lookups // chunk) * chunk)
@@ -223,12 +254,40 @@ def gather_bandwidth(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
                 idx = gather_indices(dist, rows, lookups, rng)
                 unique = int(torch.unique(idx).numel())
                 for t in plan.gather_threads:
-                    key = (t, dist, r, rows * r)
+                    key = (t, dist, r, rows * r, 1)
                     if fallback is None:
                         cases[key], warms[key] = _native_gather_case(table, idx, t)
                     else:
                         cases[key], warms[key] = _fallback_gather_case(table, idx, t, chunk)
-                    meta[key] = {"rows": rows, "lookups": lookups, "unique_fraction": unique / lookups}
+                    meta[key] = {
+                        "rows": rows,
+                        "lookups": lookups,
+                        "unique_fraction": unique / lookups,
+                        "lookups_per_call": lookups,
+                    }
+        # Tables in turn: the largest buffer split into T tables, one call of C lookups per table.
+        per_call = max(GATHER_POOLING, plan.gather_call_lookups // GATHER_POOLING * GATHER_POOLING)
+        for n_tables in plan.gather_tables_in_turn:
+            rows = biggest // n_tables // r
+            if rows < 1 or n_tables < 2:
+                continue
+            progress(f"gather setup {n_tables} tables in turn, {r} B rows, {rows * r >> 10} KiB each")
+            width = r // 4
+            tables = [buf[i * rows * width : (i + 1) * rows * width].view(rows, width) for i in range(n_tables)]
+            idxs = [gather_indices("uniform", rows, per_call, rng) for _ in range(n_tables)]
+            unique = sum(int(torch.unique(i).numel()) for i in idxs)
+            for t in plan.gather_threads:
+                key = (t, "uniform", r, rows * r, n_tables)
+                if fallback is None:
+                    cases[key], warms[key] = _native_tables_case(tables, idxs, t)
+                else:
+                    cases[key], warms[key] = _fallback_tables_case(tables, idxs, t, chunk)
+                meta[key] = {
+                    "rows": rows,
+                    "lookups": per_call * n_tables,
+                    "unique_fraction": unique / (per_call * n_tables),
+                    "lookups_per_call": per_call,
+                }
     try:
         secs = interleaved(
             cases,
@@ -241,7 +300,7 @@ def gather_bandwidth(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
         torch.set_num_threads(old)
     cells = []
     for key in sorted(cases):
-        t, dist, r, tb = key
+        t, dist, r, tb, n_tables = key
         m = meta[key]
         cells.append(
             {
@@ -249,8 +308,11 @@ def gather_bandwidth(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
                 "dist": dist,
                 "row_bytes": r,
                 "table_bytes": tb,
+                "tables_in_turn": n_tables,
+                "footprint_bytes": tb * n_tables,
                 "rows": m["rows"],
                 "lookups": m["lookups"],
+                "lookups_per_call": m["lookups_per_call"],
                 "unique_fraction": m["unique_fraction"],
                 "bandwidth": summarize(rates(float(m["lookups"] * r), secs[key])),
             }
@@ -272,7 +334,8 @@ def gather_bandwidth(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
         "bytes_counted": "lookups x row bytes",
         "zipf_exponent": ZIPF_EXPONENT,
         "row_bytes": list(plan.gather_row_bytes),
-        "table_bytes": sorted({c["table_bytes"] for c in cells}),
+        "table_bytes": sorted({c["table_bytes"] for c in cells if c["tables_in_turn"] == 1}),
+        "tables_in_turn": sorted({c["tables_in_turn"] for c in cells}),
         "threads": list(plan.gather_threads),
         "chunk_output_bytes": None if fallback is None else GATHER_CHUNK_BYTES,
         "grid": cells,

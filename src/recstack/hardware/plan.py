@@ -41,6 +41,10 @@ class Plan:
     gather_lookups: int
     gather_repeats: int
     gather_threads: list[int]
+    # Tables read in turn: T tables of (largest table / T) bytes each, uniform indices,
+    # ``gather_call_lookups`` lookups per call per table, like an embedding stage's per-table calls.
+    gather_tables_in_turn: list[int]
+    gather_call_lookups: int
     latency_bytes: list[int]
     latency_base_bytes: int
     latency_steps: int
@@ -98,6 +102,8 @@ def make_plan(mode: str, caches: list[dict], cpus: int, mem_available: int | Non
             gather_lookups=1 << 14,
             gather_repeats=3,
             gather_threads=ends,
+            gather_tables_in_turn=[4],
+            gather_call_lookups=1 << 12,
             latency_bytes=[pow2_floor(l2 // 2), 8 << 20],
             latency_base_bytes=pow2_floor(l1 // 2),
             latency_steps=8_000,
@@ -126,6 +132,8 @@ def make_plan(mode: str, caches: list[dict], cpus: int, mem_available: int | Non
         gather_lookups=1 << 18 if quick else 1 << 20,
         gather_repeats=7 if quick else 25,
         gather_threads=ends,
+        gather_tables_in_turn=[8] if quick else [8, 32],
+        gather_call_lookups=1 << 16,
         latency_bytes=sorted(
             {pow2_floor(l2 // 2), pow2_floor(llc // 2), capped(pow2_floor(llc) * 4, "latency chain")}
         ),
