@@ -66,6 +66,11 @@ def stage_line(model: str, stage: Node | None, kind: str) -> str:
         roof = f"{_gb(r['roof_bytes_per_s'])} {r['roof']} roof"
         if g:
             roof += f" at {g['row_bytes']:.0f} B rows, {_size(g['table_bytes'])} tables (rows: {g['row_source']}; tables: {g['table_source']})"
+            if g.get("footprint_bytes", g["table_bytes"]) > g["table_bytes"]:
+                roof += (
+                    f", {_size(g['footprint_bytes'])} read in turn (one-table roof "
+                    f"{_gb(g.get('one_table_bytes_per_s') or 0.0)})"
+                )
         return (
             f"{model.upper()} embedding stage: {_gb(r['achieved_bytes_per_s'])} requested = {frac:.1%} of measured "
             f"gather bandwidth on {stage.extra.get('bound_basis')} "

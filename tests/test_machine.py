@@ -935,6 +935,11 @@ def test_tiny_measurement_has_tables_in_turn_cells(tiny_machine):
         assert c["lookups"] == c["lookups_per_call"] * c["tables_in_turn"]
         _stats(c["bandwidth"])
     assert all(c["footprint_bytes"] == c["table_bytes"] for c in grid if c["tables_in_turn"] == 1)
+    from recstack.hardware.repeatability import roof_figures
+
+    names = [name for _g, name, _st in roof_figures(tiny_machine)]
+    assert len(names) == len(set(names))  # every cell compared with its own counterpart
+    assert any("tables in turn" in n for n in names)
 
 
 def _with_turn_cells(m: dict, bw: float) -> dict:

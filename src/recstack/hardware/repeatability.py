@@ -37,7 +37,9 @@ def roof_figures(m: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]
         for k in ("copy", "triad"):
             yield "stream", f"stream {k} {t} thread(s)", kinds[k]
     for c in m["gather_bandwidth"]["grid"]:
-        name = f"gather {c['dist']} {c['row_bytes']} B rows {_size(int(c['table_bytes']))} {c['threads']} thread(s)"
+        turn = int(c.get("tables_in_turn", 1))
+        tables = _size(int(c["table_bytes"])) + (f" x {turn} tables in turn" if turn > 1 else "")
+        name = f"gather {c['dist']} {c['row_bytes']} B rows {tables} {c['threads']} thread(s)"
         yield "gather", name, c["bandwidth"]
     yield "latency", "DRAM latency", m["latency_ns"]["dram"]
 
