@@ -30,6 +30,7 @@ test: setup lint
 
 bench: setup
 	$(BIN)/python benchmarks/bench_profiler.py --vs-torch-profiler
+	$(BIN)/python benchmarks/bench_gather.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache
