@@ -835,6 +835,7 @@ def test_cli_machine_json_from_cache(tiny_machine, tmp_path, monkeypatch, capsys
     assert _cli(["machine"]) == 0
     text = capsys.readouterr().out
     assert "GEMM FLOP/s" in text and "gather bandwidth" in text and "hardware counters: unavailable" in text
+    assert "in turn:" in text  # tables-in-turn cells are labelled
 
 
 # -- end to end: a real profile with the real cost model ---------------------------------------

@@ -82,8 +82,10 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
     gb = m["gather_bandwidth"]
     out.append(f"gather bandwidth ({gb.get('kernel', 'index_select')}), median bytes/s [min .. max]:")
     for c in gb["grid"]:
+        turn = int(c.get("tables_in_turn", 1))
+        what = f"{_size(c['table_bytes']):>9s} table" + (f" x {turn} in turn" if turn > 1 else "")
         out.append(
-            f"  {c['threads']:3d} thr {c['dist']:7s} {c['row_bytes']:4d} B rows  {_size(c['table_bytes']):>9s} table: "
+            f"  {c['threads']:3d} thr {c['dist']:7s} {c['row_bytes']:4d} B rows  {what}: "
             f"{_stat(c['bandwidth'], 'B/s')}  unique {c.get('unique_fraction', 0):.0%}"
         )
     lat = m["latency_ns"]
