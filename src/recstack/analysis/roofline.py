@@ -554,7 +554,10 @@ def classify(profile: Profile, machine: dict[str, Any]) -> None:
         g = stage.extra.get("roofline", {}).get("gather")
         bw = stage.extra.get("roofline", {}).get("roof_bytes_per_s")
         if g and bw:
-            label = f"gather {g['row_bytes']:.0f} B rows, {_gib(g['table_bytes'])} ({stage.name})"
+            label = f"gather {g['row_bytes']:.0f} B rows, {_gib(g['table_bytes'])}"
+            if g.get("footprint_bytes", 0) > g["table_bytes"]:
+                label += f" tables, {_gib(g['footprint_bytes'])} in turn"
+            label += f" ({stage.name})"
             gather_roofs.setdefault(round(bw, -6), {"label": label, "bytes_per_s": bw})
     gvals = list(roofs.gather_points.values())
     profile.extra["machine"] = {

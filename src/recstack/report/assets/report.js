@@ -88,7 +88,8 @@
     }
     function roofText(r) {
       const g = r.gather;
-      return r.roof + " " + F.byteRate(r.roof_bytes_per_s) + (g ? " (" + F.bytes(g.row_bytes) + " rows, " + F.bytes(g.table_bytes) + " of tables)" : "");
+      const turn = g && g.footprint_bytes > g.table_bytes ? ", " + F.bytes(g.footprint_bytes) + " of tables read in turn; one table alone " + F.byteRate(g.one_table_bytes_per_s) : "";
+      return r.roof + " " + F.byteRate(r.roof_bytes_per_s) + (g ? " (" + F.bytes(g.row_bytes) + " rows, " + F.bytes(g.table_bytes) + " tables" + turn + ")" : "");
     }
     /** Tooltip rows with a node's roofline figures (nothing when it was not classified). */
     function roofRows(n) {
