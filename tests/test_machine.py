@@ -674,6 +674,17 @@ def test_fallback_gather_roof_is_flagged():
     )
     notes = build_roofs(m, {"threads": 2, "dtype": "fp32"}).notes
     assert any("index_select" in n and "no C compiler" in n and "exceed 100%" in n for n in notes)
+    import io
+
+    from recstack.render.terminal import profile_tree
+
+    p = _profile()
+    classify(p, m)
+    buf = io.StringIO()
+    profile_tree(p, file=buf)
+    text = buf.getvalue()
+    assert "roofline note: gather roof measured with torch.index_select" in text
+    assert "stage pass not measured" in text and "% roof: against test-host" in text
     # log-log interpolation between 1 MiB (40 GB/s) and 1 GiB (4 GB/s): geometric midpoint at 32 MiB
     two = build_roofs(m, {"threads": 2, "dtype": "fp32"})
     assert two.gather_bw(96, 1 << 25) == pytest.approx(math.sqrt(40 * 4) * GB, rel=1e-6)

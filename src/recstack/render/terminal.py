@@ -118,8 +118,16 @@ def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -
     )
     ci = ov.get("stage_pass_ratio_ci") or [None, None]
     opr = ov.get("op_pass_ratio")
+    spr = ov.get("stage_pass_ratio")
     c.print(
-        f"profiler overhead: stage pass {ov.get('stage_pass_ratio', 0):.3f}x (95% CI {ci[0]:.3f}-{ci[1]:.3f}), "
+        "profiler overhead: "
+        + (
+            f"stage pass {spr:.3f}x"
+            + (f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})" if None not in ci[:2] else "")
+            if isinstance(spr, (int, float))
+            else "stage pass not measured"
+        )
+        + ", "
         + (f"op pass {opr:.2f}x" if opr else "op pass not run")
         + " vs uninstrumented (measured)"
     )
@@ -167,3 +175,11 @@ def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -
         "[dim]times: medians per step; stage times measured (timing pass), module/op times apportioned from the "
         "op pass within each stage (see docs/profiling.md)[/dim]"
     )
+    m = prof.extra.get("machine") or {}
+    if m:
+        c.print(
+            f"[dim]% roof: against {m.get('host')} measured {m.get('measured_at')} ({m.get('mode')}); "
+            f"{m.get('peak_label')}; see docs/machine.md[/dim]"
+        )
+    for note in m.get("notes") or []:
+        c.print(f"roofline note: {note}")
