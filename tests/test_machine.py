@@ -906,10 +906,28 @@ def test_compare_machines_counts_figures_beyond_tolerance():
     assert "1 of" in text and "fp32 GEMM 2 thread(s): +25.0%" in text and "2024-01-01" in text
 
 
+def test_within_run_spread_and_noisy_host_warning():
+    from recstack.hardware.repeatability import format_spread, within_run_spread
+
+    m = _synthetic_machine()  # every figure has p10 = 0.92 x median, p90 = median: 8% spread
+    quiet = within_run_spread(m)
+    assert all(v["median_spread"] == pytest.approx(0.08) for v in quiet.values())
+    assert "warning" not in format_spread(quiet)
+    st = m["gemm_flops"]["fp32"]["by_threads"]["2"]
+    st["p10"], st["p90"] = 0.8 * st["median"], 1.2 * st["median"]
+    m["gemm_flops"]["bf16"]["by_threads"]["2"].update(p10=0.0, p90=m["gemm_flops"]["bf16"]["by_threads"]["2"]["median"])
+    noisy = within_run_spread(m)
+    assert noisy["gemm"]["max_spread"] == pytest.approx(1.0) and noisy["gemm"]["noisiest"] == "bf16 GEMM 2 thread(s)"
+    assert noisy["gemm"]["median_spread"] == pytest.approx(0.4)  # 4 figures: 0.08, 0.08, 0.4, 1.0 -> upper middle
+    assert "warning: noisy host (gemm" in format_spread(noisy)
+
+
 def test_refresh_records_repeatability_against_the_replaced_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("RECSTACK_CACHE_DIR", str(tmp_path))
     first = get_machine(refresh=True, tiny=True)
     assert "repeatability" not in first
+    assert set(first["spread"]) == {"gemm", "stream", "gather", "latency"}
+    assert all(v["median_spread"] >= 0 and v["figures"] > 0 for v in first["spread"].values())
     second = get_machine(refresh=True, tiny=True)
     rep = second["repeatability"]
     assert rep["before_measured_at"] == first["measured_at"] and rep["before_mode"] == "tiny"

@@ -114,7 +114,12 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
 def cmd_machine(args: argparse.Namespace) -> int:
     from recstack.hardware.counters import detect_perf
     from recstack.hardware.machine import cache_path, get_machine, load_machine
-    from recstack.hardware.repeatability import compare_machines, format_comparison
+    from recstack.hardware.repeatability import (
+        compare_machines,
+        format_comparison,
+        format_spread,
+        within_run_spread,
+    )
 
     other = load_machine(args.compare) if args.compare else None  # a bad file fails before measuring
     progress = _stderr_progress()
@@ -126,6 +131,7 @@ def cmd_machine(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps({**machine, "counters": counters, **extra}, indent=1) + "\n")
         return 0
     print(format_machine(machine, counters))
+    print(format_spread(machine.get("spread") or within_run_spread(machine)))
     if comparison is not None:
         if other is not None and comparison["summary"] == {}:
             print(f"compare: {args.compare} has no figures in common with this machine")

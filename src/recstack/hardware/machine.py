@@ -301,6 +301,9 @@ def get_machine(
             if why is not None:
                 say(f"re-measuring: {why}")
     machine = measure_machine(quick, tiny=tiny, progress=progress)
+    from recstack.hardware.repeatability import within_run_spread
+
+    machine["spread"] = within_run_spread(machine)
     if cached is not None and _same_setup(cached, machine):
         from recstack.hardware.repeatability import compare_machines
 

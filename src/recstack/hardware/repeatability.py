@@ -44,6 +44,27 @@ def roof_figures(m: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]
     yield "latency", "DRAM latency", m["latency_ns"]["dram"]
 
 
+def within_run_spread(m: dict[str, Any]) -> dict[str, Any]:
+    """How noisy the host was during one measurement: per group, the median over its figures of
+    ``(p90 - p10) / median`` of the repeats (0 on a perfectly quiet host), and the noisiest figure."""
+    groups: dict[str, list[tuple[float, str]]] = {}
+    for group, name, st in roof_figures(m):
+        med = float(st.get("median") or 0.0)
+        if med > 0 and "p90" in st and "p10" in st:
+            groups.setdefault(group, []).append(((float(st["p90"]) - float(st["p10"])) / med, name))
+    out: dict[str, Any] = {}
+    for g, vals in groups.items():
+        spreads = sorted(v for v, _ in vals)
+        worst = max(vals)
+        out[g] = {
+            "median_spread": spreads[len(spreads) // 2],
+            "max_spread": worst[0],
+            "noisiest": worst[1],
+            "figures": len(vals),
+        }
+    return out
+
+
 def compare_machines(now: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
     """Per-figure relative change from ``before`` to ``now`` and a summary per group and statistic."""
     from recstack.analysis.roofline import ROOF_STATISTIC
@@ -86,6 +107,19 @@ def compare_machines(now: dict[str, Any], before: dict[str, Any]) -> dict[str, A
         "summary": summary,
         "figures": rows,
     }
+
+
+def format_spread(spread: dict[str, Any]) -> str:
+    """One line: the within-run p10-p90 spread per group, and a warning when it exceeds the tolerance."""
+    parts = ", ".join(f"{g} {v['median_spread']:.0%} (max {v['max_spread']:.0%})" for g, v in spread.items())
+    noisy = [g for g, v in spread.items() if v["median_spread"] > TOLERANCE]
+    line = f"within-run spread (p10-p90 / median, median over figures): {parts}"
+    if noisy:
+        line += (
+            f"\nwarning: noisy host ({', '.join(noisy)} repeats spread more than {TOLERANCE:.0%}); roofs may move "
+            "more than that run to run (re-measure with --refresh to see how much)"
+        )
+    return line
 
 
 def format_comparison(cmp: dict[str, Any], top: int = 8) -> str:
