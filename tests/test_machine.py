@@ -129,6 +129,17 @@ def test_native_gather_kernel_rejects_bad_tensors():
         gather_kernel.gather_sum(table, torch.tensor([1, 2], dtype=torch.int32), offsets, torch.empty(1, 16))
     with pytest.raises(ValueError, match="out must be"):
         gather_kernel.gather_sum(table, torch.tensor([1, 2]), offsets, torch.empty(2, 16))
+    for bad in ([0, 3], [-1, 2], [0, 2, 1]):  # past len(idx), negative, falling
+        with pytest.raises(ValueError, match="offsets must rise"):
+            off = torch.tensor(bad, dtype=torch.int64)
+            gather_kernel.gather_sum(table, torch.tensor([1, 2]), off, torch.empty(len(bad) - 1, 16))
+    with pytest.raises(ValueError, match="threads must be"):
+        gather_kernel.gather_sum(table, torch.tensor([1, 2]), offsets, torch.empty(1, 16), threads=0)
+    out = torch.empty(1, 16)  # a huge read-ahead distance is clamped, not followed
+    gather_kernel.gather_sum(table, torch.tensor([1, 2]), offsets, out, distance=1 << 62)
+    torch.testing.assert_close(out[0], table[1] + table[2])
+    none = torch.empty(0, 16)  # no bags at all
+    gather_kernel.gather_sum(table, torch.tensor([], dtype=torch.int64), torch.zeros(1, dtype=torch.int64), none)
 
 
 @needs_cc
@@ -999,6 +1010,14 @@ def test_tables_in_turn_lower_the_gather_roof_with_the_footprint():
     assert roofs.gather_bw(128, 256 << 20, 1 << 30) == pytest.approx(1 * GB)  # the measured pattern
     assert roofs.gather_bw(128, 256 << 20, 4 << 30) == pytest.approx(1 * GB)  # clamped beyond it
     assert roofs.gather_bw(128, 256 << 20, 512 << 20) == pytest.approx(math.sqrt(one * 1 * GB))  # log-linear
+    # the measured penalty (1 GB/s vs the one-table figure at 256 MiB) carries to bigger tables...
+    assert roofs.gather_bw(128, 1 << 30, 4 << 30) == pytest.approx(4 * GB * (1 * GB / one))
+    # ...tapers below the smallest in-turn cell's tables (half at half their size)...
+    half = roofs.gather_bw(128, 128 << 20, 1 << 30)
+    assert half == pytest.approx(roofs.gather_bw(128, 128 << 20) * math.sqrt(1 * GB / one))
+    # ...and is gone at a quarter of it and below: nothing was measured there
+    assert roofs.gather_bw(128, 64 << 20, 1 << 30) == pytest.approx(roofs.gather_bw(128, 64 << 20))
+    assert roofs.gather_bw(128, 1 << 20, 1 << 30) == pytest.approx(roofs.gather_bw(128, 1 << 20)) == 40 * GB
     # a machine file without tables-in-turn cells ignores the footprint
     plain = build_roofs(_synthetic_machine(), {"threads": 2, "dtype": "fp32"})
     assert plain.gather_bw(128, 256 << 20, 1 << 30) == pytest.approx(plain.gather_bw(128, 256 << 20))

@@ -68,6 +68,7 @@ from recstack.errors import DataError
 from recstack.tree import Node, Profile
 
 ROOF_STATISTIC = "max"
+TURN_TAPER_LOG2 = 2.0  # in-turn penalty tapers to none at 2**-2 of the smallest in-turn cell's table size
 OVERHEAD_PER_CALL_S = 5e-6
 OVERHEAD_ROOF_FRACTION = 0.10
 GATHER_DOMINANCE = 0.5
@@ -117,24 +118,38 @@ class Roofs:
 
         With ``footprint_bytes`` (the sum of the tables read in turn) above
         ``table_bytes`` and tables-in-turn cells in the grid, the one-table
-        figure is moved toward the tables-in-turn figure at the same table
-        size, linearly in log(footprint / table) up to the cells' footprint.
+        figure is lowered by the measured in-turn *penalty* (log of in-turn over
+        one-table bandwidth at the cells' table sizes, interpolated between
+        them and clamped above the largest), scaled linearly in
+        log(footprint / table) up to the cells' footprint. Below the smallest
+        in-turn cell's table size the penalty tapers (linearly in log size) to
+        none at a quarter of that size: nothing was measured there, and
+        smaller tables' page-table entries fit the caches better.
         """
         lt = math.log2(max(table_bytes, 1.0))
 
-        def one_table(r: int) -> float:
+        def one_table_at(r: int, log_table: float) -> float:
             pts = sorted((t, bw) for (rr, t), bw in self.gather_points.items() if rr == r)
-            return float(np.interp(lt, [math.log2(t) for t, _ in pts], [math.log2(bw) for _, bw in pts]))
+            return float(np.interp(log_table, [math.log2(t) for t, _ in pts], [math.log2(bw) for _, bw in pts]))
+
+        def one_table(r: int) -> float:
+            return one_table_at(r, lt)
 
         def in_turn(r: int, base: float) -> float:
             pts = sorted((t, v) for (rr, t), v in self.gather_turn_points.items() if rr == r)
             if not pts or footprint_bytes is None or footprint_bytes <= table_bytes:
                 return base
-            turn = float(np.interp(lt, [math.log2(t) for t, _ in pts], [math.log2(v[0]) for _, v in pts]))
+            xs = [math.log2(t) for t, _ in pts]
+            # below the smallest cell's tables the penalty tapers to none at a quarter of their size
+            taper = max(0.0, 1.0 - (xs[0] - lt) / TURN_TAPER_LOG2) if lt < xs[0] else 1.0
+            if taper <= 0.0:
+                return base
+            penalties = [min(0.0, math.log2(v[0]) - one_table_at(r, x)) for x, (_t, v) in zip(xs, pts, strict=True)]
+            penalty = taper * float(np.interp(lt, xs, penalties))
             cell_fp = math.log2(max(v[1] for _, v in pts))
             span = cell_fp - lt
             w = 1.0 if span <= 0 else min(1.0, max(0.0, (math.log2(footprint_bytes) - lt) / span))
-            return (1.0 - w) * base + w * min(turn, base)
+            return base + w * penalty
 
         rows = sorted({r for r, _ in self.gather_points})
         ys = [in_turn(r, one_table(r)) for r in rows]
@@ -320,7 +335,11 @@ def _model_config_point(run: dict[str, Any], elem: int) -> tuple[float, float, f
 def tables_footprint(node: Node, elem: int) -> float | None:
     """Sum of the table bytes ``node``'s outermost embedding/gather ops read (one table per op node,
     from its 2-D weight shape), or None when no op recorded one."""
-    sizes = [p[1] for op in _top_gather_ops(node) if (p := _shape_point(op, elem)) is not None]
+    sizes = [
+        p[1]
+        for op in _top_gather_ops(node)
+        if "backward" not in op.name and (p := _shape_point(op, elem)) is not None
+    ]  # backward ops' first argument is a gradient, not a table
     return float(sum(sizes)) if sizes else None
 
 

@@ -21,9 +21,11 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -45,19 +47,25 @@ def _source() -> str:
     return resources.files("recstack.hardware").joinpath("gather.c").read_text()
 
 
-def _compiler() -> str:
-    for cand in [os.environ.get("CC"), "cc", "gcc", "clang"]:
-        if cand and shutil.which(cand):
-            return cand
+def _compiler() -> list[str]:
+    """The compiler command (``$CC`` may carry arguments, e.g. ``ccache gcc``)."""
+    env = os.environ.get("CC")
+    if env:
+        cmd = shlex.split(env)
+        if cmd and shutil.which(cmd[0]):
+            return cmd
+    for cand in ("cc", "gcc", "clang"):
+        if shutil.which(cand):
+            return [cand]
     raise KernelUnavailable("no C compiler found (set CC or install gcc, e.g. `apt-get install gcc`)")
 
 
-def _compiler_version(cc: str) -> str:
+def _compiler_version(cc: list[str]) -> str:
     try:
-        res = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+        res = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
         raise KernelUnavailable(f"C compiler {cc!r} does not run: {exc}") from exc
-    return (res.stdout or res.stderr).splitlines()[0] if (res.stdout or res.stderr) else cc
+    return (res.stdout or res.stderr).splitlines()[0] if (res.stdout or res.stderr) else " ".join(cc)
 
 
 def kernel_dir() -> Path:
@@ -69,13 +77,13 @@ def kernel_dir() -> Path:
 _LOADED: list[tuple[ctypes.CDLL, dict[str, str]]] = []  # the process's one loaded build
 
 
-def _compile(cc: str, flags: list[str], src: str, lib: Path) -> str | None:
+def _compile(cc: list[str], flags: list[str], src: str, lib: Path) -> str | None:
     """Compile ``src`` into ``lib`` atomically; None on success, else the compiler's last message line."""
     with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
         c_file = Path(tmp) / "gather.c"
         c_file.write_text(src)
         tmp_lib = Path(tmp) / lib.name
-        cmd = [cc, *flags, str(c_file), "-o", str(tmp_lib)]
+        cmd = [*cc, *flags, str(c_file), "-o", str(tmp_lib)]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.SubprocessError) as exc:
@@ -87,8 +95,9 @@ def _compile(cc: str, flags: list[str], src: str, lib: Path) -> str | None:
     return None
 
 
-def build() -> tuple[Path, dict[str, str]]:
-    """Compile the kernel (or reuse the cached build); returns the library path and how it was built."""
+def builds() -> Iterator[tuple[Path, dict[str, str]]]:
+    """Compiled variants in order of preference (OpenMP, then plain threads), building each on demand
+    (or reusing the cached build); raises KernelUnavailable when none compiles."""
     cc = _compiler()
     version = _compiler_version(cc)
     src = _source()
@@ -98,43 +107,59 @@ def build() -> tuple[Path, dict[str, str]]:
     except OSError as exc:
         raise KernelUnavailable(f"cannot create the kernel cache {out_dir}: {exc}") from exc
     errors = []
+    built = 0
     for flags in ([*FLAGS, OPENMP_FLAG], FLAGS):
         key = hashlib.sha256("\0".join([src, version, " ".join(flags), sysinfo.cpu_model()]).encode()).hexdigest()
         lib = out_dir / f"gather-{key[:16]}.so"
         info = {"compiler": version, "flags": " ".join(flags), "library": str(lib)}
-        if lib.exists():
-            return lib, info
-        err = _compile(cc, flags, src, lib)
+        err = None if lib.exists() else _compile(cc, flags, src, lib)
         if err is None:
-            return lib, info
-        errors.append(err)
-    raise KernelUnavailable(f"compiling the gather kernel failed ({errors[-1]})")
+            built += 1
+            yield lib, info
+        else:
+            errors.append(err)
+    if not built:
+        raise KernelUnavailable(f"compiling the gather kernel failed ({errors[-1]})")
+
+
+def _bind(lib_path: Path, info: dict[str, str]) -> tuple[ctypes.CDLL, dict[str, str]]:
+    try:
+        lib = ctypes.CDLL(str(lib_path))
+        fn = getattr(lib, SYMBOL)
+        openmp = lib.recstack_gather_openmp
+    except (OSError, AttributeError) as exc:
+        raise KernelUnavailable(f"loading {lib_path} failed: {exc}") from exc
+    fn.restype = ctypes.c_int
+    fn.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_int,
+    ]
+    openmp.restype = ctypes.c_int
+    info = {**info, "threads": "openmp" if openmp() else "pthreads (one per range and call; no OpenMP)"}
+    return lib, info
 
 
 def load() -> tuple[ctypes.CDLL, dict[str, str]]:
-    """The loaded kernel library and its build info (built on first use, then kept for the process)."""
+    """The loaded kernel library and its build info (built on first use, then kept for the process).
+
+    A variant that compiles but does not load (e.g. an OpenMP runtime the
+    loader cannot find) is skipped for the next one."""
     if not _LOADED:
-        lib_path, info = build()
-        try:
-            lib = ctypes.CDLL(str(lib_path))
-        except OSError as exc:
-            raise KernelUnavailable(f"loading {lib_path} failed: {exc}") from exc
-        fn = getattr(lib, SYMBOL)
-        fn.restype = ctypes.c_int
-        fn.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_int64,
-            ctypes.c_void_p,
-            ctypes.c_void_p,
-            ctypes.c_int64,
-            ctypes.c_void_p,
-            ctypes.c_int64,
-            ctypes.c_int,
-        ]
-        openmp = lib.recstack_gather_openmp
-        openmp.restype = ctypes.c_int
-        info["threads"] = "openmp" if openmp() else "pthreads (one per range and call; no OpenMP)"
-        _LOADED.append((lib, info))
+        errors = []
+        for lib_path, info in builds():
+            try:
+                _LOADED.append(_bind(lib_path, info))
+                break
+            except KernelUnavailable as exc:
+                errors.append(str(exc))
+        if not _LOADED:
+            raise KernelUnavailable(errors[-1])
     return _LOADED[0]
 
 
@@ -165,6 +190,11 @@ def gather_sum(
     bags = offsets.numel() - 1
     if out.shape != (bags, table.shape[1]):
         raise ValueError(f"out must be ({bags}, {table.shape[1]}) (got {tuple(out.shape)})")
+    if bags < 0 or int(offsets[0]) < 0 or int(offsets[-1]) > idx.numel() or bool((offsets.diff() < 0).any()):
+        raise ValueError(f"offsets must rise from >= 0 to <= len(idx) = {idx.numel()} (the kernel reads idx[offsets[0]:offsets[-1]])")
+    if not 1 <= threads <= 256:
+        raise ValueError(f"threads must be 1..256 (got {threads})")
+    distance = max(0, min(int(distance), idx.numel()))
     lib, _ = load()
     rc = lib.recstack_gather_sum_f32(
         table.data_ptr(),
