@@ -125,6 +125,9 @@ def test_overhead_and_latency_fields():
     assert prof.root.extra["throughput_samples_per_s"] == pytest.approx(128 / lat["p50"])
     for st in prof.root.children:
         assert st.extra["time_s_p10"] <= st.time_s <= st.extra["time_s_p90"] + 1e-12
+    # stage times (other included) are means over the same central steps: they add up to the run
+    assert sum(st.time_s for st in prof.root.children) == pytest.approx(prof.root.time_s, rel=1e-9)
+    assert prof.root.extra["time_s_p10"] <= prof.root.time_s <= prof.root.extra["time_s_p90"]
 
 
 def test_save_load_lossless(tmp_path):
@@ -311,3 +314,16 @@ def test_demo_writes_profile_trace_roofline_and_report(tmp_path):
     assert prof.run["workload"] == "production"
     assert prof.stage("embedding").extra["bound"] in ("memory", "compute", "overhead")
     assert "report written to" in r.stdout
+
+
+def test_central_steps_are_robust_and_additive():
+    from recstack.profiling.stats import central_mean, central_steps
+
+    totals = [10.0, 11.0, 12.0, 13.0, 100.0, 9.0, 12.5, 11.5]  # one step hit by interference
+    idx = central_steps(totals)
+    assert 4 not in idx and 5 not in idx and len(idx) == 4
+    assert 11.0 <= central_mean(totals, idx) <= 12.5
+    a = [t * 0.25 for t in totals]
+    b = [t * 0.75 for t in totals]
+    assert central_mean(a, idx) + central_mean(b, idx) == pytest.approx(central_mean(totals, idx))
+    assert central_steps([5.0]) == [0] and central_steps([]) == []

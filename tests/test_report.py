@@ -367,7 +367,7 @@ def test_export_rows_csv_parquet_dataframe(torch_prof: Profile, tmp_path: Path) 
     pytest.importorskip("pandas")
     df = to_dataframe(p)
     assert list(df.columns) == cols and len(df) == len(rows)
-    assert math.isclose(df.loc[df.level == "stage", "share_of_run"].sum(), 1.0, rel_tol=0.05)
+    assert math.isclose(df.loc[df.level == "stage", "share_of_run"].sum(), 1.0, rel_tol=1e-6)  # stage times add up (interquartile mean)
 
 
 def test_export_parquet_without_pyarrow(torch_prof: Profile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,15 +6,17 @@ generation never runs inside a timed region):
 1. **Timing pass, interleaved with an uninstrumented run** (A B A B ...): A is
    the plain step; B is the same step with stage-boundary hooks
    (:mod:`recstack.profiling.timing`). Per-step samples give every stage's
-   median, p10 and p90, and the paired ratios B/A give the overhead with a
+   time (the mean over the central steps, those whose step time lies within
+   p25..p75, so stages add up to the run), p10 and p90, and the paired
+   ratios B/A give the overhead with a
    bootstrap confidence interval.
 2. **Op pass**: torch.profiler with module and stage ranges
    (:mod:`recstack.profiling.oppass`); its times are distorted by the
    profiler, so they are used only for *proportions*: every module and op
-   node of a stage is scaled by ``k = T_stage / P_stage`` (timing-pass median
+   node of a stage is scaled by ``k = T_stage / P_stage`` (timing-pass stage time
    over op-pass time of that stage), so children add up to their stage.
 
-``other`` is the median over steps of (step time - sum of stage times): work
+``other`` is, per step, step time - sum of stage times (averaged like the stages): work
 outside every stage root (the model's own forward glue, hooks' own cost).
 """
 
@@ -41,7 +43,7 @@ from recstack.profiling.oppass import (
     profiler_range,
 )
 from recstack.profiling.rules import FORWARD_STAGES, StageMap, StageRules, detect_stages
-from recstack.profiling.stats import bootstrap_ci, median, percentile
+from recstack.profiling.stats import bootstrap_ci, central_mean, central_steps, median, percentile
 from recstack.profiling.timing import StageTimer, _Region, cuda_sync, install_stage_hooks
 from recstack.tree import Node, Profile
 
@@ -329,7 +331,11 @@ def _profile(
     wall = time.perf_counter() - wall0
 
     # Assemble the tree.
-    run_t = median(timed)
+    # Interquartile mean: the mean over the central steps (step time within p25..p75). Robust like a
+    # median, and additive: stage times (and other) sum to the run time, which medians of each
+    # stage do not on a noisy host (they summed to 72% of the median step in one CI run).
+    central = central_steps(timed)
+    run_t = central_mean(timed, central)
     model_name = opts.run_info.get("model") or type(model).__name__
     root = Node(name=model_name, path="run", level="run", stage=None, time_s=run_t, calls=1)
     root.extra.update(
@@ -339,7 +345,7 @@ def _profile(
     stage_names = sorted(stage_samples, key=lambda s: STAGE_ORDER.index(s) if s in STAGE_ORDER else 99)
     for sname in stage_names:
         samples = stage_samples[sname]
-        t = median(samples)
+        t = central_mean(samples, central)
         raw = folder.root.children.get(("stage", sname))
         node = Node(name=sname, path=sname, level="stage", stage=sname, time_s=t, calls=1)
         node.extra.update(time_s_p10=percentile(samples, 10), time_s_p90=percentile(samples, 90))

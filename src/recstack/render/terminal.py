@@ -172,7 +172,7 @@ def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -
     add(root, 0, "")
     c.print(t)
     c.print(
-        "[dim]times: medians per step; stage times measured (timing pass), module/op times apportioned from the "
+        "[dim]times per step: interquartile means (central steps, so stages add up); stage times measured (timing pass), module/op times apportioned from the "
         "op pass within each stage (see docs/profiling.md)[/dim]"
     )
     m = prof.extra.get("machine") or {}

@@ -50,7 +50,7 @@ PROVENANCE_DEFAULTS: dict[str, dict[str, str]] = {
 }
 
 PROVENANCE_KINDS: dict[str, str] = {
-    "measured": "timed directly (timing pass, median over steps) or counted",
+    "measured": "timed directly (timing pass, interquartile mean over steps) or counted",
     "formula": "computed by the cost model from op shapes and dtypes",
     "derived": "arithmetic on other figures: ratios and shares, roofline fractions, and module and op "
     "times (a stage's measured time split in op-pass proportions)",

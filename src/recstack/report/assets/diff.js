@@ -24,7 +24,7 @@
         el("div", { class: "runs" },
           el("div", null, el("span", { class: "ab", text: "A" }), el("span", { text: D.label_a }), el("span", { class: "faint", text: "  baseline" })),
           el("div", null, el("span", { class: "ab b", text: "B" }), el("span", { text: D.label_b }), el("span", { class: "faint", text: "  candidate" }))),
-        el("div", { class: "sub", text: "Times are medians per step; Δ = B − A." })),
+        el("div", { class: "sub", text: "Times are per step (interquartile means over the central steps); Δ = B − A." })),
       el("div", { class: "right" }, el("div", { text: "recstack " + D.recstack_version }))));
     const main = el("main");
     app.appendChild(main);

@@ -146,7 +146,7 @@
       return i < 0 ? el("div", { class: "v", text: v }) : el("div", { class: "v" }, v.slice(0, i), el("span", { class: "u", text: v.slice(i) }));
     };
     const kpi = (k, v, n, kind) => kpis.appendChild(el("div", { class: "kpi" }, el("div", { class: "k" }, k, provTag(kind)), kpiValue(v), n ? el("div", { class: "n", text: n }) : null));
-    kpi("Step time (median)", F.time(root.time_s), isNum(root.extra.time_s_p10) ? "p10 " + F.time(root.extra.time_s_p10) + " · p90 " + F.time(root.extra.time_s_p90) : null, "measured");
+    kpi("Step time (interquartile mean)", F.time(root.time_s), isNum(root.extra.time_s_p10) ? "p10 " + F.time(root.extra.time_s_p10) + " · p90 " + F.time(root.extra.time_s_p90) : null, "measured");
     kpi("Latency p50 (uninstrumented)", F.time(lat.p50), isNum(lat.p90) ? "p90 " + F.time(lat.p90) + " · p99 " + F.time(lat.p99) : null, "measured");
     if (isNum(root.extra.throughput_samples_per_s)) kpi("Throughput", F.sig(root.extra.throughput_samples_per_s, 4) + " samples/s", "batch " + F.valueText(run.batch_size) + " / latency p50", "derived");
     if (isNum(ov.stage_pass_ratio)) kpi("Stage-pass overhead", F.ratio(ov.stage_pass_ratio), Array.isArray(ov.stage_pass_ratio_ci) ? "95% CI " + F.ratio(ov.stage_pass_ratio_ci[0]) + " – " + F.ratio(ov.stage_pass_ratio_ci[1]) : null, "measured");
