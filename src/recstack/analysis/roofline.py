@@ -411,8 +411,8 @@ def gather_point(
     foot, foot_src = _num(node.extra.get("footprint_bytes")), "node"
     if foot is None and stage_footprint is not None:
         foot, foot_src = stage_footprint
-    if foot is None and pts:
-        foot, foot_src = float(sum(p[1] for p, _ in pts)), "op shapes (sum of tables)"
+    if foot is None and (own := tables_footprint(node, elem)) is not None:
+        foot, foot_src = own, "op shapes (sum of tables)"
     if foot is None and mc is not None:
         foot, foot_src = mc[2], "model config (sum of tables)"
     if foot is None:

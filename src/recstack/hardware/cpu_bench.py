@@ -177,23 +177,8 @@ def _native_gather_case(
     return run, warm
 
 
-def _native_tables_case(
-    tables: list[torch.Tensor], idxs: list[torch.Tensor], threads: int
-) -> tuple[Callable[[], Any], Callable[[], Any]]:
-    """(timed call, warm-up call): one native call per table, tables in turn."""
-    runs = [_native_gather_case(t, i, threads) for t, i in zip(tables, idxs, strict=True)]
-
-    def run() -> None:
-        for r, _w in runs:
-            r()
-
-    return run, runs[0][1]
-
-
-def _fallback_tables_case(
-    tables: list[torch.Tensor], idxs: list[torch.Tensor], threads: int, chunk: int
-) -> tuple[Callable[[], Any], Callable[[], Any]]:
-    runs = [_fallback_gather_case(t, i, threads, chunk) for t, i in zip(tables, idxs, strict=True)]
+def _in_turn(runs: list[tuple[Callable[[], Any], Callable[[], Any]]]) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """(timed call, warm-up call) over per-table cases: every table's call in turn; warm the first."""
 
     def run() -> None:
         for r, _w in runs:
@@ -278,10 +263,12 @@ def gather_bandwidth(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
             unique = sum(int(torch.unique(i).numel()) for i in idxs)
             for t in plan.gather_threads:
                 key = (t, "uniform", r, rows * r, n_tables)
-                if fallback is None:
-                    cases[key], warms[key] = _native_tables_case(tables, idxs, t)
-                else:
-                    cases[key], warms[key] = _fallback_tables_case(tables, idxs, t, chunk)
+                cases[key], warms[key] = _in_turn(
+                    [
+                        _native_gather_case(tb_, ix, t) if fallback is None else _fallback_gather_case(tb_, ix, t, chunk)
+                        for tb_, ix in zip(tables, idxs, strict=True)
+                    ]
+                )
                 meta[key] = {
                     "rows": rows,
                     "lookups": per_call * n_tables,
