@@ -1,17 +1,40 @@
-"""Errors that the CLI turns into a one-line message and exit code 2.
+"""Errors and exit codes.
 
 Every error raised for bad user input (a config, a CLI argument, a data file,
 a trace) is a :class:`RecstackError` whose message names the field and what is
-allowed, so that a user can fix it without reading a traceback.
+allowed, so that a user can fix it without reading a traceback. The CLI prints
+it on one line (``error: ...``) and exits with its ``exit_code``.
+
+Exit codes (one table, used everywhere; README lists it):
+
+====  ==========================================================================
+0     success
+1     a regression found by ``diff --fail-on-regression``
+2     bad input, or an error in the user's own code (factory, model, batches)
+3     a contended run under ``--strict``
+4     partial results (some sweep points failed, a rank died)
+70    an internal error in recstack (please report; ``--debug`` shows the traceback)
+130   interrupted (SIGINT)
+143   terminated (SIGTERM)
+====  ==========================================================================
 """
 
 from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_BAD_INPUT = 2
+EXIT_CONTENDED = 3
+EXIT_PARTIAL = 4
+EXIT_INTERNAL = 70
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
 
 
 class RecstackError(Exception):
     """Bad input or an impossible request; the CLI prints it on one line and exits 2."""
 
-    exit_code = 2
+    exit_code = EXIT_BAD_INPUT
 
 
 class ConfigError(RecstackError):
@@ -34,3 +57,29 @@ class DataError(RecstackError):
 
 class MemoryPreflightError(RecstackError):
     """The requested model would not fit in memory; the message says what scale would."""
+
+
+class UserCodeError(RecstackError):
+    """The user's own code (a factory, a model's forward, a batch function) raised or returned nonsense.
+
+    ``function`` names the user's function; ``user_frames`` holds the traceback
+    lines that belong to the user's code (not recstack's or torch's), which the
+    CLI prints after the one-line message.
+    """
+
+    def __init__(self, message: str, *, function: str | None = None, user_frames: str = "") -> None:
+        self.function = function
+        self.user_frames = user_frames
+        super().__init__(message)
+
+
+class ContendedRunError(RecstackError):
+    """``--strict`` and the run was contended (the profile is still written); exit 3."""
+
+    exit_code = EXIT_CONTENDED
+
+
+class PartialResultsError(RecstackError):
+    """Some of the work failed (sweep points, ranks); what succeeded is kept; exit 4."""
+
+    exit_code = EXIT_PARTIAL
