@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from recstack.cli import int_at_least, positive_float
+from recstack.cli_types import int_at_least, positive_float
 
 
 def cmd_profile(args: argparse.Namespace) -> int:

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recstack.profiling.environment import cpu_flags
+from recstack.hardware.sysinfo import cpu_flags
 
 EVENTS = ("cycles", "instructions", "cache-misses")
 TOPDOWN_EVENTS = {
