@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from recstack.analysis.roofline import classify
+from recstack.analysis.pipeline import analyse
 from recstack.errors import RecstackError
 from recstack.tree import Node, Profile
 
@@ -88,7 +88,7 @@ def report(profiles: dict[str, Profile], machine: dict[str, Any]) -> list[str]:
     """Classify each profile against ``machine`` and return the result lines."""
     lines = []
     for model, prof in profiles.items():
-        classify(prof, machine)
+        analyse(prof, machine, steps=["roofline"])
         m = prof.extra["machine"]
         lines.append(
             f"# {model}: {m['device']}, {m['threads']} thread(s), {m['dtype']}; machine {m['host']} ({m['mode']}, "

@@ -162,4 +162,7 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.hardware.commands import register as register_hardware
 
     register_hardware(sub)
+    from recstack.analysis.commands import register as register_analyse
+
+    register_analyse(sub)
 
