@@ -56,7 +56,7 @@ class Machine:
 
     @property
     def sha256(self) -> str:
-        canonical = json.dumps(self.figures, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        canonical = json.dumps(self.figures, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -116,10 +116,10 @@ def _counters(profile: Profile, _machine: Machine | None) -> None:
 
 
 def _roofs_for(profile: Profile, machine: Machine | None) -> None:
+    """Fail before anything changes when the machine cannot serve the profile (e.g. a cuda run
+    against a machine file without GPU figures)."""
     assert machine is not None
-    build_roofs(
-        machine.figures, profile.run or {}
-    )  # e.g. a cuda profile against a machine without GPU figures
+    build_roofs(machine.figures, profile.run or {})
 
 
 def _roofline(profile: Profile, machine: Machine | None) -> None:
