@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -20,8 +20,14 @@ from recstack.profiling.oppass import STAGE, STEP, Folder, install_range_hooks, 
 from recstack.profiling.rules import NeverRanRoot, StageMap, StageRules, detect_stages, hand_down_roots
 from recstack.profiling.timing import StageTimer, _Region, install_stage_hooks
 
-if TYPE_CHECKING:
-    from recstack.profiling.runner import Step
+
+class Step(Protocol):
+    """What the passes need of :class:`recstack.profiling.runner.Step` (kept as a protocol so this
+    module does not import the runner that calls it)."""
+
+    train: bool
+
+    def run(self, batch: Any, region: Callable[[str], Any] | None = None) -> None: ...
 
 
 @dataclass
