@@ -496,3 +496,21 @@ def test_stage_timer_same_stage_reentry_counts_once():
     timer.stop()
     assert sum(timer.acc.values()) == last - first  # every nanosecond counted once
     assert set(timer.acc) == {"embedding", "dense"}
+
+
+def test_call_order_sees_every_depth_and_direct_forward_calls():
+    from recstack.profiling.passes import record_call_order
+
+    class Direct(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)])
+            self.unused = torch.nn.Linear(2, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.blocks[1].forward(self.blocks[0](x))  # blocks[1] via .forward(), as some libraries do
+
+    model = Direct()
+    order = record_call_order(model, lambda: model(torch.ones(1, 2)))
+    assert order == ["", "blocks.0", "blocks.1"]
+    assert "forward" not in model.blocks[0].__dict__  # the wrappers are gone

@@ -18,7 +18,7 @@ from torch import nn
 
 from recstack.profiling.oppass import STAGE, STEP, Folder, install_range_hooks, profiler_range
 from recstack.profiling.rules import NeverRanRoot, StageMap, StageRules, detect_stages, hand_down_roots
-from recstack.profiling.timing import StageTimer, _Region, install_stage_hooks
+from recstack.profiling.timing import ForwardWrappers, StageTimer, _Region, install_stage_hooks
 
 
 class Step(Protocol):
@@ -47,27 +47,31 @@ class Discovery:
 def record_call_order(model: nn.Module, run_once: Callable[[], None]) -> list[str]:
     """Module paths of ``model`` in the order their ``forward`` first ran during ``run_once()``, at every depth.
 
-    A global forward pre-hook sees every module call, including elements of
-    containers that the model calls directly. Used in one warm-up step only.
+    Every module's ``forward`` is wrapped for this one step, the same way the
+    timing and op passes wrap stage roots, so a module counts as run exactly
+    when those wrappers would fire (also for ``module.forward(x)`` called
+    directly, which forward hooks miss).
     """
-    paths: dict[int, str] = {}
-    for path, mod in model.named_modules():
-        paths.setdefault(id(mod), path)
     order: list[str] = []
     seen: set[str] = set()
+    wrappers = ForwardWrappers()
+    for path, mod in model.named_modules():
 
-    def hook(mod: nn.Module, _args: Any) -> None:
-        path = paths.get(id(mod))
-        if path is not None and path not in seen:
-            seen.add(path)
-            order.append(path)
+        def mark(_path: str = path) -> None:
+            if _path not in seen:
+                seen.add(_path)
+                order.append(_path)
 
-    handle = torch.nn.modules.module.register_module_forward_pre_hook(hook)
+        wrappers.wrap(mod, mark, _nothing)
     try:
         run_once()
     finally:
-        handle.remove()
+        wrappers.remove()
     return order
+
+
+def _nothing() -> None:
+    return None
 
 
 def warm_up_and_discover(
