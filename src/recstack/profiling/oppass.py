@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.autograd import DeviceType
 from torch.autograd.profiler import record_function
 
 from recstack.profiling.timing import ForwardWrappers
@@ -106,6 +107,11 @@ def _dur(evt: Any) -> float:
     return float(evt.time_range.end - evt.time_range.start)
 
 
+def _on_host(evt: Any) -> bool:
+    device = getattr(evt, "device_type", None)
+    return (device is None or device == DeviceType.CPU) and not getattr(evt, "is_async", False)
+
+
 def _is_range(name: str) -> bool:
     return name.startswith((STEP, STAGE, MODULE))
 
@@ -152,7 +158,9 @@ class Folder:
         self.op_total_us = 0.0  # summed duration of outermost ops in the steps, counted from the raw events
 
     def fold(self, events: Iterable[Any]) -> None:
-        evs = list(events)
+        # Host events only: with CUDA the list also holds the kernels themselves (device events, no CPU
+        # parent); they are reached through their launching op's ``kernels``, never placed by time.
+        evs = [e for e in events if _on_host(e)]
         steps = [e for e in evs if e.name.startswith(STEP) and e.cpu_parent is None]
         self.steps += len(steps)
         self.step_us += sum(_dur(s) for s in steps)
