@@ -151,6 +151,8 @@ def test_stage_seen_less_by_op_pass_shows_unattributed_not_scaled_ops():
     assert un.level == "op" and un.extra["kind"] == "unattributed"
     assert un.time_s == pytest.approx(300e-6)
     assert node.self_time_s == pytest.approx(20e-6)  # the stage's own glue seen by the op pass
+    unseen = stage_node("embedding", [400e-6, 400e-6], [0, 1], None, folder)  # the op pass saw none of it
+    assert [c.name for c in unseen.children] == ["[unattributed]"] and unseen.children[0].time_s == pytest.approx(400e-6)
     node = stage_node("embedding", [50e-6, 50e-6], [0, 1], raw, folder)  # op pass slower: scaled down
     assert node.child("[unattributed]") is None
     assert node.child("aten::embedding_bag").time_s == pytest.approx(40e-6)

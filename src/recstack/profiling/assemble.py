@@ -89,12 +89,13 @@ def stage_node(name: str, samples: list[float], central: list[int], raw: RawNode
     node = Node(name=name, path=name, level="stage", stage=name, time_s=t, calls=1)
     if samples:
         node.extra.update(time_s_p10=percentile(samples, 10), time_s_p90=percentile(samples, 90))
-    if raw is not None and folder.steps:
-        p = Folder.stage_exclusive_us(raw) * 1e-6 / folder.steps
+    if folder.steps:  # with no op pass, a stage has no children
+        p = Folder.stage_exclusive_us(raw) * 1e-6 / folder.steps if raw is not None else 0.0
         factor = min(1.0, t / p) if p > 0 else 0.0
         node.extra.update(op_pass_time_s=p, apportion_factor=factor)
-        node.children = [raw_to_node(c, name, factor, folder.steps) for c in raw.children.values()]
-        node.children.sort(key=lambda c: -c.time_s)
+        if raw is not None:
+            node.children = [raw_to_node(c, name, factor, folder.steps) for c in raw.children.values()]
+            node.children.sort(key=lambda c: -c.time_s)
         if t > p:
             node.children.append(_filler(
                 UNATTRIBUTED, name, t - p, "unattributed",
