@@ -34,6 +34,7 @@ test: setup lint
 
 bench: setup
 	$(BIN)/python benchmarks/bench_profiler.py --vs-torch-profiler
+	$(BIN)/python benchmarks/bench_public_models.py
 	$(BIN)/python benchmarks/bench_gather.py
 
 clean:
