@@ -125,11 +125,11 @@ def other_node(samples: list[float], central: list[int], folder: Folder) -> Node
     if raw is not None:
         node.children = [raw_to_node(c, "other", factor, folder.steps) for c in raw.children.values()]
         node.children.sort(key=lambda c: -c.time_s)
-    rest = t - sum(c.time_s for c in node.children)
-    if rest > 0:
-        node.children.append(_filler(
-            FRAMEWORK, "other", rest, "framework",
-            "outside every stage and every op: Python between module calls, the dispatcher, hooks"))
+    # Always present after an op pass (0 where the ops fill `other`), so every profile has the same shape.
+    rest = max(0.0, t - sum(c.time_s for c in node.children))
+    node.children.append(_filler(
+        FRAMEWORK, "other", rest, "framework",
+        "outside every stage and every op: Python between module calls, the dispatcher, hooks"))
     node.self_time_s = max(0.0, node.time_s - sum(c.time_s for c in node.children))
     return node
 
