@@ -16,7 +16,7 @@ from recstack.report.diff import DiffResult, NodeDelta
 from recstack.report.html import render_page, write_page
 from recstack.report.payload import clean
 
-DIFF_SCRIPTS = ["common.js", "diff.js"]
+DIFF_SCRIPTS = ["units.js", "common.js", "diff.js"]
 _STYLE = {"regression": "bold red", "improvement": "bold green", "noise": "dim", "added": "yellow", "removed": "yellow"}
 
 
