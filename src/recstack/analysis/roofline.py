@@ -66,6 +66,7 @@ import numpy as np
 
 from recstack.errors import DataError
 from recstack.tree import Node, Profile
+from recstack.units import binary
 
 ROOF_STATISTIC = "max"
 TURN_TAPER_LOG2 = 2.0  # in-turn penalty tapers to none at 2**-2 of the smallest in-turn cell's table size
@@ -550,10 +551,6 @@ def classify_node(
         )
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**20:.0f} MiB" if n < 2**30 else f"{n / 2**30:.1f} GiB"
-
-
 def classify(profile: Profile, machine: dict[str, Any]) -> None:
     """Classify every node of ``profile`` against ``machine`` (mutates; see the module docstring)."""
     from recstack.hardware.machine import validate_machine
@@ -573,9 +570,9 @@ def classify(profile: Profile, machine: dict[str, Any]) -> None:
         g = stage.extra.get("roofline", {}).get("gather")
         bw = stage.extra.get("roofline", {}).get("roof_bytes_per_s")
         if g and bw:
-            label = f"gather {g['row_bytes']:.0f} B rows, {_gib(g['table_bytes'])}"
+            label = f"gather {g['row_bytes']:.0f} B rows, {binary(g['table_bytes'])}"
             if g.get("footprint_bytes", 0) > g["table_bytes"]:
-                label += f" tables, {_gib(g['footprint_bytes'])} in turn"
+                label += f" tables, {binary(g['footprint_bytes'])} in turn"
             label += f" ({stage.name})"
             gather_roofs.setdefault(round(bw, -6), {"label": label, "bytes_per_s": bw})
     gvals = list(roofs.gather_points.values())

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from recstack.errors import ConfigError
+from recstack.units import binary, si
 
 
 def _stderr_progress() -> Callable[[str], None]:
@@ -31,24 +32,9 @@ def _stderr_progress() -> Callable[[str], None]:
     return say
 
 
-def _si(v: float | None, unit: str) -> str:
-    if v is None:
-        return "n/a"
-    for div, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.1f} {p}{unit}"
-    return f"{v:.1f} {unit}"
-
-
 def _stat(st: dict[str, Any], unit: str) -> str:
-    return f"{_si(st['median'], unit)} [{_si(st['min'], unit)} .. {_si(st['max'], unit)}, n={st['repeats']}]"
-
-
-def _size(n: float) -> str:
-    for div, p in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if n >= div:
-            return f"{n / div:g} {p}"
-    return f"{n:g} B"
+    med, lo, hi = (si(st[k], unit, digits=4, missing="n/a") for k in ("median", "min", "max"))
+    return f"{med} [{lo} .. {hi}, n={st['repeats']}]"
 
 
 def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) -> str:
@@ -63,7 +49,7 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
     out.append(
         "caches: "
         + ", ".join(
-            f"L{c['level']} {c['type']} {_size(c['size_bytes'])} x{c['instances']}" for c in m["caches"]
+            f"L{c['level']} {c['type']} {binary(c['size_bytes'])} x{c['instances']}" for c in m["caches"]
         )
     )
     out.append("GEMM FLOP/s  median [min .. max, repeats]:")
@@ -74,7 +60,7 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
         for t, st in sorted(entry["by_threads"].items(), key=lambda kv: int(kv[0])):
             out.append(f"  {dt}{tag:11s} {int(t):3d} thread(s): {_stat(st, 'FLOP/s')}  n={st.get('n')}")
     sb = m["stream_bandwidth"]
-    out.append(f"stream bandwidth ({_size(sb.get('array_bytes', 0))} arrays):")
+    out.append(f"stream bandwidth ({binary(sb.get('array_bytes', 0))} arrays):")
     for t, kinds in sorted(sb["by_threads"].items(), key=lambda kv: int(kv[0])):
         out.append(
             f"  {int(t):3d} thread(s): copy {_stat(kinds['copy'], 'B/s')}  triad {_stat(kinds['triad'], 'B/s')}"
@@ -83,7 +69,7 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
     out.append(f"gather bandwidth ({gb.get('kernel', 'index_select')}), median bytes/s [min .. max]:")
     for c in gb["grid"]:
         turn = int(c.get("tables_in_turn", 1))
-        what = f"{_size(c['table_bytes']):>9s} table" + (f" x {turn} in turn" if turn > 1 else "")
+        what = f"{binary(c['table_bytes']):>9s} table" + (f" x {turn} in turn" if turn > 1 else "")
         out.append(
             f"  {c['threads']:3d} thr {c['dist']:7s} {c['row_bytes']:4d} B rows  {what}: "
             f"{_stat(c['bandwidth'], 'B/s')}  unique {c.get('unique_fraction', 0):.0%}"
@@ -92,7 +78,7 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
     out.append(
         "latency (ns per dependent access): "
         + ", ".join(
-            f"{_size(s['bytes'])}: {s['ns']['median']:.0f} [{s['ns']['min']:.0f} .. {s['ns']['max']:.0f}]"
+            f"{binary(s['bytes'])}: {s['ns']['median']:.0f} [{s['ns']['min']:.0f} .. {s['ns']['max']:.0f}]"
             for s in lat.get("by_size", [])
         )
     )
