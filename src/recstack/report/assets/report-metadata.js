@@ -33,7 +33,10 @@ REPORT.section("metadata", (ctx) => {
       else if (Array.isArray(v) && v.length === 0) rows.push([k, "none"]);
       else rows.push([k, v]);
     }
-    if (D.schema_version !== null && D.schema_version !== undefined) rows.push(["profile schema version", D.schema_version]);
+    if (isNum(D.schema_version)) {
+      const older = isNum(D.stats_version) && D.stats_version !== D.schema_version ? " (its figures were measured under v" + D.stats_version + ")" : "";
+      rows.push(["profile schema version", D.schema_version + older]);
+    }
     return rows;
   }
   function overheadCard(o) {
