@@ -151,7 +151,7 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
         frac = r.get("ceiling_fraction")
         basis = " (unique bytes)" if n.extra.get("bound_basis") == "unique bytes" else ""
         text = _label(n) + (
-            f"\n{frac:.0%} of roof{basis}, {n.extra.get('bound')}" if frac is not None else ""
+            f"\n{frac:.0%}{'?' if r.get('roof_suspect') else ''} of roof{basis}, {n.extra.get('bound')}" if frac is not None else ""
         )
         ax.annotate(text, xy, xytext=(6, 6), textcoords="offset points", fontsize=7)
     for bound, color in BOUND_COLORS.items():
@@ -188,7 +188,7 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
         bw, frac = r.get("achieved_bytes_per_s"), r["memory_fraction_requested"]
         if bw is not None:
             notes.append(
-                f"{_label(n)} (0 FLOP): {si(bw, 'B/s')}, {frac:.0%} of {r.get('roof')} roof, {n.extra.get('bound')}"
+                f"{_label(n)} (0 FLOP): {si(bw, 'B/s')}, {frac:.0%}{'?' if r.get('roof_suspect') else ''} of {r.get('roof')} roof, {n.extra.get('bound')}"
             )
     if len(zero_flop) > MAX_NOTES:
         notes.append(f"{len(zero_flop) - MAX_NOTES} more with 0 FLOP")

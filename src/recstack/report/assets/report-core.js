@@ -97,7 +97,7 @@ const REPORT = (() => {
     const why = (n) => {
       const ex = n.extra;
       const text = [ex.bound_reason, ex.bound_basis ? "basis: " + ex.bound_basis : null].filter(Boolean).join(" · ");
-      return ctx.suspect(n) ? text + " [? " + ctx.suspectReason(n) + "]" : text;
+      return ctx.suspect(n) && !text.includes(ctx.suspectReason(n)) ? text + " [? " + ctx.suspectReason(n) + "]" : text;
     };
     ctx.boundBadge = (n) => {
       const ex = n.extra;
