@@ -12,12 +12,20 @@ REPORT.section("memory", (ctx) => {
     box.appendChild(RS.note("Memory not recorded in this profile.", "info"));
   } else {
     const provs = mem.provenance || {};
-    const res = Object.entries(mem.resident_by_stage || {}).map(([stage, v]) => ({ stage, ...v, total: (v.parameters || 0) + (v.buffers || 0) + (v.optimizer_state || 0) }));
+    // Keys carry their unit from profile schema v2 on ("parameters_bytes"); v1 wrote "parameters".
+    const kinds = ["parameters", "buffers", "optimizer_state"];
+    const bytesOf = (v, k) => (isNum(v[k + "_bytes"]) ? v[k + "_bytes"] : isNum(v[k]) ? v[k] : null);
+    const res = Object.entries(mem.resident_by_stage || {}).map(([stage, v]) => {
+      const r = { stage };
+      for (const k of kinds) r[k + "_bytes"] = bytesOf(v, k);
+      r.total = kinds.reduce((s, k) => s + (r[k + "_bytes"] || 0), 0);
+      return r;
+    });
     const maxTotal = Math.max(...res.map((r) => r.total), 1);
     const b = (k, label) => ({ key: k, label, num: true, get: (r) => r[k], fmt: (r) => U.bytes(r[k]) });
     const cols = [
       { key: "stage", label: "stage", get: (r) => r.stage, fmt: (r) => el("span", null, el("span", { class: "swatch", style: { background: RS.stageColor(r.stage), marginRight: "6px", verticalAlign: "-1px" } }), r.stage) },
-      b("parameters", "parameters"), b("buffers", "buffers"), b("optimizer_state", "optimizer state"),
+      b("parameters_bytes", "parameters"), b("buffers_bytes", "buffers"), b("optimizer_state_bytes", "optimizer state"),
       { key: "total", label: "total", num: true, get: (r) => r.total, fmt: (r) => el("span", { class: "nowrap" }, U.bytes(r.total), el("span", { class: "sharebar" }, el("i", { style: { width: (100 * r.total) / maxTotal + "%", background: RS.stageColor(r.stage) } }))) },
     ];
     const left = el("div", null, el("h3", { text: "Resident by stage" }),

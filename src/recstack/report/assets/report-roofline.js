@@ -183,7 +183,8 @@ REPORT.section("roofline", (ctx) => {
       ["gather roofs", (M.gather_roofs || []).map((g) => g.label + ": " + U.byteRate(g.bytes_per_s)).join("; ") || "-"],
       ["gather bandwidth measured", Array.isArray(M.gather_bandwidth_range) ? U.byteRate(M.gather_bandwidth_range[0]) + " – " + U.byteRate(M.gather_bandwidth_range[1]) + " (uniform indices, by row and table size)" : "-"],
       ["ridge point (stream)", U.intensity(M.ridge_intensity)],
-      ["DRAM latency", isNum(M.latency_ns) ? U.sig(M.latency_ns, 3) + " ns" : "-"],
+      // dram_latency_s from profile schema v2 on; v1 wrote latency_ns
+      ["DRAM latency", isNum(M.dram_latency_s) ? U.sig(M.dram_latency_s * 1e9, 3) + " ns" : isNum(M.latency_ns) ? U.sig(M.latency_ns, 3) + " ns" : "-"],
       ["overhead floor", isNum(th.overhead_per_call_s) ? U.time(th.overhead_per_call_s) + " per call, or under " + U.pct(th.overhead_roof_fraction, 0) + " of both roofs" : "-"],
       ["roof statistic", th.roof_statistic ? th.roof_statistic + " over repeats" : "-"],
     ];
