@@ -189,7 +189,9 @@ def fields_prof() -> Profile:
         environment={"host": "h", "contention": contention}, overhead={}, root=root,
         extra={"machine": machine, "findings": [
             {"kind": "bf16_speedup", "stage": "dense", "text": "bf16 takes 0.658 of the fp32 time in dense", "value": 0.658},
-            {"kind": "note", "stage": None, "text": EVIL, "value": None}]},
+            {"kind": "note", "stage": None, "text": EVIL, "value": None},
+            {"kind": "stage_bound", "stage": "dense", "text": "dense is compute-bound above its ceiling", "value": 1.88,
+             "roof_suspect": True, "roof_suspect_reason": SUSPECT_REASON}]},
     )
     p.notes = ["upgraded from schema v1: stage times were medians"]  # what loading an older profile says
     return p
@@ -321,6 +323,7 @@ def test_terminal_marks_new_fields(fields_prof: Profile) -> None:
     assert "minor faults" in text and "1.23k" in text  # rusage per step
     findings = text.split("Findings")[1]
     assert "bf16_speedup [dense]: bf16 takes 0.658 of the fp32 time in dense (0.658)" in findings and EVIL in findings
+    assert f"stage_bound [dense]: dense is compute-bound above its ceiling (1.88?) [? {SUSPECT_REASON}]" in findings
 
 
 def test_terminal_without_new_fields_has_no_banner_or_marks(torch_prof: Profile) -> None:
@@ -692,7 +695,7 @@ def test_report_new_fields_in_browser(browser, fields_prof: Profile, tmp_path: P
     assert drv.find_elements(By.CSS_SELECTOR, "#icicle rect.cell.synthetic")
     # Findings, run.config, schema version.
     findings = drv.find_element(By.ID, "findings").text
-    assert "bf16_speedup" in findings and "0.658" in findings and EVIL in findings
+    assert "bf16_speedup" in findings and "0.658" in findings and EVIL in findings and "1.88?" in findings
     config = drv.find_element(By.ID, "run-config").get_attribute("textContent")
     assert "RunConfig: 5 fields" in config and "stage_rules" in config
     assert "profile schema version" in drv.find_element(By.ID, "metadata").text

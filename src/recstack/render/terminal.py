@@ -265,8 +265,10 @@ def print_findings(c: Console, prof: Any) -> None:
     c.print("[bold]Findings[/bold]")
     for f in findings:
         where = f" \\[{_text(f['stage'])}]" if f.get("stage") else ""
-        value = f" ({sig(f['value'], 3)})" if _num(f.get("value")) else ""
-        c.print(f"  {_text(f.get('kind', '-'))}{where}: {_text(f.get('text', ''))}{value}")
+        suspect = f.get("roof_suspect") is True  # a roof fraction above a probably under-measured roof
+        value = f" ({sig(f['value'], 3)}{'?' if suspect else ''})" if _num(f.get("value")) else ""
+        why = f" \\[? {_text(f.get('roof_suspect_reason') or 'above the measured roof')}]" if suspect else ""
+        c.print(f"  {_text(f.get('kind', '-'))}{where}: {_text(f.get('text', ''))}{value}{why}")
 
 
 def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -> None:
