@@ -45,8 +45,12 @@ REPORT.section("roofline", (ctx) => {
     const pts = stagePts.concat(opPts);
     const zeroFlop = stagesR.concat(ops.slice(0, TOP)).filter((n) => !plottable(n) && ctx.R(n).achieved_bytes_per_s > 0);
     const noCost = stagesR.filter((n) => !isNum(ctx.R(n).achieved_bytes_per_s));
+    box.appendChild(el("div", { class: "grid roof" }, chart(M, stagePts, opPts), sidePanel(M, pts, zeroFlop, noCost)));
+    return box;
+  }
 
-    const peak = M.peak_flops;
+  /** The compute roofs (the run's dtype first) and the memory roofs (stream, then each gather roof). */
+  function roofsOf(M) {
     const computeRoofs = (M.compute_roofs || []).slice().sort((a, b) => (b.main ? 1 : 0) - (a.main ? 1 : 0) || b.flops - a.flops);
     const streamLabel = M.stream_label || "stream";
     const memRoofs = [{ kind: "stream", short: streamLabel.split(" ")[0], label: streamLabel, bw: M.stream_bandwidth }];
@@ -55,6 +59,13 @@ REPORT.section("roofline", (ctx) => {
       memRoofs.push({ kind: "gather", short: "gather", label: "gather, slowest measured", bw: M.gather_bandwidth_range[0] });
       memRoofs.push({ kind: "gather", short: "gather", label: "gather, fastest measured", bw: M.gather_bandwidth_range[1] });
     }
+    return { computeRoofs, memRoofs };
+  }
+
+  /** Log-log scales that fit the points and every roof's ridge; X and Y map a value to the plot. */
+  function scales(M, pts, roofs) {
+    const peak = M.peak_flops;
+    const { computeRoofs, memRoofs } = roofs;
     const xs = [], ys = [peak];
     for (const n of pts) {
       xs.push(ctx.R(n).intensity);
@@ -68,7 +79,11 @@ REPORT.section("roofline", (ctx) => {
     const W = 780, H = 470, ml = 100, mr = 20, mt = 16, mb = 50;
     const X = (v) => ml + ((Math.log10(v) - lx0) / (lx1 - lx0)) * (W - ml - mr);
     const Y = (v) => H - mb - ((Math.log10(v) - ly0) / (ly1 - ly0)) * (H - mt - mb);
-    const s = svg("svg", { class: "chart", viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "roofline chart", id: "roofline-chart" });
+    return { X, Y, W, H, ml, mr, mt, mb, lx0, lx1, ly0, ly1, peak };
+  }
+
+  function drawAxes(s, P) {
+    const { X, Y, W, H, ml, mr, mt, mb, lx0, lx1, ly0, ly1 } = P;
     const grid = svg("g", { class: "grid" }), axis = svg("g", { class: "axis" });
     const stepX = lx1 - lx0 > 8 ? 2 : 1, stepY = ly1 - ly0 > 8 ? 2 : 1;
     for (let k = lx0; k <= lx1; k += stepX) {
@@ -85,6 +100,12 @@ REPORT.section("roofline", (ctx) => {
     axis.appendChild(svg("text", { class: "title", x: 14, y: (mt + H - mb) / 2, "text-anchor": "middle", transform: "rotate(-90 14 " + (mt + H - mb) / 2 + ")", text: "achieved performance (FLOP/s, log scale)" }));
     s.append(grid, axis);
     s.appendChild(svg("defs", null, svg("clipPath", { id: "plotclip" }, svg("rect", { x: ml, y: mt, width: W - ml - mr, height: H - mt - mb }))));
+  }
+
+  /** The roof lines with their labels and hovers, clipped to the plot; returns the group and the legend rows. */
+  function drawRoofs(M, roofs, P) {
+    const { X, Y, lx0, lx1, ly0, peak } = P;
+    const { computeRoofs, memRoofs } = roofs;
     const roofG = svg("g", { "clip-path": "url(#plotclip)" });
     const xMin = 10 ** lx0, xMax = 10 ** lx1;
     const ROOF_COLOR = { stream: ["#2f5bd3"], gather: ["#7b3fb0", "#a673d1", "#c9a6e6"] };
@@ -113,7 +134,12 @@ REPORT.section("roofline", (ctx) => {
       roofG.appendChild(svg("text", { class: "rooflbl", x: X(xMax) - 6, y: Y(c.flops) - 6, "text-anchor": "end", fill: col, text: label + " " + U.flopRate(c.flops) }));
       roofLegend.push([col, label + ": " + U.flopRate(c.flops)]);
     }
-    s.appendChild(roofG);
+    return { roofG, roofLegend };
+  }
+
+  /** One circle per point (stages large), plus the unique-bytes twin of a gather node; click opens it in the hierarchy. */
+  function drawPoints(stagePts, opPts, P) {
+    const { X, Y } = P;
     const ptG = svg("g");
     for (const n of opPts.slice().reverse().concat(stagePts)) {
       const r = ctx.R(n), y = Y(r.achieved_flops), col = RS.stageColor(n.stage), big = n.level === "stage";
@@ -131,14 +157,27 @@ REPORT.section("roofline", (ctx) => {
       c.addEventListener("click", open);
       ptG.appendChild(c);
     }
-    s.appendChild(ptG);
-    const chartBox = el("div", null, s, el("div", { class: "legend", style: { marginTop: "6px" } },
+    return ptG;
+  }
+
+  function chart(M, stagePts, opPts) {
+    const roofs = roofsOf(M);
+    const P = scales(M, stagePts.concat(opPts), roofs);
+    const s = svg("svg", { class: "chart", viewBox: "0 0 " + P.W + " " + P.H, role: "img", "aria-label": "roofline chart", id: "roofline-chart" });
+    drawAxes(s, P);
+    const { roofG, roofLegend } = drawRoofs(M, roofs, P);
+    s.appendChild(roofG);
+    s.appendChild(drawPoints(stagePts, opPts, P));
+    return el("div", null, s, el("div", { class: "legend", style: { marginTop: "6px" } },
       roofLegend.map(([col, txt]) => el("span", { class: "item" }, el("span", { class: "swatch", style: { background: col, height: "3px" } }), txt)),
       el("span", { class: "item" }, el("span", { class: "swatch", style: { background: "#888", borderRadius: "50%", border: "1.5px solid #15202e", width: "13px", height: "13px" } }), "stage"),
       el("span", { class: "item" }, el("span", { class: "swatch", style: { background: "#aaa", borderRadius: "50%", width: "9px", height: "9px" } }), "op (top " + opPts.length + " by time)"),
       el("span", { class: "item" }, el("span", { class: "swatch", style: { background: "#fff", borderRadius: "50%", border: "1.5px solid #888", width: "11px", height: "11px" } }), "gather node on unique bytes"),
       el("span", { class: "item faint", text: "colour = stage" })));
+  }
 
+  /** Beside the chart: the plotted points by time, the 0-FLOP nodes, the unclassified stages, the suspect fractions and the machine figures. */
+  function sidePanel(M, pts, zeroFlop, noCost) {
     const rows = pts.slice().sort((a, b) => b.time_s - a.time_s).slice(0, 16);
     const nameCol = { key: "name", label: "node", get: (n) => n.name, fmt: (n) => el("span", { title: n.path, class: "ptname" }, el("span", { class: "dot", style: { background: RS.stageColor(n.stage) } }), n.level === "op" ? opLabel(n) : n.path + " (stage)", n.level === "op" && n.parent ? el("span", { class: "where", text: shortName(n.parent) }) : null) };
     const timeCol = { key: "time", label: "time", num: true, get: (n) => n.time_s, fmt: (n) => ctx.fig(U.time(n.time_s), ctx.provOf(n, "time_s")) };
@@ -162,9 +201,9 @@ REPORT.section("roofline", (ctx) => {
         el("ul", null, suspects.map((n) => el("li", { text: (n.level === "stage" ? n.name : n.path) + ": " + ctx.roofPct(n, ctx.ceilingOf(n)) + " — " + ctx.suspectReason(n) })))));
     }
     side.appendChild(machineDetails(M));
-    box.appendChild(el("div", { class: "grid roof" }, chartBox, side));
-    return box;
+    return side;
   }
+
   /** An op's name without the autograd wrapper (the full name is in the row's title). */
   function opLabel(n) { return (n.label || n.name).replace(/^autograd::engine::evaluate_function: /, "").replace(/^torch::autograd::CppNode<(.*)>$/, "$1"); }
   function pointRows(n) {
