@@ -693,7 +693,8 @@ def test_report_new_fields_in_browser(browser, fields_prof: Profile, tmp_path: P
     assert SUSPECT_REASON in cell.find_element(By.CSS_SELECTOR, ".suspect").get_attribute("title")
     stage_text = drv.find_element(By.ID, "stages").text
     assert "188.0 %?" in stage_text and SUSPECT_REASON in stage_text
-    assert "page faults / step" in stage_text and "1.23k / 0" in stage_text and "35 / 2" in stage_text
+    assert "faults / step" in stage_text and "ctx switches / step" in stage_text  # rusage: minor / major, vol. / invol.
+    assert "1.23k / 0" in stage_text and "35 / 2" in stage_text
     assert SUSPECT_REASON in drv.find_element(By.ID, "roof-suspect").text
     assert not re.search(r"188\.0 %(?!\?)", drv.find_element(By.TAG_NAME, "main").text)
     # Labels instead of the shared name; synthetic nodes marked; hostile labels as text.

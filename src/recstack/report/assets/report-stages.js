@@ -20,7 +20,7 @@ REPORT.section("stages", (ctx) => {
       bar.appendChild(seg);
     }
     const cols = [
-      { key: "stage", label: "stage", get: (n) => n.name, fmt: (n) => el("span", null, el("span", { class: "swatch", style: { background: RS.stageColor(n.stage), marginRight: "6px", verticalAlign: "-1px" } }), n.name) },
+      { key: "stage", label: "stage", get: (n) => n.name, fmt: (n) => el("span", { class: "nowrap" }, el("span", { class: "swatch", style: { background: RS.stageColor(n.stage), marginRight: "6px", verticalAlign: "-1px" } }), n.name) },
       { key: "time", label: "time / step", num: true, get: (n) => n.time_s, fmt: (n) => ctx.fig(U.time(n.time_s), ctx.provOf(n, "time_s")) },
       { key: "p10", label: "p10 – p90", num: true, get: (n) => n.extra.time_s_p10, fmt: (n) => (isNum(n.extra.time_s_p10) ? ctx.fig(U.time(n.extra.time_s_p10) + " – " + U.time(n.extra.time_s_p90), "measured") : "-") },
       { key: "share", label: "share of step", num: true, get: (n) => ctx.share(n), fmt: (n) => ctx.fig(U.pct(ctx.share(n)), "derived") },
@@ -32,14 +32,14 @@ REPORT.section("stages", (ctx) => {
     if (stages.some(rusage)) {
       const pair = (n, a, b) => (rusage(n) ? ctx.fig(U.compact(rusage(n)[a]) + " / " + U.compact(rusage(n)[b]), "measured") : "-");
       cols.push(
-        { key: "faults", label: "page faults / step", num: true, title: "minor / major page faults per step (getrusage, mean over the central steps); first touches of fresh buffers show as minor faults", get: (n) => (rusage(n) ? rusage(n).minor_faults : null), fmt: (n) => pair(n, "minor_faults", "major_faults") },
-        { key: "ctxsw", label: "context switches / step", num: true, title: "voluntary / involuntary context switches per step (getrusage, mean over the central steps); involuntary ones mean the process was preempted", get: (n) => (rusage(n) ? rusage(n).involuntary_ctx_switches : null), fmt: (n) => pair(n, "voluntary_ctx_switches", "involuntary_ctx_switches") });
+        { key: "faults", label: "faults / step", num: true, title: "minor / major page faults per step (getrusage, mean over the central steps); first touches of fresh buffers show as minor faults", get: (n) => (rusage(n) ? rusage(n).minor_faults : null), fmt: (n) => pair(n, "minor_faults", "major_faults") },
+        { key: "ctxsw", label: "ctx switches / step", num: true, title: "voluntary / involuntary context switches per step (getrusage, mean over the central steps); involuntary ones mean the process was preempted", get: (n) => (rusage(n) ? rusage(n).involuntary_ctx_switches : null), fmt: (n) => pair(n, "voluntary_ctx_switches", "involuntary_ctx_switches") });
     }
     if (stages.some((n) => n.extra.note)) cols.push({ key: "note", label: "note", get: (n) => n.extra.note || "", sort: false, fmt: (n) => el("span", { class: "small muted", text: n.extra.note || "" }) });
     const p10note = "p10/p90 over the timed steps show the run-to-run spread.";
     const suspects = stages.filter(ctx.suspect);
     const footnote = suspects.length ? el("p", { class: "small suspect-note" }, "? ", suspects.map((n) => n.name + ": " + ctx.suspectReason(n)).join("; ")) : null;
     ctx.main.appendChild(RS.card("stages", "Stage shares", "Time per step of each stage in the timing pass (hooks at stage roots; interquartile mean over the central steps). " + p10note + " Click a segment to open it in the hierarchy.",
-      stages.length ? [bar, RS.sortableTable(cols, stages, { sortKey: null }), footnote] : RS.note("This profile has no stages.", "info")));
+      stages.length ? [bar, el("div", { class: "scroll" }, RS.sortableTable(cols, stages, { sortKey: null })), footnote] : RS.note("This profile has no stages.", "info")));
   }
 });
