@@ -86,8 +86,9 @@ def test_tiny_measurement_has_sane_figures_with_spreads(tiny_machine):
     assert max(zipf_unique) < min(uni_unique)  # skewed indices repeat rows
     lat = m["latency_ns"]
     _stats(lat["dram"])
-    assert 1 < lat["dram"]["median"] < 5000
     assert [s["bytes"] for s in lat["by_size"]] == sorted(s["bytes"] for s in lat["by_size"])
+    for s in lat["by_size"]:
+        assert all(math.isfinite(s["ns"][k]) and s["ns"][k] > 0 for k in ("median", "min", "max", "p10", "p90"))
     assert (
         any(c["level"] == 1 for c in m["caches"]) or not Path("/sys/devices/system/cpu/cpu0/cache").exists()
     )
@@ -98,6 +99,39 @@ def test_tiny_measurement_has_sane_figures_with_spreads(tiny_machine):
 needs_cc = pytest.mark.skipif(
     not any(shutil.which(c) for c in ("cc", "gcc", "clang")), reason="no C compiler on this host"
 )
+
+
+@needs_cc
+def test_native_latency_obeys_physics(tiny_machine):
+    """What holds on any host: a load from DRAM is slower than one from L1, and slower than 20 ns."""
+    lat = tiny_machine["latency_ns"]
+    assert lat["method"] == "native" and lat["trusted"] is True
+    levels = {s["level"]: s["ns"]["median"] for s in lat["by_size"]}
+    assert levels["L1"] < levels["DRAM"] == lat["dram"]["median"]
+    assert lat["dram"]["median"] > 20
+    assert lat["dram_bytes"] > tiny_machine["llc_bytes"] or lat["dram_bytes"] >= 256 << 20
+
+
+def test_latency_without_compiler_is_flagged_and_not_used(tmp_path, monkeypatch):
+    from recstack.hardware import cpu_bench, gather_kernel
+    from recstack.hardware.plan import make_plan
+
+    monkeypatch.setenv(gather_kernel.DISABLE_ENV, "1")  # as if no C compiler existed
+    plan = make_plan("tiny", [], 1, None)
+    plan.latency_points = [("L1", 16 << 10), ("DRAM", 1 << 20)]
+    plan.latency_steps, plan.latency_repeats = 8000, 2
+    lat = cpu_bench.memory_latency(plan)
+    assert lat["method"] == "python-fallback" and lat["trusted"] is False
+    assert "RECSTACK_NO_NATIVE" in lat["fallback_reason"]
+    assert all(s["ns"]["min"] > 0 for s in lat["by_size"])
+    m = _synthetic_machine()
+    m["latency_ns"] = lat
+    p = _profile()
+    classify(p, m)
+    assert p.extra["machine"]["latency_ns"] is None  # shown by `recstack machine`, never used
+    m["latency_ns"] = {**lat, "method": "native", "trusted": True}
+    classify(p, m)
+    assert p.extra["machine"]["latency_ns"] == lat["dram"]["median"]
 
 
 @needs_cc
@@ -174,7 +208,9 @@ def test_benchmarks_restore_torch_threads():
     from recstack.hardware import cpu_bench
 
     before = torch.get_num_threads()
-    res = cpu_bench.stream_bandwidth(1 << 20, sorted({1, sysinfo.usable_cpus()}), 3)
+    from recstack.hardware.plan import TINY_STOP_RULE
+
+    res = cpu_bench.stream_bandwidth(1 << 20, sorted({1, sysinfo.usable_cpus()}), TINY_STOP_RULE)
     assert torch.get_num_threads() == before
     assert res["array_bytes"] == 1 << 20
 
@@ -706,22 +742,26 @@ def test_fallback_gather_roof_is_flagged():
 
 
 def test_gather_point_sources():
-    from recstack.zoo.build import resolve_config
-
     m = _synthetic_machine()
     p = _profile()
     op = p.root.find("embedding/emb/aten::embedding_bag")
     op.extra.pop("shapes")
-    p.run["model_config"] = resolve_config("rmc1", 0.001).model_dump()  # 8 tables x 4000 rows x 32 fp32
+    # the profile's table statistics (zoo.embedding.table_stats): 8 int8 tables x 4000 rows x 32 dims,
+    # 36 B rows (scale and bias), 4 lookups each
+    p.extra["embedding_tables"] = [
+        {"table": f"t{i}", "rows": 4000, "dim": 32, "dtype": "int8", "row_bytes": 36,
+         "table_bytes": 4000 * 36, "lookups": 4}
+        for i in range(8)
+    ]
     classify(p, m)
     g = op.extra["roofline"]["gather"]
     assert g["row_source"].startswith("cost model") and g["row_bytes"] == 128
-    assert g["table_source"] == "model config" and g["table_bytes"] == 4000 * 128  # per table, lookup-weighted
+    assert g["table_source"] == "embedding tables" and g["table_bytes"] == 4000 * 36  # per table, lookup-weighted
     op.extra.pop("cost_detail")
     classify(p, m)
     g = op.extra["roofline"]["gather"]
-    assert g["row_source"] == "model config" and g["row_bytes"] == 128
-    del p.run["model_config"]
+    assert g["row_source"] == "embedding tables" and g["row_bytes"] == 36  # int8 rows carry 4 extra bytes
+    del p.extra["embedding_tables"]
     classify(p, m)
     g = op.extra["roofline"]["gather"]
     assert (

@@ -32,11 +32,12 @@ import torch
 
 from recstack.errors import DataError
 from recstack.hardware import cpu_bench, sysinfo
-from recstack.hardware.bench import STAT_KEYS
 from recstack.hardware.plan import make_plan
 
 SCHEMA = "recstack.machine"
-SCHEMA_VERSION = 2  # 2: gather grid measured by the native pooled kernel (1: torch.index_select)
+# 3: latency by native dependent loads (``latency_ns.method``/``trusted``), stopping rule per group;
+# 2: gather grid measured by the native pooled kernel (1: torch.index_select). All three load.
+SCHEMA_VERSION = 3
 REQUIRED_KEYS = (
     "host",
     "cpu_model",
@@ -75,19 +76,19 @@ def measure_machine(
     native = sysinfo.native_bf16()
     try:
         say(f"fp32 GEMM at {plan.threads} threads")
-        fp32 = cpu_bench.gemm_flops(
-            torch.float32, plan.gemm_sizes, plan.threads, plan.gemm_repeats, plan.gemm_budget_s
-        )
+        fp32_stop: dict[str, Any] = {}
+        fp32 = cpu_bench.gemm_flops(torch.float32, plan.gemm_sizes, plan.threads, plan.gemm_stop, fp32_stop)
         say("bf16 GEMM" + ("" if native else " (emulated: no native bf16 on this CPU)"))
+        bf16_stop: dict[str, Any] = {}
         bf16 = cpu_bench.gemm_flops(
             torch.bfloat16,
             plan.gemm_sizes if native else plan.gemm_sizes_emulated,
             plan.threads,
-            plan.gemm_repeats,
-            plan.gemm_budget_s,
+            plan.gemm_stop,
+            bf16_stop,
         )
         say(f"stream bandwidth ({plan.stream_bytes >> 20} MiB arrays)")
-        stream = cpu_bench.stream_bandwidth(plan.stream_bytes, plan.threads, plan.stream_repeats)
+        stream = cpu_bench.stream_bandwidth(plan.stream_bytes, plan.threads, plan.stream_stop)
         gather = cpu_bench.gather_bandwidth(plan, say)
         latency = cpu_bench.memory_latency(plan, say)
         gpu = None
@@ -121,7 +122,7 @@ def measure_machine(
         "caches": caches,
         "llc_bytes": sysinfo.llc_bytes(caches),
         "gemm_flops": {
-            "fp32": {"native": True, "by_threads": fp32},
+            "fp32": {"native": True, "by_threads": fp32, "stopping": fp32_stop},
             "bf16": {
                 "native": native,
                 "emulated": not native,
@@ -130,6 +131,7 @@ def measure_machine(
                 if native
                 else "emulated: no avx512_bf16/amx_bf16 in /proc/cpuinfo",
                 "by_threads": bf16,
+                "stopping": bf16_stop,
             },
             "method": "torch.mm(a, b, out=c), square n x n, 2 n^3 FLOPs; best size kept (n)",
         },
@@ -148,78 +150,19 @@ def _loadavg() -> list[float] | None:
 
 
 # -- validation -----------------------------------------------------------------
-def _need(d: Any, key: str, where: str, source: str) -> Any:
-    if not isinstance(d, dict) or key not in d:
-        path = f"{where}.{key}" if where else key
-        raise DataError(f"{source}: machine file is missing key {path!r}")
-    return d[key]
-
-
-def _check_stat(st: Any, where: str, source: str) -> None:
-    if not isinstance(st, dict):
-        raise DataError(f"{source}: {where} must be a figure with {', '.join(STAT_KEYS)}")
-    for k in ("median", "max"):
-        v = _need(st, k, where, source)
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or v != v:
-            raise DataError(f"{source}: {where}.{k} must be a number (got {v!r})")
-
-
-def _check_by_threads(d: Any, where: str, source: str, inner: tuple[str, ...] = ()) -> None:
-    if not isinstance(d, dict) or not d:
-        raise DataError(f"{source}: {where} must map thread counts to figures (got {d!r})")
-    for t, st in d.items():
-        if not str(t).isdigit():
-            raise DataError(f"{source}: {where} key {t!r} is not a thread count")
-        if inner:
-            for k in inner:
-                _check_stat(_need(st, k, f"{where}.{t}", source), f"{where}.{t}.{k}", source)
-        else:
-            _check_stat(st, f"{where}.{t}", source)
-
-
 def validate_machine(d: Any, source: str = "machine") -> dict[str, Any]:
-    """Return ``d`` if it is a usable machine dict, else raise DataError naming the missing or bad key."""
-    if not isinstance(d, dict):
-        raise DataError(f"{source}: a machine file must hold a JSON object")
-    for key in REQUIRED_KEYS:
-        _need(d, key, "", source)
-    ver = d.get("schema_version", SCHEMA_VERSION)
-    if not isinstance(ver, int) or ver > SCHEMA_VERSION:
-        raise DataError(
-            f"{source}: schema_version {ver!r} is newer than this recstack reads ({SCHEMA_VERSION})"
-        )
-    fp32 = _need(d["gemm_flops"], "fp32", "gemm_flops", source)
-    _check_by_threads(
-        _need(fp32, "by_threads", "gemm_flops.fp32", source), "gemm_flops.fp32.by_threads", source
-    )
-    for dtype, entry in d["gemm_flops"].items():
-        if isinstance(entry, dict) and dtype != "fp32":
-            _check_by_threads(
-                _need(entry, "by_threads", f"gemm_flops.{dtype}", source),
-                f"gemm_flops.{dtype}.by_threads",
-                source,
-            )
-    _check_by_threads(
-        _need(d["stream_bandwidth"], "by_threads", "stream_bandwidth", source),
-        "stream_bandwidth.by_threads",
-        source,
-        ("copy", "triad"),
-    )
-    grid = _need(d["gather_bandwidth"], "grid", "gather_bandwidth", source)
-    if not isinstance(grid, list) or not grid:
-        raise DataError(f"{source}: gather_bandwidth.grid must be a non-empty list of measured cells")
-    for i, cell in enumerate(grid):
-        for k in ("threads", "dist", "row_bytes", "table_bytes"):
-            _need(cell, k, f"gather_bandwidth.grid[{i}]", source)
-        _check_stat(
-            _need(cell, "bandwidth", f"gather_bandwidth.grid[{i}]", source),
-            f"gather_bandwidth.grid[{i}]",
-            source,
-        )
-    _check_stat(_need(d["latency_ns"], "dram", "latency_ns", source), "latency_ns.dram", source)
-    if not isinstance(d["caches"], list):
-        raise DataError(f"{source}: caches must be a list of cache levels")
+    """Return ``d`` if it is a usable machine dict (:mod:`recstack.hardware.machine_schema`), else raise
+    DataError naming the missing or malformed key, or ConfigError naming an impossible value."""
+    from recstack.hardware.machine_schema import check_machine
+
+    check_machine(d, source, SCHEMA_VERSION)
     return d
+
+
+def latency_trusted(machine: dict[str, Any]) -> bool:
+    """True when the machine's latency came from native dependent loads (v1/v2 files: a Python loop)."""
+    lat = machine.get("latency_ns")
+    return isinstance(lat, dict) and lat.get("trusted") is True
 
 
 def load_machine(path: str | Path) -> dict[str, Any]:
