@@ -1075,3 +1075,91 @@ def test_stage_footprint_reaches_its_ops():
     assert op["footprint_source"].startswith("stage embedding")
     assert op["one_table_bytes_per_s"] == pytest.approx(4 * GB)
     assert "2.0 GiB in turn (embedding)" in p.extra["machine"]["gather_roofs"][0]["label"]
+
+
+# -- stopping rule (injected clock and benchmark: deterministic, never the host's speed) --------
+class _FakeClock:
+    """A clock in ns that only moves when a fake benchmark says how long its call took."""
+
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+    def bench(self, durations_ms: list[float]):
+        """A case whose n-th call takes durations_ms[n] (the last value repeats)."""
+        calls = [0]
+
+        def fn() -> None:
+            i = min(calls[0], len(durations_ms) - 1)
+            self.now += int(durations_ms[i] * 1e6)
+            calls[0] += 1
+
+        fn.calls = calls  # type: ignore[attr-defined]
+        return fn
+
+
+def test_stop_rule_stops_when_the_best_settles():
+    from recstack.hardware.bench import StopRule, interleaved
+
+    clock = _FakeClock()
+    rule = StopRule(block=5, margin=0.01, min_rounds=10, max_rounds=200, budget_s=1e9, warm_s=0.0)
+    # improving by 10% a call for 12 calls, then flat: settles in the block after the last gain
+    fast = clock.bench([10.0 * 0.9**i for i in range(12)] + [10.0 * 0.9**11])
+    flat = clock.bench([5.0])
+    info: dict = {}
+    out = interleaved({"a": fast, "b": flat}, stop=rule, clock=clock, info=info, warmup=0)
+    assert info["stopped_by"] == "stable" and info["rounds"] == 20  # blocks end at 10, 15, 20
+    assert len(out["a"]) == len(out["b"]) == 20
+    assert min(out["a"]) == pytest.approx(10.0 * 0.9**11 * 1e-3)
+    assert info["rule"]["margin"] == 0.01
+
+
+def test_stop_rule_caps_rounds_and_time():
+    from recstack.hardware.bench import MIN_ROUNDS_UNDER_BUDGET, StopRule, interleaved
+
+    clock = _FakeClock()
+    always_better = clock.bench([100.0 * 0.95**i for i in range(1000)])  # never settles
+    rule = StopRule(block=5, margin=0.01, min_rounds=10, max_rounds=30, budget_s=1e9, warm_s=0.0)
+    info: dict = {}
+    interleaved({"a": always_better}, stop=rule, clock=clock, info=info, warmup=0)
+    assert info["stopped_by"] == "max_rounds" and info["rounds"] == 30
+    slow = clock.bench([400.0])  # 0.4 s a call against a 1 s cap
+    info = {}
+    interleaved({"a": slow}, stop=rule.capped(1.0), clock=clock, info=info, warmup=0)
+    assert info["stopped_by"] == "budget" and info["rounds"] == 3 == MIN_ROUNDS_UNDER_BUDGET
+    very_slow = clock.bench([5000.0])  # one call beyond the cap still leaves 3 repeats
+    info = {}
+    interleaved({"a": very_slow}, stop=rule.capped(1.0), clock=clock, info=info, warmup=0)
+    assert info["rounds"] == MIN_ROUNDS_UNDER_BUDGET
+
+
+def test_stop_rule_warms_each_case_for_warm_s_before_timing():
+    from recstack.hardware.bench import StopRule, interleaved
+
+    clock = _FakeClock()
+    cold_start = clock.bench([50.0, 40.0, 30.0] + [10.0])  # the first calls are slow (pool asleep)
+    rule = StopRule(block=2, margin=0.01, min_rounds=4, max_rounds=10, budget_s=1e9, warm_s=0.1)
+    out = interleaved({"a": cold_start}, stop=rule, clock=clock, warmup=1)
+    assert cold_start.calls[0] - len(out["a"]) == 3  # warm-up ran until 100 ms had passed
+    assert max(out["a"]) == pytest.approx(0.010)  # no cold call was timed
+
+
+def test_quick_and_full_plans_share_the_statistic():
+    """Quick and full estimate the same figures: same GEMM sizes, stream arrays, chains and rule."""
+    from recstack.hardware.plan import STOP_RULE, make_plan
+
+    caches = [
+        {"level": 1, "type": "Data", "size_bytes": 48 << 10, "instances": 2, "total_bytes": 96 << 10},
+        {"level": 2, "type": "Unified", "size_bytes": 2 << 20, "instances": 2, "total_bytes": 4 << 20},
+        {"level": 3, "type": "Unified", "size_bytes": 300 << 20, "instances": 1, "total_bytes": 300 << 20},
+    ]
+    quick, full = (make_plan(mode, caches, 2, 24 << 30) for mode in ("quick", "full"))
+    assert quick.gemm_sizes == full.gemm_sizes and quick.stream_bytes == full.stream_bytes >= 4 * (300 << 20)
+    assert quick.latency_points == full.latency_points
+    assert quick.latency_points[-1] == ("DRAM", 8 * (300 << 20))
+    for q, f in ((quick.gemm_stop, full.gemm_stop), (quick.stream_stop, full.stream_stop)):
+        assert (q.block, q.margin, q.min_rounds, q.warm_s) == (f.block, f.margin, f.min_rounds, f.warm_s)
+        assert (q.block, q.margin) == (STOP_RULE.block, STOP_RULE.margin) and q.budget_s <= f.budget_s
+    assert sum(s.budget_s for s in (quick.gemm_stop, quick.gemm_stop, quick.stream_stop, quick.gather_stop)) < 45

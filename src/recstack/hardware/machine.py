@@ -142,6 +142,49 @@ def measure_machine(
     }
 
 
+ROOF_GROUPS = ("gemm.fp32", "gemm.bf16", "stream", "gather")  # the roofline's ``roof_key`` values
+
+
+def remeasure(
+    old: dict[str, Any], keys: set[str], mode: str | None = None, progress: Progress | None = None
+) -> dict[str, Any]:
+    """A copy of ``old`` with only the roofs named by ``keys`` (``roof_key`` values of a classified
+    profile: ``gemm.<dtype>``, ``stream``, ``gather``) measured again on this host, in ``old``'s mode
+    (or ``mode``); every other figure is ``old``'s. ``remeasured`` lists what was measured."""
+    import copy
+
+    say = progress or _quiet
+    mode = mode or old.get("mode") or ("quick" if old.get("quick") else "full")
+    plan = make_plan(mode, sysinfo.cache_levels(), sysinfo.usable_cpus(), sysinfo.available_memory_bytes())
+    new = copy.deepcopy(old)
+    done = []
+    old_threads = torch.get_num_threads()
+    try:
+        for key in sorted(keys):
+            if key.startswith("gemm."):
+                dt = key.split(".", 1)[1]
+                if dt not in ("fp32", "bf16") or dt not in old["gemm_flops"]:
+                    continue
+                say(f"{dt} GEMM at {plan.threads} threads")
+                sizes = plan.gemm_sizes if dt == "fp32" or sysinfo.native_bf16() else plan.gemm_sizes_emulated
+                info: dict[str, Any] = {}
+                dtype = torch.float32 if dt == "fp32" else torch.bfloat16
+                by_threads = cpu_bench.gemm_flops(dtype, sizes, plan.threads, plan.gemm_stop, info)
+                new["gemm_flops"][dt].update(by_threads=by_threads, stopping=info)
+            elif key == "stream":
+                say(f"stream bandwidth ({plan.stream_bytes >> 20} MiB arrays)")
+                new["stream_bandwidth"] = cpu_bench.stream_bandwidth(plan.stream_bytes, plan.threads, plan.stream_stop)
+            elif key == "gather":
+                new["gather_bandwidth"] = cpu_bench.gather_bandwidth(plan, say)
+            else:
+                continue
+            done.append(key)
+    finally:
+        torch.set_num_threads(old_threads)
+    new.update(measured_at=datetime.now(UTC).isoformat(timespec="seconds"), remeasured=done, mode=mode)
+    return new
+
+
 def _loadavg() -> list[float] | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]

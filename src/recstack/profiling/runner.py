@@ -447,6 +447,10 @@ def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: Prof
         from recstack.analysis.roofline import classify
 
         classify(prof, opts.machine)
+    if opts.dtype == "bf16":  # measured bf16/fp32 time per stage, and the oneDNN kernels that ran
+        from recstack.analysis.dtype_compare import add_bf16_findings
+
+        add_bf16_findings(prof, model, lambda: call_model(model, batch))
 
 
 def _train_table_costs(t: dict[str, Any], backend: str, optimizer: str) -> None:
