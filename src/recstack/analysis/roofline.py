@@ -18,8 +18,12 @@ Figures per node (``extra["roofline"]``): ``achieved_flops`` (flops/time_s),
 ``roof_bytes_per_s``, ``peak_flops``, ``ceiling_flops`` (min(peak, I x bandwidth)
 on the basis bytes), ``ceiling_fraction`` (achieved over ceiling; equals
 max(compute_fraction, memory fraction on the basis)), ``compute_fraction``,
-``memory_fraction_requested``, ``memory_fraction_unique``, ``per_call_s``
-and, for gathers, ``gather`` (row bytes, table bytes, where they came from).
+``memory_fraction_requested``, ``memory_fraction_unique``, ``per_call_s``,
+``roof_dtype`` (the dtype of the GEMM roof: the dtype the node's ops ran in,
+:func:`node_dtype`), ``roof_key`` (the roof of the ceiling: ``gemm.<dtype>``,
+``stream`` or ``gather``), ``roof_suspect`` (ceiling fraction above
+:data:`ROOF_SUSPECT_FRACTION`) with ``roof_suspect_reason``, and, for
+gathers, ``gather`` (row bytes, table bytes, where they came from).
 
 Which bandwidth: an op is *gather-like* when its name is an embedding/gather
 op (:data:`GATHER_OP_PATTERN`) or it carries the cost model's lookups or

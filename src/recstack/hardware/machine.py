@@ -8,12 +8,15 @@ cached host or CPU model differs, when it is from an older schema or a
 smaller mode than requested, or when ``refresh`` is set. The cache lives in
 ``$RECSTACK_CACHE_DIR`` (default ``~/.cache/recstack``) as
 ``machine-<host>-<cpu hash>.json``. ``load_machine(path)`` validates a file
-and raises :class:`~recstack.errors.DataError` naming the first missing key.
+(:mod:`recstack.hardware.machine_schema`) and raises :class:`~recstack.errors.DataError`
+naming the first missing key, or :class:`~recstack.errors.ConfigError` naming an
+impossible value. ``remeasure(old, keys)`` measures only some roofs again.
 
 Keys (all figures carry median/min/max/p10/p90/repeats):
 ``gemm_flops.<dtype>.by_threads.<n>`` (FLOP/s), ``stream_bandwidth.by_threads.<n>.{copy,triad}``
 (bytes/s), ``gather_bandwidth.grid[]`` (bytes/s per threads/dist/row/table),
-``latency_ns.by_size[]`` and ``latency_ns.dram``, ``caches[]``, ``gpu`` (or null),
+``latency_ns.by_size[]`` (per ``level``) and ``latency_ns.dram`` (ns; ``method``, ``trusted``),
+``caches[]``, ``gpu`` (or null), ``*.stopping`` (rounds and why they stopped),
 plus ``host``, ``cpu_model``, ``cpu_hash``, ``measured_at``, ``quick``, ``mode``.
 """
 
