@@ -89,7 +89,7 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
             f"{_stat(c['bandwidth'], 'B/s')}  unique {c.get('unique_fraction', 0):.0%}"
         )
     lat = m["latency_ns"]
-    how = lat.get("method") or "python loop"
+    how = lat.get("method") if lat.get("method") in ("native", "python-fallback") else "Python loop (older file)"
     trust = "" if lat.get("trusted") else "; not trusted, not used for classification"
     out.append(
         f"latency (ns per dependent load, {how}{trust}): "
@@ -98,6 +98,20 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
             for s in lat.get("by_size", [])
         )
     )
+    stops = [
+        (name, st)
+        for name, st in (
+            ("fp32 GEMM", m["gemm_flops"].get("fp32", {}).get("stopping")),
+            ("bf16 GEMM", (m["gemm_flops"].get("bf16") or {}).get("stopping")),
+            ("stream", sb.get("stopping")),
+            ("gather", gb.get("stopping")),
+        )
+        if st
+    ]
+    if stops:
+        out.append(
+            "repeats: " + ", ".join(f"{name} {st['rounds']} rounds ({st['stopped_by']})" for name, st in stops)
+        )
     gpu = m.get("gpu")
     if gpu:
         out.append(f"gpu: {gpu['name']}  HBM copy {_stat(gpu['hbm_bandwidth']['copy'], 'B/s')}")
@@ -225,6 +239,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
             f"{stage.name:20s} {str(stage.extra.get('bound')):9s} "
             + (
                 f"{frac:6.1%} of the {r.get('roof')} roofline ceiling"
+                + (f"  [roof suspect: {r.get('roof_suspect_reason')}]" if r.get("roof_suspect") else "")
                 if frac is not None
                 else f"({stage.extra.get('bound_reason')})"
             )
