@@ -9,9 +9,9 @@ every stage again in both dtypes, outside the profile's timed passes:
   a stage's time per step is the median over its steps, bf16 pooled over
   both of its blocks, so a slow drift of the host affects both dtypes alike;
 * stage time = wall time inside the stage root modules' forward calls
-  (forward hooks); forward only, with gradients off, also for a training
-  run (no optimizer state is touched; bf16 -> fp32 -> bf16 is exact, so the
-  model ends as it began);
+  (forward hooks); forward only, in eval mode with gradients off, also for a
+  training run (no optimizer state or running statistic is touched;
+  bf16 -> fp32 -> bf16 is exact, so the model ends as it began);
 * one more bf16 forward with oneDNN's verbose output on
   (:mod:`recstack.hardware.onednn`), the lines attributed to the stage whose
   forward was running (markers written through the same C ``stdout``), as
@@ -174,16 +174,21 @@ def add_bf16_findings(
     if not roots:
         return
     bf16_stages = stages_in_bf16(profile, model, roots)
+    was_training = model.training
+    model.eval()  # no running statistics updated, no dropout drawn: the model ends as it began
     try:
         first = time_stages(model, forward, roots, steps)
         model.set_dense_dtype(torch.float32)
-        fp32 = time_stages(model, forward, roots, steps)
+        try:
+            fp32 = time_stages(model, forward, roots, steps)
+        finally:
+            model.set_dense_dtype(torch.bfloat16)
+        second = time_stages(model, forward, roots, steps)
+        evidence = stage_kernels(model, forward, roots) if kernels else {}
     finally:
-        model.set_dense_dtype(torch.bfloat16)
-    second = time_stages(model, forward, roots, steps)
+        model.train(was_training)
     bf16_s = {s: median(first.get(s, []) + second.get(s, [])) for s in set(first) | set(second)}
     fp32_s = {s: median(v) for s, v in fp32.items()}
-    evidence = stage_kernels(model, forward, roots) if kernels else {}
     findings = [f for f in bf16_findings(bf16_s, fp32_s) if f["stage"] in bf16_stages]
     profile.extra.setdefault("findings", []).extend(findings)
     for f in findings:
