@@ -6,8 +6,11 @@ every stage again in both dtypes, outside the profile's timed passes:
 
 * blocks of ``steps`` forward steps, bf16 / fp32 / bf16 (the model's dense
   layers converted between blocks, one untimed step after each conversion);
-  a stage's time per step is the median over its steps, bf16 pooled over
-  both of its blocks, so a slow drift of the host affects both dtypes alike;
+  a stage's time per step is its best step in that dtype (bf16 pooled over
+  both of its blocks, so a slow drift of the host affects both dtypes
+  alike; the best, because interference and the occasional kernel
+  compilation only ever lengthen a step: 10-100 ms spikes on a 0.2 ms stage
+  were seen on a busy host);
 * stage time = wall time inside the stage root modules' forward calls
   (forward hooks); forward only, in eval mode with gradients off, also for a
   training run (no optimizer state or running statistic is touched;
@@ -29,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from statistics import median
 from typing import Any
 
 import torch
@@ -38,7 +40,7 @@ from torch import nn
 from recstack.tree import Profile
 
 FINDING = "bf16_speedup"
-STEPS = 3  # timed forward steps per block
+STEPS = 5  # timed forward steps per block
 MARK = "recstack_stage"
 
 
@@ -187,8 +189,9 @@ def add_bf16_findings(
         evidence = stage_kernels(model, forward, roots) if kernels else {}
     finally:
         model.train(was_training)
-    bf16_s = {s: median(first.get(s, []) + second.get(s, [])) for s in set(first) | set(second)}
-    fp32_s = {s: median(v) for s, v in fp32.items()}
+    # best step per dtype: interference only lengthens a step (the roofs' statistic, too)
+    bf16_s = {s: min(first.get(s, []) + second.get(s, [])) for s in set(first) | set(second)}
+    fp32_s = {s: min(v) for s, v in fp32.items()}
     findings = [f for f in bf16_findings(bf16_s, fp32_s) if f["stage"] in bf16_stages]
     profile.extra.setdefault("findings", []).extend(findings)
     for f in findings:
