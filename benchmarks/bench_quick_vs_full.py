@@ -23,7 +23,7 @@ import time
 from statistics import median
 from typing import Any
 
-from recstack.analysis.roofline import ROOF_STATISTIC
+from recstack.hardware.bench import ROOF_STATISTIC
 from recstack.hardware.machine import measure_machine
 from recstack.hardware.repeatability import roof_figures
 from recstack.outputs import atomic_write_text

@@ -36,6 +36,7 @@ from recstack.hardware.machine import (
     save_machine,
     validate_machine,
 )
+from recstack.profiling import counters_replay as replay
 from recstack.render.roofline_chart import output_paths, render_roofline
 from recstack.tree import Node, Profile
 
@@ -494,7 +495,7 @@ def test_measure_counters_reports_unavailable_status():
     prof = _profile()
     prof.run["stage_roots"] = {"0": {"stage": "dense", "rule": "test"}}
     model = torch.nn.Sequential(torch.nn.Linear(4, 4))
-    res = ctr.counters_for_profile(prof, model, lambda: model(torch.ones(1, 4)), 2, status=st)
+    res = replay.counters_for_profile(prof, model, lambda: model(torch.ones(1, 4)), 2, status=st)
     assert res == {"available": False, "reason": st.reason}
     assert prof.extra["counters"] == {"available": False, "reason": st.reason}
     assert "counters" not in prof.stage("dense").extra
@@ -536,7 +537,7 @@ def test_real_perf_session_counts_software_events_per_stage():
         with torch.inference_mode():
             model(x)
 
-    stages = ctr.measure_stages(
+    stages = replay.measure_stages(
         model, step, {"0": "dense", "2": "head"}, 20, events=["task-clock"], status=st
     )
     assert stages["available"], stages.get("reason")
@@ -549,7 +550,7 @@ def test_real_perf_session_counts_software_events_per_stage():
         "0": {"stage": "dense", "rule": "test"},
         "2": {"stage": "head", "rule": "test"},
     }
-    res = ctr.counters_for_profile(prof, model, step, 5, events=["task-clock"], status=st)
+    res = replay.counters_for_profile(prof, model, step, 5, events=["task-clock"], status=st)
     assert res["available"] and prof.extra["counters"]["available"] is True
     assert set(prof.extra["counters"]["stages"]) == {"dense", "head"}
     assert "counters" in prof.stage("dense").extra  # the stage node of the profile gets its compact figures

@@ -2,7 +2,7 @@
 dtype a stage ran in, oneDNN kernel evidence, bf16/fp32 findings and ``machine --compare --profile``.
 
 Per-dtype roofs and kernel parsing run on figures recorded on an Intel Xeon with AMX
-(tests/data/intel-spr-amx, see its README): nothing here depends on the host's CPU or speed.
+(tests/data/machines and tests/data/onednn, see their READMEs): nothing here depends on the host's CPU or speed.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from recstack.hardware.commands import register
 from recstack.hardware.machine import load_machine, save_machine, validate_machine
 from recstack.tree import Node, Profile
 
-INTEL = Path(__file__).parent / "data" / "intel-spr-amx"
+INTEL = Path(__file__).parent / "data" / "machines"
+ONEDNN = Path(__file__).parent / "data" / "onednn"
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +138,7 @@ def test_recorded_intel_files_load_and_an_impossible_peak_is_refused(intel):
 
 # -- oneDNN kernel evidence ------------------------------------------------------------------------------
 def test_onednn_verbose_recorded_on_amx_host():
-    text = (INTEL / "onednn-verbose-matmul-fp32-bf16.txt").read_text()
+    text = (ONEDNN / "onednn-verbose-matmul-fp32-bf16.txt").read_text()
     execs = onednn.parse(text)
     assert len(execs) == 4 and {e["primitive"] for e in execs} == {"matmul"}
     assert execs[0]["implementation"] == "brg_matmul:avx10_1_512_amx" and execs[0]["isa"] == "avx10_1_512_amx"

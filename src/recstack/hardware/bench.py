@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 STAT_KEYS = ("median", "min", "max", "p10", "p90", "repeats")
+ROOF_STATISTIC = "max"  # the statistic a roof takes from a figure: the best repeat (see above)
 K = TypeVar("K")
 MIN_ROUNDS_UNDER_BUDGET = 3  # a time cap never leaves a figure with fewer repeats than this
 

@@ -36,6 +36,7 @@ import torch
 from recstack.errors import DataError
 from recstack.hardware import cpu_bench, sysinfo
 from recstack.hardware.plan import make_plan
+from recstack.hardware.sysinfo import cache_dir
 
 SCHEMA = "recstack.machine"
 # 3: latency by native dependent loads (``latency_ns.method``/``trusted``), stopping rule per group;
@@ -228,11 +229,6 @@ def save_machine(machine: dict[str, Any], path: str | Path) -> Path:
 
 
 # -- cache ----------------------------------------------------------------------
-def cache_dir() -> Path:
-    env = os.environ.get("RECSTACK_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "recstack"
-
-
 def _safe(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
 
