@@ -202,6 +202,8 @@ def _to_node(raw: RawNode, parent_path: str, factor: float, steps: int) -> Node:
     if raw.level == "op":
         node.extra["shapes"] = [eval_shape(k) for k in raw.shapes]
         node.extra["distinct_shapes"] = len(raw.shapes)
+        if raw.dtypes:
+            node.extra["dtypes"] = dict(raw.dtypes)  # input dtype -> calls (the roofline's roof_dtype)
         node.extra["op_pass_time_s"] = raw.us * 1e-6 / max(steps, 1)
         if raw.device_us:
             node.extra["device_time_s"] = raw.device_us * 1e-6 / max(steps, 1)
@@ -429,22 +431,23 @@ def _profile(
 
 
 def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: ProfileOptions) -> None:
-    """Outside the timed passes: analytic costs, hardware counters, and the roofline bound classes."""
-    if opts.cost_model:
-        from recstack.costmodel import CostCounter, attach_costs
+    """Outside the timed passes: collect analytic costs and hardware counters (they run the model),
+    then the analysis pipeline (:func:`recstack.analysis.pipeline.analyse`: roofline bound classes, ...)."""
+    from recstack.analysis.pipeline import analyse
 
-        with CostCounter(model) as counter:
-            step.run(batch)
-        summary = attach_costs(prof.root, counter.counts, steps=1)
-        prof.extra["cost_model"] = summary
+    if opts.cost_model:
+        from recstack.costmodel.attach import attach_model_costs
+
+        attach_model_costs(prof, model, lambda: step.run(batch))
     if opts.counters:
-        from recstack.hardware.counters import counters_for_profile
+        from recstack.profiling.counters_replay import counters_for_profile
 
         counters_for_profile(prof, model, lambda: step.run(batch), repeats=5)
-    if opts.machine is not None:
-        from recstack.analysis.roofline import classify
+    analyse(prof, machine=opts.machine)
+    if opts.dtype == "bf16":  # measured bf16/fp32 time per stage, and the oneDNN kernels that ran
+        from recstack.analysis.dtype_compare import add_bf16_findings
 
-        classify(prof, opts.machine)
+        add_bf16_findings(prof, model, lambda: call_model(model, batch))
 
 
 def _train_table_costs(t: dict[str, Any], backend: str, optimizer: str) -> None:
