@@ -64,7 +64,10 @@ def measure_machine(
     quick: bool = False, *, tiny: bool = False, progress: Progress | None = None
 ) -> dict[str, Any]:
     """Measure this host now (``quick``: under a minute on 2 cores; ``tiny``: seconds, for tests)."""
-    say = progress or _quiet
+    from recstack.profiling.contention import machine_probe
+    from recstack.render.progress import finish, reporter
+
+    say = reporter(progress)
     mode = _mode(quick, tiny)
     t_start = time.perf_counter()
     caches = sysinfo.cache_levels()
@@ -90,6 +93,8 @@ def measure_machine(
         stream = cpu_bench.stream_bandwidth(plan.stream_bytes, plan.threads, plan.stream_repeats)
         gather = cpu_bench.gather_bandwidth(plan, say)
         latency = cpu_bench.memory_latency(plan, say)
+        say("capacity probe (compared with every profile's probe)")
+        probe = machine_probe(plan.threads, rounds=2 if tiny else 5)
         gpu = None
         if torch.cuda.is_available():
             from recstack.hardware.gpu_bench import measure_gpu
@@ -99,6 +104,7 @@ def measure_machine(
             except RuntimeError as exc:  # out of memory or a driver error: keep the CPU figures
                 gpu = {"name": torch.cuda.get_device_name(0), "error": f"{type(exc).__name__}: {exc}"}
     finally:
+        finish()
         torch.set_num_threads(old_threads)
     flags = sysinfo.bf16_flags()
     model = sysinfo.cpu_model()
@@ -136,6 +142,7 @@ def measure_machine(
         "stream_bandwidth": stream,
         "gather_bandwidth": gather,
         "latency_ns": latency,
+        "probe": probe,
         "gpu": gpu,
     }
 

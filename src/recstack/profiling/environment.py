@@ -38,7 +38,8 @@ def native_bf16() -> bool:
     return bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
-def environment() -> dict[str, Any]:
+def environment(contention: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Versions, CPU and host; ``contention`` (from :mod:`recstack.profiling.contention`) is stored as given."""
     from recstack import __version__
 
     env: dict[str, Any] = {
@@ -66,4 +67,6 @@ def environment() -> dict[str, Any]:
         env["fbgemm_gpu"] = None
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(0)
+    if contention is not None:
+        env["contention"] = contention
     return env

@@ -1,0 +1,507 @@
+"""Contention during a profile: was this process sharing its CPUs, and was the host slower than measured?
+
+A :class:`ContentionWatch` is started right before the timed steps and
+stopped right after. It collects (Linux ``/proc``; elsewhere it records why
+it could not):
+
+* load average and runnable tasks (``/proc/loadavg``, ``procs_running``), before and after;
+* busy and steal ticks of the CPUs this process may run on (``/proc/stat``
+  per-CPU lines, affinity mask), so work of processes this one cannot see
+  (other containers) still counts;
+* this process's CPU time (``getrusage``) against wall time: with T torch
+  threads busy the ratio approaches T;
+* every other process's CPU time over the window (``/proc/<pid>/stat``),
+  excluding this process and recstack's own *planned* processes (sweep and
+  serving workers, ranks: passed in or registered with
+  :func:`planned_processes`), which go to ``planned_load`` instead;
+* a capacity probe (:func:`probe_capacity`: a few ms of GEMM and of
+  streaming) before and after, compared with the same probe recorded in the
+  machine file by :func:`machine_probe` when its roofs were measured.
+
+The decision is the pure function :func:`assess` over those numbers
+(:class:`Sample`), so tests drive it with recorded values. It flags:
+
+1. **oversubscription**: torch threads + cores used by others on our CPUs
+   >= usable cores + :data:`OVERSUB_MARGIN_CORES` (and at least
+   :data:`MIN_TICKS` ticks of others' work, so a short window's tick noise
+   does not count);
+2. **steal**: the hypervisor took >= :data:`STEAL_FRACTION` of our CPUs' time;
+3. **host slower than when its roofs were measured**: both probes (before
+   and after) below the machine file's probe floor, the lower of the probe's
+   minimum at measurement and :data:`PROBE_FLOOR` x its median.
+
+Load average, runnable tasks, the CPU-time ratio and involuntary context
+switches are recorded, not used to decide: each depends on the model as much
+as on the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+BUSY_PROCESS_CORES = 0.1  # a process listed as busy used at least this many cores over the window
+MIN_TICKS = 3  # clock ticks of CPU time below which a figure is tick noise
+OVERSUB_MARGIN_CORES = 0.5  # demand beyond the usable cores by at least this much is oversubscription
+STEAL_FRACTION = 0.05
+PROBE_FLOOR = 0.85
+PROBE_GEMM_N = 512
+PROBE_GEMM_REPEATS = 5
+PROBE_STREAM_BYTES = 16 << 20
+PROBE_STREAM_REPEATS = 3
+MACHINE_PROBE_ROUNDS = 5
+MAX_LISTED = 8
+
+_PLANNED: set[int] = set()
+
+
+@contextlib.contextmanager
+def planned_processes(pids: Iterable[int]) -> Iterator[None]:
+    """Register recstack's own worker/rank processes as planned load (not contention) while inside."""
+    added = {int(p) for p in pids} - _PLANNED
+    _PLANNED.update(added)
+    try:
+        yield
+    finally:
+        _PLANNED.difference_update(added)
+
+
+# -- collectors ------------------------------------------------------------------
+@dataclass
+class ProcUsage:
+    pid: int
+    name: str
+    cpu_s: float
+    threads: int = 1
+    cmd: str = ""  # the command line, shortened (read for busy processes only)
+
+
+@dataclass
+class CpuTicks:
+    busy: int
+    steal: int
+    total: int
+
+
+def read_loadavg(path: str = "/proc/loadavg") -> dict[str, Any] | None:
+    """Load averages (1, 5, 15 min) and runnable/total scheduling entities."""
+    try:
+        with open(path, encoding="ascii") as f:
+            parts = f.read().split()
+        running, total = parts[3].split("/")
+        return {"load": [float(x) for x in parts[:3]], "runnable": int(running), "tasks": int(total)}
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def read_cpu_ticks(cpus: set[int] | None, path: str = "/proc/stat") -> CpuTicks | None:
+    """Busy, steal and total ticks summed over ``cpus`` (all CPUs when None)."""
+    busy = steal = total = 0
+    try:
+        with open(path, encoding="ascii") as f:
+            lines = [ln for ln in f if ln.startswith("cpu") and ln[3:4].isdigit()]
+    except OSError:
+        return None
+    for ln in lines:
+        parts = ln.split()
+        if cpus is not None and int(parts[0][3:]) not in cpus:
+            continue
+        # user nice system idle iowait irq softirq steal [guest guest_nice: already inside user/nice]
+        v = [int(x) for x in parts[1:9]] + [0] * max(0, 9 - len(parts))
+        busy += v[0] + v[1] + v[2] + v[5] + v[6]
+        steal += v[7]
+        total += sum(v[:8])
+    return CpuTicks(busy, steal, total) if total else None
+
+
+def scan_processes(root: str = "/proc") -> dict[tuple[int, int], tuple[str, int, int, int]]:
+    """``(pid, start time) -> (name, parent pid, utime + stime ticks, threads)`` of every readable process."""
+    out: dict[tuple[int, int], tuple[str, int, int, int]] = {}
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return out
+    for entry in names:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"{root}/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            continue
+        lp, rp = text.find("("), text.rfind(")")
+        rest = text[rp + 2 :].split()
+        try:
+            ppid, ticks, threads, start = int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[17]), int(rest[19])
+        except (IndexError, ValueError):
+            continue
+        out[(int(entry), start)] = (text[lp + 1 : rp], ppid, ticks, threads)
+    return out
+
+
+def _own_usage() -> tuple[float, int]:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, r.ru_nivcsw
+
+
+def _cmdline(pid: int, limit: int = 60) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            text = f.read(4 * limit).replace(b"\0", b" ").decode("utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def usable_cpus() -> set[int] | None:
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+# -- capacity probe --------------------------------------------------------------
+def probe_capacity(threads: int | None = None) -> dict[str, Any]:
+    """Best-of-k FLOP/s of an fp32 ``n x n`` GEMM and bytes/s of a ``copy_`` of two fixed arrays.
+
+    Fixed sizes (:data:`PROBE_GEMM_N`, :data:`PROBE_STREAM_BYTES`), so a figure
+    compares with the same probe anywhere; a few ms each. The copy arrays may sit
+    in a large last-level cache: the figure is compared only with itself.
+    """
+    old = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        n = PROBE_GEMM_N
+        gen = torch.Generator().manual_seed(0)
+        a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
+        c = torch.empty(n, n)
+        gemm = _best(lambda: torch.mm(a, b, out=c), PROBE_GEMM_REPEATS)
+        m = PROBE_STREAM_BYTES // 4
+        src, dst = torch.ones(m), torch.empty(m)
+        copy = _best(lambda: dst.copy_(src), PROBE_STREAM_REPEATS)
+        return {
+            "threads": torch.get_num_threads(),
+            "gemm_flops": 2.0 * n**3 / gemm,
+            "stream_bytes_per_s": 2.0 * m * 4 / copy,
+        }
+    finally:
+        torch.set_num_threads(old)
+
+
+def _best(fn: Any, repeats: int) -> float:
+    fn()  # warm-up: thread pool, page faults of the outputs
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        fn()
+        best = min(best, max(time.perf_counter_ns() - t0, 1) * 1e-9)
+    return best
+
+
+def probe_settings() -> dict[str, Any]:
+    return {
+        "gemm_n": PROBE_GEMM_N,
+        "gemm_repeats": PROBE_GEMM_REPEATS,
+        "stream_array_bytes": PROBE_STREAM_BYTES,
+        "stream_repeats": PROBE_STREAM_REPEATS,
+    }
+
+
+def machine_probe(threads: list[int], rounds: int = MACHINE_PROBE_ROUNDS) -> dict[str, Any]:
+    """The probe as the machine file records it: ``rounds`` probes per thread count, with their spread.
+
+    Called by :func:`recstack.hardware.machine.measure_machine`, so that a
+    profile's probe compares with the host's capacity when its roofs were measured.
+    """
+    from recstack.hardware.bench import summarize
+
+    runs: dict[int, list[dict[str, Any]]] = {t: [] for t in threads}
+    for _ in range(rounds):
+        for t in threads:
+            runs[t].append(probe_capacity(t))
+    return {
+        **probe_settings(),
+        "method": "fp32 torch.mm n x n best of k, 2 n^3 FLOPs; copy_ of two fp32 arrays best of k, 2 x size bytes",
+        "by_threads": {
+            str(t): {k: summarize([r[k] for r in rs]) for k in ("gemm_flops", "stream_bytes_per_s")}
+            for t, rs in runs.items()
+        },
+    }
+
+
+# -- the sample and the decision -------------------------------------------------
+@dataclass
+class Sample:
+    """Everything :func:`assess` decides on (collected by :class:`ContentionWatch`, or recorded)."""
+
+    wall_s: float
+    torch_threads: int
+    usable_cores: int
+    clk_tck: int = 100
+    own_cpu_s: float | None = None
+    own_involuntary_ctx: int | None = None
+    cpu_ticks: CpuTicks | None = None  # deltas over the window, our CPUs only
+    others: list[ProcUsage] = field(default_factory=list)
+    planned: list[ProcUsage] = field(default_factory=list)
+    load_before: dict[str, Any] | None = None
+    load_after: dict[str, Any] | None = None
+    probe_before: dict[str, Any] | None = None
+    probe_after: dict[str, Any] | None = None
+    machine_probe: dict[str, Any] | None = None  # the machine file's "probe" section
+    machine_measured_at: str | None = None
+    machine_known: bool = True  # False: the profile had no machine file at all
+
+
+PROBE_KINDS = {"gemm_flops": ("GEMM", "FLOP/s"), "stream_bytes_per_s": ("stream copy", "B/s")}
+
+
+def _si(v: float, unit: str) -> str:
+    for div, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.3g} {p}{unit}"
+    return f"{v:.3g} {unit}"
+
+
+def _proc_list(procs: list[ProcUsage], wall_s: float) -> list[dict[str, Any]]:
+    rows = [
+        {"pid": p.pid, "name": p.name, "cmd": p.cmd or p.name, "cores": round(p.cpu_s / wall_s, 3), "threads": p.threads}
+        for p in procs
+    ]
+    return sorted(rows, key=lambda r: -r["cores"])
+
+
+def _probe_verdict(s: Sample) -> tuple[list[str], list[str], dict[str, Any]]:
+    """Evidence and notes from the probes, and the probe record."""
+    record: dict[str, Any] = {"before": s.probe_before, "after": s.probe_after, "settings": probe_settings()}
+    if not s.probe_before or not s.probe_after:
+        return [], [], record
+    evidence: list[str] = []
+    notes: list[str] = []
+    threads = s.probe_before.get("threads")
+    ref = None
+    if not s.machine_known:
+        notes.append("no machine file: the capacity probe is recorded, not compared")
+    elif s.machine_probe is None:
+        notes.append("the machine file has no capacity probe (measured by an older recstack): not compared")
+    elif any(s.machine_probe.get(k) != v for k, v in probe_settings().items()):
+        notes.append("the machine file's probe used other sizes: not compared")
+    else:
+        ref = (s.machine_probe.get("by_threads") or {}).get(str(threads))
+        if ref is None:
+            notes.append(f"the machine file has no probe at {threads} thread(s): not compared")
+    record["machine"] = ref
+    record["floor"] = {}
+    for kind, (label, unit) in PROBE_KINDS.items():
+        before, after = float(s.probe_before[kind]), float(s.probe_after[kind])
+        if min(before, after) < PROBE_FLOOR * max(before, after):
+            notes.append(f"{label} probe changed during the run: {_si(before, unit)} before, {_si(after, unit)} after")
+        if ref is None or kind not in ref:
+            continue
+        floor = min(float(ref[kind]["min"]), PROBE_FLOOR * float(ref[kind]["median"]))
+        record["floor"][kind] = floor
+        if max(before, after) < floor:
+            when = f" ({s.machine_measured_at})" if s.machine_measured_at else ""
+            evidence.append(
+                f"host slower than when its roofs were measured: {label} probe {_si(before, unit)} before and "
+                f"{_si(after, unit)} after the timed steps at {threads} thread(s), against "
+                f"{_si(float(ref[kind]['median']), unit)} (min {_si(float(ref[kind]['min']), unit)}) when the "
+                f"machine was measured{when}; roofline fractions against that machine are too low"
+            )
+    return evidence, notes, record
+
+
+def assess(s: Sample) -> dict[str, Any]:
+    """The ``environment.contention`` record: ``detected``, ``evidence`` (why), and every figure used."""
+    evidence: list[str] = []
+    notes: list[str] = []
+    wall = max(s.wall_s, 1e-9)
+    busy = [p for p in s.others if p.cpu_s / wall >= BUSY_PROCESS_CORES and p.cpu_s * s.clk_tck >= MIN_TICKS]
+    busy_rows = _proc_list(busy, wall)[:MAX_LISTED]
+    visible_cores = sum(p.cpu_s for p in busy) / wall
+    planned_cores = sum(p.cpu_s for p in s.planned) / wall
+    ratio = (s.own_cpu_s / wall) if s.own_cpu_s is not None else None
+
+    # Cores others used on our CPUs: /proc/stat (sees every process, also other containers) minus ourselves
+    # and the planned processes; the process list when /proc/stat is unreadable.
+    other_cores, other_ticks = visible_cores, sum(p.cpu_s for p in busy) * s.clk_tck
+    steal_frac = None
+    if s.cpu_ticks is not None and s.cpu_ticks.total > 0 and s.own_cpu_s is not None:
+        other_ticks = s.cpu_ticks.busy - (s.own_cpu_s + planned_cores * wall) * s.clk_tck
+        other_cores = max(0.0, other_ticks / s.clk_tck / wall)
+        steal_frac = s.cpu_ticks.steal / s.cpu_ticks.total
+    demand = s.torch_threads + other_cores
+    oversubscribed = demand >= s.usable_cores + OVERSUB_MARGIN_CORES and other_ticks >= MIN_TICKS
+    if oversubscribed:
+        names = ", ".join(f"{r['cmd']} (pid {r['pid']}) {r['cores']:.2f}" for r in busy_rows) or "none visible here"
+        evidence.append(
+            f"CPUs oversubscribed: other processes used {other_cores:.2f} cores of the {s.usable_cores} this "
+            f"process may use, beside its {s.torch_threads} torch thread(s) (busy: {names})"
+        )
+    elif busy_rows:
+        notes.append(
+            f"other processes used {other_cores:.2f} cores; with {s.torch_threads} torch thread(s) on "
+            f"{s.usable_cores} usable cores that is no oversubscription"
+        )
+    if (
+        steal_frac is not None
+        and steal_frac >= STEAL_FRACTION
+        and s.cpu_ticks is not None
+        and s.cpu_ticks.steal >= MIN_TICKS
+    ):
+        evidence.append(f"CPU steal time {steal_frac:.0%} of the window: the hypervisor ran other guests on these CPUs")
+    probe_evidence, probe_notes, probe = _probe_verdict(s)
+    evidence += probe_evidence
+    notes += probe_notes
+    if wall * s.clk_tck < 20:
+        notes.append(
+            f"window {wall * 1e3:.0f} ms is short against the {1e3 / s.clk_tck:.0f} ms clock tick: "
+            "other processes' CPU time is coarse"
+        )
+    if evidence and ratio is not None:
+        evidence.append(f"this process got {ratio:.2f} CPU-seconds per second with {s.torch_threads} torch thread(s)")
+    return {
+        "detected": bool(probe_evidence or oversubscribed or any(e.startswith("CPU steal") for e in evidence)),
+        "evidence": evidence,
+        "notes": notes,
+        "planned_load": _proc_list(s.planned, wall),
+        "busy_processes": busy_rows,
+        "other_cores": round(other_cores, 3),
+        "oversubscribed": oversubscribed,
+        "torch_threads": s.torch_threads,
+        "usable_cores": s.usable_cores,
+        "cpu_time_ratio": None if ratio is None else round(ratio, 3),
+        "involuntary_ctx_switches_per_s": None
+        if s.own_involuntary_ctx is None
+        else round(s.own_involuntary_ctx / wall, 1),
+        "steal_fraction": None if steal_frac is None else round(steal_frac, 4),
+        "load_avg": {
+            "before": (s.load_before or {}).get("load"),
+            "after": (s.load_after or {}).get("load"),
+        },
+        "runnable": {
+            "before": (s.load_before or {}).get("runnable"),
+            "after": (s.load_after or {}).get("runnable"),
+        },
+        "probe": probe,
+        "window_s": round(wall, 4),
+        "method": "recstack.profiling.contention: /proc/stat ticks of this process's CPUs, /proc/<pid>/stat, "
+        "getrusage, and a GEMM + copy probe against the machine file's probe",
+    }
+
+
+# -- the watch -------------------------------------------------------------------
+def _descends(pid: int, parents: dict[int, int], roots: set[int]) -> bool:
+    seen = 0
+    while pid > 1 and seen < 64:
+        if pid in roots:
+            return True
+        pid = parents.get(pid, 0)
+        seen += 1
+    return False
+
+
+class ContentionWatch:
+    """Collect a :class:`Sample` around the timed steps; ``stop()`` returns :func:`assess`'s record."""
+
+    def __init__(
+        self,
+        machine: dict[str, Any] | None = None,
+        planned_pids: Iterable[int] = (),
+        *,
+        probe: bool = True,
+    ) -> None:
+        self.machine = machine
+        self.planned = {int(p) for p in planned_pids}
+        self.probe = probe
+        self.cpus = usable_cpus()
+        self.sample: Sample | None = None
+        self.result: dict[str, Any] | None = None
+
+    def start(self) -> ContentionWatch:
+        self._probe_before = probe_capacity() if self.probe else None
+        self._load0 = read_loadavg()
+        self._procs0 = scan_processes()
+        self._ticks0 = read_cpu_ticks(self.cpus)
+        self._own0 = _own_usage()
+        self._t0 = time.perf_counter()
+        return self
+
+    def stop(self) -> dict[str, Any]:
+        wall = time.perf_counter() - self._t0
+        own1 = _own_usage()
+        ticks1 = read_cpu_ticks(self.cpus)
+        procs1 = scan_processes()
+        load1 = read_loadavg()
+        probe_after = probe_capacity() if self.probe else None
+        try:
+            clk = os.sysconf("SC_CLK_TCK")
+        except (AttributeError, ValueError, OSError):
+            clk = 100
+        others, planned = self._split(procs1, clk, wall)
+        d_ticks = None
+        if self._ticks0 is not None and ticks1 is not None:
+            d_ticks = CpuTicks(
+                ticks1.busy - self._ticks0.busy, ticks1.steal - self._ticks0.steal, ticks1.total - self._ticks0.total
+            )
+        mp = (self.machine or {}).get("probe") if isinstance(self.machine, dict) else None
+        self.sample = Sample(
+            wall_s=wall,
+            torch_threads=torch.get_num_threads(),
+            usable_cores=len(self.cpus) if self.cpus else (os.cpu_count() or 1),
+            clk_tck=int(clk),
+            own_cpu_s=own1[0] - self._own0[0],
+            own_involuntary_ctx=own1[1] - self._own0[1],
+            cpu_ticks=d_ticks,
+            others=others,
+            planned=planned,
+            load_before=self._load0,
+            load_after=load1,
+            probe_before=self._probe_before,
+            probe_after=probe_after,
+            machine_probe=mp if isinstance(mp, dict) else None,
+            machine_measured_at=(self.machine or {}).get("measured_at") if isinstance(self.machine, dict) else None,
+            machine_known=isinstance(self.machine, dict),
+        )
+        self.result = assess(self.sample)
+        return self.result
+
+    def _split(
+        self, procs1: dict[tuple[int, int], tuple[str, int, int, int]], clk: int, wall: float
+    ) -> tuple[list[ProcUsage], list[ProcUsage]]:
+        me = os.getpid()
+        roots = self.planned | _PLANNED
+        parents = {pid: v[1] for (pid, _), v in procs1.items()}
+        others: list[ProcUsage] = []
+        planned: list[ProcUsage] = []
+        for key, (name, _ppid, ticks, threads) in procs1.items():
+            pid = key[0]
+            if pid == me:
+                continue
+            before = self._procs0.get(key)
+            delta = ticks - (before[2] if before else 0)
+            is_planned = bool(roots) and _descends(pid, parents, roots)
+            if delta <= 0 and not (is_planned and pid in roots):
+                continue
+            usage = ProcUsage(pid, name, max(delta, 0) / clk, threads)
+            if usage.cpu_s >= BUSY_PROCESS_CORES * wall or is_planned:
+                usage.cmd = _cmdline(pid) or name
+            (planned if is_planned else others).append(usage)
+        return others, planned
+
+
+__all__ = [
+    "ContentionWatch",
+    "Sample",
+    "assess",
+    "machine_probe",
+    "planned_processes",
+    "probe_capacity",
+]
