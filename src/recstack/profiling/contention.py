@@ -57,7 +57,7 @@ PROBE_GEMM_REPEATS = 5
 PROBE_STREAM_BYTES = 16 << 20
 PROBE_STREAM_REPEATS = 3
 MACHINE_PROBE_ROUNDS = 5
-MAX_LISTED = 8
+MAX_LISTED = 5  # busy processes named in the evidence text (the record lists all)
 
 _PLANNED: set[int] = set()
 
@@ -80,7 +80,8 @@ class ProcUsage:
     name: str
     cpu_s: float
     threads: int = 1
-    cmd: str = ""  # the command line, shortened (read for busy processes only)
+    cmd: str = ""
+    runnable: bool = False  # in state R at both ends of the window: busy however little CPU it got  # the command line, shortened (read for busy processes only)
 
 
 @dataclass
@@ -121,9 +122,12 @@ def read_cpu_ticks(cpus: set[int] | None, path: str = "/proc/stat") -> CpuTicks 
     return CpuTicks(busy, steal, total) if total else None
 
 
-def scan_processes(root: str = "/proc") -> dict[tuple[int, int], tuple[str, int, int, int]]:
-    """``(pid, start time) -> (name, parent pid, utime + stime ticks, threads)`` of every readable process."""
-    out: dict[tuple[int, int], tuple[str, int, int, int]] = {}
+ProcStat = tuple[str, int, int, int, str]  # name, parent pid, utime + stime ticks, threads, state
+
+
+def scan_processes(root: str = "/proc") -> dict[tuple[int, int], ProcStat]:
+    """``(pid, start time) -> (name, parent pid, CPU ticks, threads, state)`` of every readable process."""
+    out: dict[tuple[int, int], ProcStat] = {}
     try:
         names = os.listdir(root)
     except OSError:
@@ -142,7 +146,7 @@ def scan_processes(root: str = "/proc") -> dict[tuple[int, int], tuple[str, int,
             ppid, ticks, threads, start = int(rest[1]), int(rest[11]) + int(rest[12]), int(rest[17]), int(rest[19])
         except (IndexError, ValueError):
             continue
-        out[(int(entry), start)] = (text[lp + 1 : rp], ppid, ticks, threads)
+        out[(int(entry), start)] = (text[lp + 1 : rp], ppid, ticks, threads, rest[0])
     return out
 
 
@@ -323,8 +327,12 @@ def assess(s: Sample) -> dict[str, Any]:
     evidence: list[str] = []
     notes: list[str] = []
     wall = max(s.wall_s, 1e-9)
-    busy = [p for p in s.others if p.cpu_s / wall >= BUSY_PROCESS_CORES and p.cpu_s * s.clk_tck >= MIN_TICKS]
-    busy_rows = _proc_list(busy, wall)[:MAX_LISTED]
+    busy = [
+        p
+        for p in s.others
+        if p.runnable or (p.cpu_s / wall >= BUSY_PROCESS_CORES and p.cpu_s * s.clk_tck >= MIN_TICKS)
+    ]
+    busy_rows = _proc_list(busy, wall)
     visible_cores = sum(p.cpu_s for p in busy) / wall
     planned_cores = sum(p.cpu_s for p in s.planned) / wall
     ratio = (s.own_cpu_s / wall) if s.own_cpu_s is not None else None
@@ -340,7 +348,7 @@ def assess(s: Sample) -> dict[str, Any]:
     demand = s.torch_threads + other_cores
     oversubscribed = demand >= s.usable_cores + OVERSUB_MARGIN_CORES and other_ticks >= MIN_TICKS
     if oversubscribed:
-        names = ", ".join(f"{r['cmd']} (pid {r['pid']}) {r['cores']:.2f}" for r in busy_rows) or "none visible here"
+        names = ", ".join(f"{r['cmd']} (pid {r['pid']}) {r['cores']:.2f}" for r in busy_rows[:MAX_LISTED]) or "none visible here"
         evidence.append(
             f"CPUs oversubscribed: other processes used {other_cores:.2f} cores of the {s.usable_cores} this "
             f"process may use, beside its {s.torch_threads} torch thread(s) (busy: {names})"
@@ -474,14 +482,14 @@ class ContentionWatch:
         return self.result
 
     def _split(
-        self, procs1: dict[tuple[int, int], tuple[str, int, int, int]], clk: int, wall: float
+        self, procs1: dict[tuple[int, int], ProcStat], clk: int, wall: float
     ) -> tuple[list[ProcUsage], list[ProcUsage]]:
         me = os.getpid()
         roots = self.planned | _PLANNED
         parents = {pid: v[1] for (pid, _), v in procs1.items()}
         others: list[ProcUsage] = []
         planned: list[ProcUsage] = []
-        for key, (name, _ppid, ticks, threads) in procs1.items():
+        for key, (name, _ppid, ticks, threads, state) in procs1.items():
             pid = key[0]
             if pid == me:
                 continue
@@ -490,8 +498,9 @@ class ContentionWatch:
             is_planned = bool(roots) and _descends(pid, parents, roots)
             if delta <= 0 and not (is_planned and pid in roots):
                 continue
-            usage = ProcUsage(pid, name, max(delta, 0) / clk, threads)
-            if usage.cpu_s >= BUSY_PROCESS_CORES * wall or is_planned:
+            runnable = state == "R" and before is not None and before[4] == "R"
+            usage = ProcUsage(pid, name, max(delta, 0) / clk, threads, runnable=runnable)
+            if usage.cpu_s >= BUSY_PROCESS_CORES * wall or is_planned or runnable:
                 usage.cmd = _cmdline(pid) or name
             (planned if is_planned else others).append(usage)
         return others, planned

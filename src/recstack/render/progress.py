@@ -28,8 +28,12 @@ _state: dict[str, Any] = {"quiet": False, "force": None, "console": None, "live"
 
 
 def configure(*, quiet: bool | None = None, force: bool | None = None) -> None:
-    """``quiet``: show nothing; ``force``: show even when stderr is not a terminal (plain lines)."""
+    """``quiet``: show nothing; ``force``: show even when stderr is not a terminal (plain lines).
+
+    The console is re-created at next use, on the file descriptor 2 of that moment.
+    """
     finish()
+    _state["console"] = None
     if quiet is not None:
         _state["quiet"] = quiet
     if force is not None:
