@@ -158,9 +158,10 @@ def _own_usage() -> tuple[float, int]:
 def _cmdline(pid: int, limit: int = 60) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            text = f.read(4 * limit).replace(b"\0", b" ").decode("utf-8", errors="replace").strip()
+            argv = f.read(4 * limit).decode("utf-8", errors="replace").split("\0")
     except OSError:
         return ""
+    text = " ".join(" ".join([os.path.basename(argv[0]), *argv[1:]]).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
