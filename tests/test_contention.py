@@ -167,13 +167,17 @@ def test_probe_without_a_comparable_machine_probe_is_only_recorded():
 
 # -- real processes -----------------------------------------------------------------
 def _busy_loop() -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    """A process spinning in ``while True: pass`` (returned once it is in the loop)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "print('looping', flush=True)\nwhile True: pass"], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "looping"
+    return proc
 
 
 def test_watch_lists_busy_processes_and_keeps_planned_ones_apart():
     loops = [_busy_loop() for _ in range(3)]
     try:
-        time.sleep(0.2)  # let them start running
         watch = ContentionWatch(planned_pids=[loops[2].pid], probe=False).start()
         time.sleep(1.0)
         r = watch.stop()
@@ -181,6 +185,7 @@ def test_watch_lists_busy_processes_and_keeps_planned_ones_apart():
         for p in loops:
             p.kill()
             p.wait()
+            p.stdout.close()
     busy = {p["pid"] for p in r["busy_processes"]}
     assert {loops[0].pid, loops[1].pid} <= busy
     assert loops[2].pid not in busy
@@ -201,6 +206,7 @@ def test_registered_planned_processes_and_machine_probe_shape():
     finally:
         loop.kill()
         loop.wait()
+        loop.stdout.close()
     fig = mp["by_threads"]["1"]["gemm_flops"]
     assert fig["repeats"] == 2 and fig["min"] > 0
     assert mp["by_threads"]["1"]["stream_bytes_per_s"]["median"] > 0

@@ -96,6 +96,7 @@ def advance(name: str, estimate_s: float | None = None) -> None:
         TextColumn("{task.fields[est]}", markup=False),
         console=con,
         transient=True,
+        refresh_per_second=2,  # the refresh thread takes the GIL: rarely, so timed steps barely notice
         redirect_stderr=False,
         redirect_stdout=False,
     )
