@@ -128,6 +128,14 @@ def test_steal_time_is_contention():
     assert any(e.startswith("CPU steal time 15%") for e in r["evidence"])
 
 
+def test_cpu_quota_throttling_is_contention():
+    r = assess(_quiet_sample(cgroup_quota_cores=1.5, cgroup_throttled_s=0.4))
+    assert r["detected"] is True
+    assert any("CPU quota (1.5 cores) throttled this process for 20%" in e for e in r["evidence"])
+    assert any("exceed the container's CPU quota" in n for n in r["notes"])
+    assert assess(_quiet_sample(cgroup_quota_cores=4.0, cgroup_throttled_s=0.0))["detected"] is False
+
+
 def test_host_slower_than_its_roofs_names_both_figures():
     """The Intel guest's two periods: GEMM 453 -> 170 GFLOP/s, stream copy 27 -> 18 GB/s."""
     slow = _quiet_sample(

@@ -29,6 +29,9 @@ The decision is the pure function :func:`assess` over those numbers
 3. **host slower than when its roofs were measured**: both probes (before
    and after) below the machine file's probe floor, the lower of the probe's
    minimum at measurement and :data:`PROBE_FLOOR` x its median.
+4. **CPU quota**: the container's cgroup was throttled for >=
+   :data:`THROTTLE_FRACTION` of the window (cgroup v2 ``cpu.stat``
+   ``throttled_usec``, or v1 ``throttled_time``).
 
 Load average, runnable tasks, the CPU-time ratio and involuntary context
 switches are recorded, not used to decide: each depends on the model as much
@@ -51,6 +54,7 @@ BUSY_PROCESS_CORES = 0.1  # a process listed as busy used at least this many cor
 MIN_TICKS = 3  # clock ticks of CPU time below which a figure is tick noise
 OVERSUB_MARGIN_CORES = 0.5  # demand beyond the usable cores by at least this much is oversubscription
 STEAL_FRACTION = 0.05
+THROTTLE_FRACTION = 0.05  # share of the window the cgroup's CPU quota held this process back
 PROBE_FLOOR = 0.85
 PROBE_GEMM_N = 512
 PROBE_GEMM_REPEATS = 5
@@ -148,6 +152,52 @@ def scan_processes(root: str = "/proc") -> dict[tuple[int, int], ProcStat]:
             continue
         out[(int(entry), start)] = (text[lp + 1 : rp], ppid, ticks, threads, rest[0])
     return out
+
+
+def _cgroup_dirs() -> list[str]:
+    """This process's cgroup directories: v2 (unified), then v1's cpu controller."""
+    out: list[str] = []
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return out
+    for ln in lines:
+        hid, ctrls, rel = (ln.split(":", 2) + ["", ""])[:3]
+        if hid == "0" and not ctrls:
+            out.append(f"/sys/fs/cgroup{rel.rstrip('/')}")
+        elif "cpu" in ctrls.split(","):
+            out.append(f"/sys/fs/cgroup/{ctrls}{rel.rstrip('/')}")
+    return out
+
+
+def read_cgroup_cpu() -> dict[str, float] | None:
+    """``{"quota_cores", "throttled_s"}`` of this process's cgroup (v2 ``cpu.max``/``cpu.stat``, or v1), if any."""
+    for d in _cgroup_dirs():
+        try:
+            with open(f"{d}/cpu.stat", encoding="ascii") as f:
+                stat = dict(ln.split() for ln in f if len(ln.split()) == 2)
+        except (OSError, ValueError):
+            continue
+        quota = None
+        try:
+            if "throttled_usec" in stat:  # v2
+                with open(f"{d}/cpu.max", encoding="ascii") as f:
+                    q, period = f.read().split()
+                quota = None if q == "max" else int(q) / int(period)
+                throttled = int(stat["throttled_usec"]) * 1e-6
+            elif "throttled_time" in stat:  # v1, nanoseconds
+                with open(f"{d}/cpu.cfs_quota_us", encoding="ascii") as f:
+                    q1 = int(f.read())
+                with open(f"{d}/cpu.cfs_period_us", encoding="ascii") as f:
+                    quota = q1 / int(f.read()) if q1 > 0 else None
+                throttled = int(stat["throttled_time"]) * 1e-9
+            else:
+                continue
+        except (OSError, ValueError):
+            continue
+        return {"quota_cores": quota, "throttled_s": throttled}
+    return None
 
 
 def _own_usage() -> tuple[float, int]:
@@ -263,6 +313,8 @@ class Sample:
     machine_probe: dict[str, Any] | None = None  # the machine file's "probe" section
     machine_measured_at: str | None = None
     machine_known: bool = True  # False: the profile had no machine file at all
+    cgroup_quota_cores: float | None = None  # the container's CPU quota, when it has one
+    cgroup_throttled_s: float | None = None  # time the quota throttled this process's cgroup in the window
 
 
 PROBE_KINDS = {"gemm_flops": ("GEMM", "FLOP/s"), "stream_bytes_per_s": ("stream copy", "B/s")}
@@ -366,6 +418,12 @@ def assess(s: Sample) -> dict[str, Any]:
         and s.cpu_ticks.steal >= MIN_TICKS
     ):
         evidence.append(f"CPU steal time {steal_frac:.0%} of the window: the hypervisor ran other guests on these CPUs")
+    throttled = (s.cgroup_throttled_s or 0.0) / wall
+    if throttled >= THROTTLE_FRACTION:
+        quota = f"{s.cgroup_quota_cores:g} cores" if s.cgroup_quota_cores else "a quota"
+        evidence.append(f"the container's CPU quota ({quota}) throttled this process for {throttled:.0%} of the window")
+    if s.cgroup_quota_cores and s.torch_threads > s.cgroup_quota_cores:
+        notes.append(f"{s.torch_threads} torch threads exceed the container's CPU quota of {s.cgroup_quota_cores:g} cores")
     probe_evidence, probe_notes, probe = _probe_verdict(s)
     evidence += probe_evidence
     notes += probe_notes
@@ -377,7 +435,9 @@ def assess(s: Sample) -> dict[str, Any]:
     if evidence and ratio is not None:
         evidence.append(f"this process got {ratio:.2f} CPU-seconds per second with {s.torch_threads} torch thread(s)")
     return {
-        "detected": bool(probe_evidence or oversubscribed or any(e.startswith("CPU steal") for e in evidence)),
+        "detected": bool(
+            probe_evidence or oversubscribed or throttled >= THROTTLE_FRACTION or any(e.startswith("CPU steal") for e in evidence)
+        ),
         "evidence": evidence,
         "notes": notes,
         "planned_load": _proc_list(s.planned, wall),
@@ -391,6 +451,9 @@ def assess(s: Sample) -> dict[str, Any]:
         if s.own_involuntary_ctx is None
         else round(s.own_involuntary_ctx / wall, 1),
         "steal_fraction": None if steal_frac is None else round(steal_frac, 4),
+        "cgroup": {"quota_cores": s.cgroup_quota_cores, "throttled_fraction": round(throttled, 4)}
+        if s.cgroup_throttled_s is not None
+        else None,
         "load_avg": {
             "before": (s.load_before or {}).get("load"),
             "after": (s.load_after or {}).get("load"),
@@ -439,6 +502,7 @@ class ContentionWatch:
         self._load0 = read_loadavg()
         self._procs0 = scan_processes()
         self._ticks0 = read_cpu_ticks(self.cpus)
+        self._cg0 = read_cgroup_cpu()
         self._own0 = _own_usage()
         self._t0 = time.perf_counter()
         return self
@@ -447,6 +511,7 @@ class ContentionWatch:
         wall = time.perf_counter() - self._t0
         own1 = _own_usage()
         ticks1 = read_cpu_ticks(self.cpus)
+        cg1 = read_cgroup_cpu()
         procs1 = scan_processes()
         load1 = read_loadavg()
         probe_after = probe_capacity() if self.probe else None
@@ -478,6 +543,8 @@ class ContentionWatch:
             machine_probe=mp if isinstance(mp, dict) else None,
             machine_measured_at=(self.machine or {}).get("measured_at") if isinstance(self.machine, dict) else None,
             machine_known=isinstance(self.machine, dict),
+            cgroup_quota_cores=cg1["quota_cores"] if cg1 else None,
+            cgroup_throttled_s=(cg1["throttled_s"] - self._cg0["throttled_s"]) if cg1 and self._cg0 else None,
         )
         self.result = assess(self.sample)
         return self.result
