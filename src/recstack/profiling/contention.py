@@ -335,11 +335,11 @@ def _proc_list(procs: list[ProcUsage], wall_s: float) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: -r["cores"])
 
 
-def _probe_verdict(s: Sample) -> tuple[list[str], list[str], dict[str, Any]]:
-    """Evidence and notes from the probes, and the probe record."""
+def _probe_verdict(s: Sample) -> Verdict:
+    """Host slower than when its roofs were measured: both probes below the machine probe's floor."""
     record: dict[str, Any] = {"before": s.probe_before, "after": s.probe_after, "settings": probe_settings()}
     if not s.probe_before or not s.probe_after:
-        return [], [], record
+        return [], [], {"probe": record}
     evidence: list[str] = []
     notes: list[str] = []
     threads = s.probe_before.get("threads")
@@ -372,101 +372,106 @@ def _probe_verdict(s: Sample) -> tuple[list[str], list[str], dict[str, Any]]:
                 f"{_si(float(ref[kind]['median']), unit)} (min {_si(float(ref[kind]['min']), unit)}) when the "
                 f"machine was measured{when}; roofline fractions against that machine are too low"
             )
-    return evidence, notes, record
+    return evidence, notes, {"probe": record}
 
 
-def assess(s: Sample) -> dict[str, Any]:
-    """The ``environment.contention`` record: ``detected``, ``evidence`` (why), and every figure used."""
-    evidence: list[str] = []
-    notes: list[str] = []
+Verdict = tuple[list[str], list[str], dict[str, Any]]  # evidence (contention), notes (not), figures recorded
+
+
+def _is_busy(p: ProcUsage, s: Sample) -> bool:
     wall = max(s.wall_s, 1e-9)
-    busy = [
-        p
-        for p in s.others
-        if p.runnable or (p.cpu_s / wall >= BUSY_PROCESS_CORES and p.cpu_s * s.clk_tck >= MIN_TICKS)
-    ]
-    busy_rows = _proc_list(busy, wall)
-    visible_cores = sum(p.cpu_s for p in busy) / wall
-    planned_cores = sum(p.cpu_s for p in s.planned) / wall
-    ratio = (s.own_cpu_s / wall) if s.own_cpu_s is not None else None
+    return p.runnable or (p.cpu_s / wall >= BUSY_PROCESS_CORES and p.cpu_s * s.clk_tck >= MIN_TICKS)
 
-    # Cores others used on our CPUs: /proc/stat (sees every process, also other containers) minus ourselves
-    # and the planned processes; the process list when /proc/stat is unreadable.
-    other_cores, other_ticks = visible_cores, sum(p.cpu_s for p in busy) * s.clk_tck
-    steal_frac = None
+
+def _cpu_share_verdict(s: Sample) -> Verdict:
+    """Oversubscription: torch threads + cores others used on our CPUs against the usable cores."""
+    wall = max(s.wall_s, 1e-9)
+    busy = [p for p in s.others if _is_busy(p, s)]
+    rows = _proc_list(busy, wall)
+    # /proc/stat sees every process (also other containers'): our CPUs' busy time less ours and the
+    # planned processes'. The process list stands in when /proc/stat or getrusage is unreadable.
+    other_ticks = sum(p.cpu_s for p in busy) * s.clk_tck
     if s.cpu_ticks is not None and s.cpu_ticks.total > 0 and s.own_cpu_s is not None:
-        other_ticks = s.cpu_ticks.busy - (s.own_cpu_s + planned_cores * wall) * s.clk_tck
-        other_cores = max(0.0, other_ticks / s.clk_tck / wall)
-        steal_frac = s.cpu_ticks.steal / s.cpu_ticks.total
-    demand = s.torch_threads + other_cores
-    oversubscribed = demand >= s.usable_cores + OVERSUB_MARGIN_CORES and other_ticks >= MIN_TICKS
-    if oversubscribed:
-        names = ", ".join(f"{r['cmd']} (pid {r['pid']}) {r['cores']:.2f}" for r in busy_rows[:MAX_LISTED]) or "none visible here"
+        other_ticks = s.cpu_ticks.busy - (s.own_cpu_s + sum(p.cpu_s for p in s.planned)) * s.clk_tck
+    other_cores = max(0.0, other_ticks / s.clk_tck / wall)
+    over = s.torch_threads + other_cores >= s.usable_cores + OVERSUB_MARGIN_CORES and other_ticks >= MIN_TICKS
+    evidence, notes = [], []
+    if over:
+        names = ", ".join(f"{r['cmd']} (pid {r['pid']}) {r['cores']:.2f}" for r in rows[:MAX_LISTED])
         evidence.append(
             f"CPUs oversubscribed: other processes used {other_cores:.2f} cores of the {s.usable_cores} this "
-            f"process may use, beside its {s.torch_threads} torch thread(s) (busy: {names})"
+            f"process may use, beside its {s.torch_threads} torch thread(s) (busy: {names or 'none visible here'})"
         )
-    elif busy_rows:
+    elif rows:
         notes.append(
             f"other processes used {other_cores:.2f} cores; with {s.torch_threads} torch thread(s) on "
             f"{s.usable_cores} usable cores that is no oversubscription"
         )
-    if (
-        steal_frac is not None
-        and steal_frac >= STEAL_FRACTION
-        and s.cpu_ticks is not None
-        and s.cpu_ticks.steal >= MIN_TICKS
-    ):
-        evidence.append(f"CPU steal time {steal_frac:.0%} of the window: the hypervisor ran other guests on these CPUs")
-    throttled = (s.cgroup_throttled_s or 0.0) / wall
-    if throttled >= THROTTLE_FRACTION:
-        quota = f"{s.cgroup_quota_cores:g} cores" if s.cgroup_quota_cores else "a quota"
-        evidence.append(f"the container's CPU quota ({quota}) throttled this process for {throttled:.0%} of the window")
-    if s.cgroup_quota_cores and s.torch_threads > s.cgroup_quota_cores:
-        notes.append(f"{s.torch_threads} torch threads exceed the container's CPU quota of {s.cgroup_quota_cores:g} cores")
-    probe_evidence, probe_notes, probe = _probe_verdict(s)
-    evidence += probe_evidence
-    notes += probe_notes
     if wall * s.clk_tck < 20:
         notes.append(
             f"window {wall * 1e3:.0f} ms is short against the {1e3 / s.clk_tck:.0f} ms clock tick: "
             "other processes' CPU time is coarse"
         )
-    if evidence and ratio is not None:
-        evidence.append(f"this process got {ratio:.2f} CPU-seconds per second with {s.torch_threads} torch thread(s)")
-    return {
-        "detected": bool(
-            probe_evidence or oversubscribed or throttled >= THROTTLE_FRACTION or any(e.startswith("CPU steal") for e in evidence)
-        ),
-        "evidence": evidence,
-        "notes": notes,
+    record = {
+        "busy_processes": rows,
         "planned_load": _proc_list(s.planned, wall),
-        "busy_processes": busy_rows,
         "other_cores": round(other_cores, 3),
-        "oversubscribed": oversubscribed,
+        "oversubscribed": over,
         "torch_threads": s.torch_threads,
         "usable_cores": s.usable_cores,
-        "cpu_time_ratio": None if ratio is None else round(ratio, 3),
-        "involuntary_ctx_switches_per_s": None
+    }
+    return evidence, notes, record
+
+
+def _steal_verdict(s: Sample) -> Verdict:
+    t = s.cpu_ticks
+    frac = t.steal / t.total if t is not None and t.total > 0 else None
+    evidence = []
+    if frac is not None and t is not None and frac >= STEAL_FRACTION and t.steal >= MIN_TICKS:
+        evidence.append(f"CPU steal time {frac:.0%} of the window: the hypervisor ran other guests on these CPUs")
+    return evidence, [], {"steal_fraction": None if frac is None else round(frac, 4)}
+
+
+def _quota_verdict(s: Sample) -> Verdict:
+    if s.cgroup_throttled_s is None:
+        return [], [], {"cgroup": None}
+    throttled = s.cgroup_throttled_s / max(s.wall_s, 1e-9)
+    quota = s.cgroup_quota_cores
+    evidence, notes = [], []
+    if throttled >= THROTTLE_FRACTION:
+        what = f"{quota:g} cores" if quota else "a quota"
+        evidence.append(f"the container's CPU quota ({what}) throttled this process for {throttled:.0%} of the window")
+    if quota and s.torch_threads > quota:
+        notes.append(f"{s.torch_threads} torch threads exceed the container's CPU quota of {quota:g} cores")
+    return evidence, notes, {"cgroup": {"quota_cores": quota, "throttled_fraction": round(throttled, 4)}}
+
+
+def assess(s: Sample) -> dict[str, Any]:
+    """The ``environment.contention`` record: ``detected``, ``evidence`` (why), and every figure used."""
+    wall = max(s.wall_s, 1e-9)
+    evidence: list[str] = []
+    out: dict[str, Any] = {"detected": False, "evidence": evidence, "notes": []}
+    for verdict in (_cpu_share_verdict, _steal_verdict, _quota_verdict, _probe_verdict):
+        ev, notes, record = verdict(s)
+        evidence += ev
+        out["notes"] += notes
+        out.update(record)
+    out["detected"] = bool(evidence)
+    ratio = (s.own_cpu_s / wall) if s.own_cpu_s is not None else None
+    if evidence and ratio is not None:
+        evidence.append(f"this process got {ratio:.2f} CPU-seconds per second with {s.torch_threads} torch thread(s)")
+    out.update(
+        cpu_time_ratio=None if ratio is None else round(ratio, 3),
+        involuntary_ctx_switches_per_s=None
         if s.own_involuntary_ctx is None
         else round(s.own_involuntary_ctx / wall, 1),
-        "steal_fraction": None if steal_frac is None else round(steal_frac, 4),
-        "cgroup": {"quota_cores": s.cgroup_quota_cores, "throttled_fraction": round(throttled, 4)}
-        if s.cgroup_throttled_s is not None
-        else None,
-        "load_avg": {
-            "before": (s.load_before or {}).get("load"),
-            "after": (s.load_after or {}).get("load"),
-        },
-        "runnable": {
-            "before": (s.load_before or {}).get("runnable"),
-            "after": (s.load_after or {}).get("runnable"),
-        },
-        "probe": probe,
-        "window_s": round(wall, 4),
-        "method": "recstack.profiling.contention: /proc/stat ticks of this process's CPUs, /proc/<pid>/stat, "
-        "getrusage, and a GEMM + copy probe against the machine file's probe",
-    }
+        load_avg={"before": (s.load_before or {}).get("load"), "after": (s.load_after or {}).get("load")},
+        runnable={"before": (s.load_before or {}).get("runnable"), "after": (s.load_after or {}).get("runnable")},
+        window_s=round(wall, 4),
+        method="recstack.profiling.contention: /proc/stat ticks of this process's CPUs, /proc/<pid>/stat, "
+        "cgroup cpu.stat, getrusage, and a GEMM + copy probe against the machine file's probe",
+    )
+    return out
 
 
 # -- the watch -------------------------------------------------------------------
