@@ -24,11 +24,10 @@ from recstack.profiling.contention import (
     ProcUsage,
     Sample,
     assess,
-    machine_probe,
     planned_processes,
-    probe_settings,
 )
 from recstack.profiling.native_stderr import filtered_fd2, is_native_log
+from recstack.profiling.probe import machine_probe, probe_settings
 from recstack.profiling.timing import RUSAGE_FIELDS, StageTimer, stage_rusage
 from recstack.render import progress
 

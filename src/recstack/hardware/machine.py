@@ -64,7 +64,7 @@ def measure_machine(
     quick: bool = False, *, tiny: bool = False, progress: Progress | None = None
 ) -> dict[str, Any]:
     """Measure this host now (``quick``: under a minute on 2 cores; ``tiny``: seconds, for tests)."""
-    from recstack.profiling.contention import machine_probe
+    from recstack.profiling.probe import machine_probe
     from recstack.render.progress import finish, reporter
 
     say = reporter(progress)
