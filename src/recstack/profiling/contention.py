@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -198,7 +197,13 @@ def read_cgroup_cpu() -> dict[str, float] | None:
     return None
 
 
-def _own_usage() -> tuple[float, int]:
+def _own_usage() -> tuple[float, int | None]:
+    """This process's CPU seconds (all threads) and involuntary context switches (None where unknown)."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        t = os.times()
+        return t.user + t.system, None
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime, r.ru_nivcsw
 
@@ -465,7 +470,7 @@ class ContentionWatch:
             usable_cores=len(self.cpus) if self.cpus else (os.cpu_count() or 1),
             clk_tck=int(clk),
             own_cpu_s=own1[0] - self._own0[0],
-            own_involuntary_ctx=own1[1] - self._own0[1],
+            own_involuntary_ctx=None if own1[1] is None or self._own0[1] is None else own1[1] - self._own0[1],
             cpu_ticks=d_ticks,
             others=others,
             planned=planned,
