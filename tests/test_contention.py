@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from recstack.hardware.probe import machine_probe, probe_settings
 from recstack.profiling.contention import (
     PROBE_FLOOR,
     ContentionWatch,
@@ -27,7 +28,6 @@ from recstack.profiling.contention import (
     planned_processes,
 )
 from recstack.profiling.native_stderr import filtered_fd2, is_native_log
-from recstack.profiling.probe import machine_probe, probe_settings
 from recstack.profiling.timing import RUSAGE_FIELDS, StageTimer, stage_rusage
 from recstack.render import progress
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from recstack.cli import int_at_least, positive_float
+from recstack.cli_types import int_at_least, positive_float
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -69,7 +69,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.machine == "auto":
         print("recstack demo: measuring this machine (quick; cached per host) for the roofline ...")
         sys.stdout.flush()
-        get_machine(quick=True)
+        from recstack.render.progress import finish, reporter
+
+        get_machine(quick=True, progress=reporter())
+        finish()
     ns = build_profile_parser().parse_args(
         [
             args.model,
@@ -162,4 +165,7 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.hardware.commands import register as register_hardware
 
     register_hardware(sub)
+    from recstack.analysis.commands import register as register_analyse
+
+    register_analyse(sub)
 

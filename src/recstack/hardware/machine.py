@@ -34,6 +34,7 @@ from recstack.errors import DataError
 from recstack.hardware import cpu_bench, sysinfo
 from recstack.hardware.bench import STAT_KEYS
 from recstack.hardware.plan import make_plan
+from recstack.hardware.sysinfo import cache_dir
 
 SCHEMA = "recstack.machine"
 SCHEMA_VERSION = 2  # 2: gather grid measured by the native pooled kernel (1: torch.index_select)
@@ -64,10 +65,9 @@ def measure_machine(
     quick: bool = False, *, tiny: bool = False, progress: Progress | None = None
 ) -> dict[str, Any]:
     """Measure this host now (``quick``: under a minute on 2 cores; ``tiny``: seconds, for tests)."""
-    from recstack.profiling.probe import machine_probe
-    from recstack.render.progress import finish, reporter
+    from recstack.hardware.probe import machine_probe
 
-    say = reporter(progress)
+    say = progress or _quiet
     mode = _mode(quick, tiny)
     t_start = time.perf_counter()
     caches = sysinfo.cache_levels()
@@ -104,7 +104,6 @@ def measure_machine(
             except RuntimeError as exc:  # out of memory or a driver error: keep the CPU figures
                 gpu = {"name": torch.cuda.get_device_name(0), "error": f"{type(exc).__name__}: {exc}"}
     finally:
-        finish()
         torch.set_num_threads(old_threads)
     flags = sysinfo.bf16_flags()
     model = sysinfo.cpu_model()
@@ -246,11 +245,6 @@ def save_machine(machine: dict[str, Any], path: str | Path) -> Path:
 
 
 # -- cache ----------------------------------------------------------------------
-def cache_dir() -> Path:
-    env = os.environ.get("RECSTACK_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "recstack"
-
-
 def _safe(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
 

@@ -14,9 +14,9 @@ it could not):
   excluding this process and recstack's own *planned* processes (sweep and
   serving workers, ranks: passed in or registered with
   :func:`planned_processes`), which go to ``planned_load`` instead;
-* a capacity probe (:func:`recstack.profiling.probe.probe_capacity`: a few ms
+* a capacity probe (:func:`recstack.hardware.probe.probe_capacity`: a few ms
   of GEMM and of streaming) before and after, compared with the same probe
-  recorded in the machine file (:func:`~recstack.profiling.probe.machine_probe`)
+  recorded in the machine file (:func:`~recstack.hardware.probe.machine_probe`)
   when its roofs were measured.
 
 The decision is the pure function :func:`assess` over those numbers
@@ -50,7 +50,7 @@ from typing import Any
 
 import torch
 
-from recstack.profiling.probe import probe_capacity, probe_settings
+from recstack.hardware.probe import probe_capacity, probe_settings
 
 BUSY_PROCESS_CORES = 0.1  # a process listed as busy used at least this many cores over the window
 MIN_TICKS = 3  # clock ticks of CPU time below which a figure is tick noise
