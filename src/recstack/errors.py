@@ -83,3 +83,11 @@ class PartialResultsError(RecstackError):
     """Some of the work failed (sweep points, ranks); what succeeded is kept; exit 4."""
 
     exit_code = EXIT_PARTIAL
+
+
+class Terminated(BaseException):
+    """Raised by the CLI's SIGTERM handler so that the run unwinds (no partial files) and exits 143.
+
+    A BaseException, like KeyboardInterrupt, so that ``except Exception`` in
+    user code does not swallow it.
+    """

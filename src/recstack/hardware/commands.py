@@ -150,6 +150,11 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise ConfigError(f"must be >= 0 (got {args.top})", field="--top")
     output_paths(args.output)  # reject a bad extension before any measuring
+    from recstack.outputs import check_writable
+
+    check_writable(args.output, "-o/--output")
+    if args.save_profile:
+        check_writable(args.save_profile, "--save-profile")
     profile = Profile.load(args.profile)
     machine = (
         load_machine(args.machine) if args.machine else get_machine(quick=True, progress=_stderr_progress())
