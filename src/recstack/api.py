@@ -58,6 +58,8 @@ def profile(
     node against, ``"auto"`` for this host's cached measurement if there is one.
     ``trace``: also write the op pass's Chrome trace there.
     """
+    if "batch_size" in overrides and overrides["batch_size"] is None:
+        del overrides["batch_size"]  # None: read it from the first batch (as when not given)
     cfg = RunConfig.build(config, overrides)
     if not isinstance(model, nn.Module):
         raise ConfigError(f"must be a torch.nn.Module (got {type(model).__name__}); for a zoo id use profile_zoo",

@@ -17,7 +17,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from recstack.cli import config_type, int_at_least
+from recstack.argtypes import Parser, config_type, int_at_least
 from recstack.config.run import RunConfig, field_range
 from recstack.errors import ConfigError, ContendedRunError, RecstackError
 
@@ -93,11 +93,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     """The RunConfig of a parsed command line: CLI defaults, then ``--config`` YAML, then the flags given."""
     given = {n: getattr(args, n) for n in RunConfig.model_fields if hasattr(args, n)}
+    base = {n: cli_default(n) for n in RunConfig.model_fields if "default" in (_cli_meta(n) or {})}
     if getattr(args, "config", None):
-        base = RunConfig.from_yaml(args.config)
-    else:
-        base = RunConfig.build({n: cli_default(n) for n in RunConfig.model_fields
-                                if "default" in (_cli_meta(n) or {})})
+        base.update(RunConfig.from_yaml(args.config).model_dump(exclude_unset=True))
     cfg = RunConfig.build(base, given, name=lambda n: "MODEL" if n == "model" else flag_of(n))
     if cfg.model is None:
         raise ConfigError("give a zoo id (rmc1 ... dien), a model YAML or package.module:factory, "
@@ -111,6 +109,15 @@ def _save_atomic(prof: Any, path: Path) -> None:
 
     with atomic_output(path) as tmp:
         prof.save(tmp)
+
+
+def strict_check(prof: Any, written: Path | None) -> None:
+    """``--strict``: a contended run (``environment.contention.detected``) is an error (exit 3), after writing."""
+    contention = prof.environment.get("contention") or {}
+    if isinstance(contention, dict) and contention.get("detected"):
+        evidence = "; ".join(str(e) for e in contention.get("evidence", [])[:2]) or "see environment.contention"
+        where = f" (the profile is written to {written})" if written else ""
+        raise ContendedRunError(f"--strict: the run was contended: {evidence}{where}")
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -149,11 +156,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
             print(f"trace written to {trace} (open in Perfetto or chrome://tracing)")
         else:
             print(f"no trace written to {args.trace} (the op pass did not run)")
-    contention = prof.environment.get("contention") or {}
-    if args.strict and isinstance(contention, dict) and contention.get("detected"):
-        evidence = "; ".join(str(e) for e in contention.get("evidence", [])[:2]) or "see environment.contention"
-        where = f" (the profile is written to {written})" if written else ""
-        raise ContendedRunError(f"--strict: the run was contended: {evidence}{where}")
+    if args.strict:
+        strict_check(prof, written)
     return 0
 
 
@@ -226,8 +230,6 @@ def _add_profile_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_profile_parser() -> argparse.ArgumentParser:
-    from recstack.cli import Parser
-
     p = Parser(prog="recstack profile")
     _add_profile_args(p)
     return p
