@@ -106,6 +106,13 @@ def meta_model(batch_size, seed):
     return model, _batches(batch_size, seed)
 
 
+def takes_outputs(batch_size, seed):
+    import os
+    os.mkdir("p.json")  # something else takes the output paths after the early check
+    os.mkdir("t.json")
+    return good(batch_size, seed)
+
+
 def sleeps(batch_size, seed):
     import pathlib, time
     pathlib.Path("started").write_text("1")
@@ -324,6 +331,22 @@ def test_cli_factory_run_with_config_yaml_trace_and_fallbacks(usermod, tmp_path,
     assert prof.run["config"]["model"] == f"{usermod}:good" and prof.run["trace"] == str(trace)
     assert json.loads(trace.read_text())["traceEvents"]
     assert not list(out.parent.glob(".recstack-tmp-*"))
+
+
+def test_outputs_that_fail_at_the_end_fall_back(usermod, tmp_path, capsys):
+    rc, stdout, err = _run(["profile", f"{usermod}:takes_outputs", "--batch-size", "4", "--iters", "2",
+                            "--warmup", "0", "--op-iters", "1", "--machine", "none", "-o", "p.json",
+                            "--trace", "t.json", "--depth", "1"], capsys)
+    assert rc == 0, err
+    assert "embedding" in stdout  # the tree is printed regardless
+    line = next(ln for ln in stdout.splitlines() if ln.startswith("cannot write p.json"))
+    fallback = Path(line.rsplit("profile written to ", 1)[1].removesuffix(" instead"))
+    assert recstack.Profile.load(fallback).run["config"]["model"] == f"{usermod}:takes_outputs"
+    assert err.startswith("warning: trace: cannot write t.json")
+    trace = Path(next(ln for ln in stdout.splitlines() if ln.startswith("trace written to")).split()[3])
+    assert trace != Path("t.json") and json.loads(trace.read_text())["traceEvents"]
+    fallback.unlink()
+    trace.unlink()
 
 
 @pytest.mark.parametrize(

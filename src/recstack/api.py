@@ -256,8 +256,8 @@ def _make_batches(inputs: Any, batch_size: int, count: int) -> list[Any]:
     if isinstance(inputs, (list, tuple)) and not isinstance(inputs, str):
         if not inputs:
             raise ConfigError("the list of batches is empty", field="inputs")
-        for b in inputs:
-            _check_batch(b, "inputs")
+        if any(b is None for b in inputs):
+            raise ConfigError("a batch in the list is None", field="inputs")
         return list(inputs)
     raise ConfigError(
         "must be a workload (with .batch(batch_size, index)), a callable returning batches, or a list "

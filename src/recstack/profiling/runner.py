@@ -27,7 +27,6 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -95,20 +94,34 @@ class ProfileOptions:
             raise ConfigError("must be loaded StageRules (recstack.profiling.load_stage_rules)", field="stage_rules")
 
     def write_trace(self, prof: Any) -> None:
-        """Export the op pass's Chrome trace atomically; a failing path falls back to the temp folder.
+        """Export the op pass's Chrome trace to ``trace_path`` atomically, never failing the run.
 
-        Records the file really written as ``run_info["trace"]`` (so ``run.trace``).
+        torch.profiler exports a trace only once, so it is staged in the temp
+        folder first, then copied into place; if that fails, the staged file is
+        where the trace stays (a warning names it). ``run_info["trace"]`` (so
+        ``run.trace``) records the file really written, and is absent if none was.
         """
-        from recstack.outputs import atomic_output, write_with_fallback
+        import shutil
 
-        def write(path: Path) -> None:
-            with atomic_output(path) as tmp:
-                prof.export_chrome_trace(str(tmp))
+        from recstack.outputs import atomic_output, fallback_path
 
-        written, reason = write_with_fallback(self.trace_path, write)
-        if reason is not None:
-            warnings.warn(f"trace: cannot write {self.trace_path} ({reason}); written to {written}", stacklevel=2)
-        self.run_info["trace"] = str(written)
+        staged = fallback_path(self.trace_path)
+        try:
+            prof.export_chrome_trace(str(staged))
+        except OSError as exc:
+            staged.unlink(missing_ok=True)
+            warnings.warn(f"trace: not written ({exc.strerror or exc})", stacklevel=2)
+            return
+        try:
+            with atomic_output(self.trace_path) as tmp:
+                shutil.copyfile(staged, tmp)
+        except OSError as exc:
+            warnings.warn(f"trace: cannot write {self.trace_path} ({exc.strerror or exc}); written to {staged}",
+                          stacklevel=2)
+            self.run_info["trace"] = str(staged)
+            return
+        staged.unlink(missing_ok=True)
+        self.run_info["trace"] = str(self.trace_path)
 
 
 def call_model(model: nn.Module, batch: Any) -> Any:
