@@ -316,6 +316,8 @@ def test_cli_user_code_errors(usermod, capsys, factory, expect):
     first, *rest = err.splitlines()
     assert first.startswith("error: ") and expect in first, err
     assert "Traceback" not in err and "recstack/" not in err  # only the user's frames
+    if factory == "no_params":
+        assert first.startswith("error: --mode: NoParams has no trainable parameters")
     if factory in ("raises", "dies_mid_run"):
         assert f"{usermod}.py" in err
 

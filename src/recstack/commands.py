@@ -28,6 +28,11 @@ def flag_of(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+def cli_name(field: str) -> str:
+    """How an error names a RunConfig field on the command line: its flag, or MODEL for the positional."""
+    return "MODEL" if (_cli_meta(field) or {}).get("positional") else flag_of(field)
+
+
 def _cli_meta(field: str) -> dict[str, Any] | None:
     extra = RunConfig.model_fields[field].json_schema_extra or {}
     cli = extra.get("cli", {}) if isinstance(extra, dict) else {}
@@ -96,7 +101,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     base = {n: cli_default(n) for n in RunConfig.model_fields if "default" in (_cli_meta(n) or {})}
     if getattr(args, "config", None):
         base.update(RunConfig.from_yaml(args.config).model_dump(exclude_unset=True))
-    cfg = RunConfig.build(base, given, name=lambda n: "MODEL" if n == "model" else flag_of(n))
+    cfg = RunConfig.build(base, given, name=cli_name)
     if cfg.model is None:
         raise ConfigError("give a zoo id (rmc1 ... dien), a model YAML or package.module:factory, "
                           "or a --config whose model: names one", field="MODEL")
@@ -132,7 +137,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     from recstack import api
 
-    prof = api.profile_config(cfg, trace=args.trace)
+    try:
+        prof = api.profile_config(cfg, trace=args.trace)
+    except ConfigError as exc:
+        if exc.field in RunConfig.model_fields and exc.source is None:
+            raise ConfigError(exc.detail, field=cli_name(exc.field)) from exc  # the flag the user typed
+        raise
     written, why, failed = None, None, None
     if args.output:
         try:

@@ -43,6 +43,7 @@ class ConfigError(RecstackError):
     def __init__(self, message: str, *, source: str | None = None, field: str | None = None) -> None:
         self.source = source
         self.field = field
+        self.detail = message  # without the prefix: lets a caller re-name the field (API name -> CLI flag)
         prefix = ""
         if source:
             prefix += f"{source}: "
