@@ -92,7 +92,7 @@ def profile_zoo(
         raise ConfigError("give a zoo id (rmc1 ... dien) or a model YAML file", field="model")
     _check_keywords(num_batches=num_batches, run_info=run_info, trace=trace, cost_model=cost_model,
                     counters=counters)
-    from recstack.workload import load_workload
+    from recstack.workload import bind, load_workload
     from recstack.zoo import BuildOptions, build_model
 
     # Validate every input file before the (possibly minutes-long) model build.
@@ -109,7 +109,7 @@ def profile_zoo(
         batch_size=cfg.batch_size,
     )
     net = build_model(cfg.model, scale=cfg.scale, options=build)
-    bound = spec.bind(net.features(), net.num_dense, net.num_tasks)
+    bound = bind(spec, net.features(), net.num_dense, net.num_tasks)
     info = {
         "model": net.cfg.name,
         "backend": cfg.backend,

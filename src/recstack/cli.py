@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from recstack.argtypes import Parser, config_type, int_at_least, positive_float
+from recstack.cli_types import Parser, config_type, int_at_least, positive_float
 from recstack.errors import EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM, RecstackError, Terminated, UserCodeError
 
 SYNOPSIS_WIDTH = 100

@@ -17,7 +17,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from recstack.argtypes import Parser, config_type, int_at_least
+from recstack.cli_types import Parser, config_type, int_at_least
 from recstack.config.run import RunConfig, field_range
 from recstack.errors import ConfigError, ContendedRunError, RecstackError
 
@@ -270,3 +270,6 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.hardware.commands import register as register_hardware
 
     register_hardware(sub)
+    from recstack.analysis.commands import register as register_analyse
+
+    register_analyse(sub)

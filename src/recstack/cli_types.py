@@ -1,7 +1,7 @@
-"""argparse pieces shared by every command: the parser class and argument types.
+"""argparse pieces shared by every command module: the parser class and argument types.
 
-Kept apart from :mod:`recstack.cli` so that command modules import them without
-importing the CLI (no cli <-> commands cycle).
+Each type names its flag in the error it raises. Kept apart from :mod:`recstack.cli`
+so that command modules import them without importing the CLI (no cycle).
 """
 
 from __future__ import annotations
@@ -38,19 +38,6 @@ def config_type(field: str, flag: str) -> Callable[[str], Any]:
     return parse
 
 
-def int_at_least(name: str, low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer (got {text!r})") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"{name} must be >= {low} (got {v})")
-        return v
-
-    return parse
-
-
 def positive_float(name: str) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
@@ -59,6 +46,19 @@ def positive_float(name: str) -> Callable[[str], float]:
             raise argparse.ArgumentTypeError(f"{name} must be a number (got {text!r})") from None
         if not v > 0 or v != v or v == float("inf"):
             raise argparse.ArgumentTypeError(f"{name} must be a positive number (got {text!r})")
+        return v
+
+    return parse
+
+
+def int_at_least(name: str, low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer (got {text!r})") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"{name} must be >= {low} (got {v})")
         return v
 
     return parse
