@@ -28,6 +28,7 @@ from recstack.config.run import ITERS_MAX, RunConfig
 from recstack.errors import ConfigError, UserCodeError
 from recstack.profiling.rules import StageRules, load_stage_rules
 from recstack.profiling.runner import ProfileOptions, profile_model
+from recstack.render import progress
 from recstack.tree import Profile
 from recstack.usercode import as_user_error, call_user, name_of
 
@@ -108,7 +109,8 @@ def profile_zoo(
         tasks=cfg.tasks,
         batch_size=cfg.batch_size,
     )
-    net = build_model(cfg.model, scale=cfg.scale, options=build)
+    with progress.phase("model build"):
+        net = build_model(cfg.model, scale=cfg.scale, options=build)
     bound = bind(spec, net.features(), net.num_dense, net.num_tasks)
     info = {
         "model": net.cfg.name,

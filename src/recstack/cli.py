@@ -10,7 +10,8 @@
 * anything else is recstack's bug: ``internal error: ...`` and exit 70;
 * Ctrl-C: 130; SIGTERM: 143.
 
-``--debug`` (before or after the sub-command) prints the full traceback as well.
+``--debug`` (before or after the sub-command) prints the full traceback as well;
+``--quiet`` (likewise) silences the progress lines on stderr.
 Commands import torch only when they need it, so ``recstack --help`` and
 ``recstack zoo list`` start fast.
 """
@@ -102,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"recstack {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors (before or after COMMAND)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr (before or after COMMAND)")
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     _add_zoo(sub)
     from recstack.workload.commands import register as register_workload
@@ -179,18 +181,23 @@ def _warnings_as_lines() -> Iterator[None]:
         warnings.showwarning = old
 
 
-def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
-    """Remove ``--debug`` wherever it stands before a ``--``."""
+def _split_flag(argv: list[str], flag: str) -> tuple[list[str], bool]:
+    """Remove a global ``flag`` (``--debug``, ``--quiet``) wherever it stands before a ``--``."""
     end = argv.index("--") if "--" in argv else len(argv)
-    debug = "--debug" in argv[:end]
-    return [a for i, a in enumerate(argv) if not (i < end and a == "--debug")], debug
+    found = flag in argv[:end]
+    return [a for i, a in enumerate(argv) if not (i < end and a == flag)], found
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
+    argv, debug = _split_flag(list(sys.argv[1:] if argv is None else argv), "--debug")
+    argv, quiet = _split_flag(argv, "--quiet")
     try:
         with _sigterm_raises(), _warnings_as_lines():
             args = build_parser().parse_args(argv)
+            if quiet:
+                from recstack.render.progress import configure
+
+                configure(quiet=True)
             return int(args.func(args) or 0)
     except UserCodeError as exc:
         sys.stderr.write(f"error: {exc}\n")

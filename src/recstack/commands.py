@@ -5,7 +5,8 @@ The run options of ``recstack profile`` are generated from
 (flag ``--batch-size`` for field ``batch_size``, choices from ``Literal``
 types, help from the description, ranges checked by RunConfig so that errors
 name the flag); only output options (``-o``, ``--trace``, ``--depth``,
-``--top``, ``--quiet``, ``--strict``, ``--config``) are written here.
+``--top``, ``--strict``, ``--config``) are written here (``--quiet`` and
+``--debug`` are global: :mod:`recstack.cli`).
 """
 
 from __future__ import annotations
@@ -149,10 +150,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
             written, why = write_with_fallback(args.output, lambda p: _save_atomic(prof, p))
         except OSError as exc:
             failed = exc
-    if not args.quiet:
-        from recstack.render.terminal import profile_tree
+    from recstack.render.terminal import profile_tree
 
-        profile_tree(prof, depth=args.depth, top=args.top)
+    profile_tree(prof, depth=args.depth, top=args.top)
     if failed is not None:
         raise RecstackError(f"cannot write the profile to {args.output} nor to a fallback file ({failed})")
     if written is not None:
@@ -193,7 +193,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
         print("recstack demo: measuring this machine (quick; cached per host) for the roofline ...")
         sys.stdout.flush()
-        get_machine(quick=True)
+        from recstack.render.progress import finish, reporter
+
+        get_machine(quick=True, progress=reporter())
+        finish()
     ns = build_profile_parser().parse_args(
         [
             args.model,
@@ -234,7 +237,6 @@ def _add_profile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", default=None, help="write a Chrome/Perfetto trace here")
     p.add_argument("--depth", type=int_at_least("--depth", 0), default=3, help="tree depth to print")
     p.add_argument("--top", type=int_at_least("--top", 1), default=8, help="children shown per node")
-    p.add_argument("--quiet", action="store_true", help="do not print the profile tree")
     p.add_argument("--strict", action="store_true",
                    help="exit 3 if the run was contended (the profile is still written)")
 
