@@ -218,6 +218,11 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise ConfigError(f"must be >= 0 (got {args.top})", field="--top")
     output_paths(args.output)  # reject a bad extension before any measuring
+    from recstack.outputs import check_writable
+
+    check_writable(args.output, "-o/--output")
+    if args.save_profile:
+        check_writable(args.save_profile, "--save-profile")
     profile = Profile.load(args.profile)
     if args.machine is not None or not is_classified(profile):
         analyse(profile, machine_arg(args.machine or HOST), steps=["roofline"])
