@@ -66,6 +66,8 @@ def raw_to_node(raw: RawNode, parent_path: str, factor: float, steps: int) -> No
     if raw.level == "op":
         node.extra["shapes"] = [eval_shape(k) for k in raw.shapes]
         node.extra["distinct_shapes"] = len(raw.shapes)
+        if raw.dtypes:
+            node.extra["dtypes"] = dict(raw.dtypes)  # input dtype -> calls (the roofline's roof_dtype)
         node.extra["op_pass_time_s"] = per_step
         if raw.device_us:
             node.extra["device_time_s"] = raw.device_us * 1e-6 / max(steps, 1)

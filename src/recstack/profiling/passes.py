@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from recstack.profiling.native_stderr import quiet_native
 from recstack.profiling.oppass import STAGE, STEP, Folder, install_range_hooks, profiler_range
 from recstack.profiling.rules import NeverRanRoot, StageMap, StageRules, detect_stages, hand_down_roots
 from recstack.profiling.timing import ForwardWrappers, StageTimer, _Region, install_stage_hooks
@@ -94,6 +95,7 @@ class TimingResult:
     plain: list[float] = field(default_factory=list)
     timed: list[float] = field(default_factory=list)
     stage_samples: dict[str, list[float]] = field(default_factory=dict)
+    timer: StageTimer | None = None  # holds the per-step getrusage deltas of the B steps (timer.rusage_steps)
 
 
 def timing_pass(
@@ -110,7 +112,7 @@ def timing_pass(
     """
     n = len(batches)
     timer = StageTimer(sync)
-    res = TimingResult()
+    res = TimingResult(timer=timer)
     region = (lambda s: _Region(timer, s)) if step.train else None
     for i in range(iters):
         batch = batches[i % n]
@@ -157,9 +159,12 @@ def op_pass(
     roots: dict[str, str],
     op_iters: int,
     sync: Callable[[], None] | None,
-    trace_path: str | None = None,
+    export_trace: Callable[[Any], None] | None = None,
 ) -> OpPassResult:
-    """``op_iters`` steps under torch.profiler with stage and module ranges, folded into one tree."""
+    """``op_iters`` steps under torch.profiler with stage and module ranges, folded into one tree.
+
+    ``export_trace(prof)`` writes the Chrome trace (torch.profiler can export it once).
+    """
     from torch.profiler import ProfilerActivity, profile
 
     n = len(batches)
@@ -172,7 +177,7 @@ def op_pass(
     steps_s: list[float] = []
     range_wrappers = install_range_hooks(model, roots)
     try:
-        with profile(activities=acts, record_shapes=True) as prof:
+        with quiet_native(profile(activities=acts, record_shapes=True)) as prof:
             for i in range(op_iters):
                 batch = batches[i % n]
                 t0 = time.perf_counter_ns()
@@ -184,6 +189,6 @@ def op_pass(
     finally:
         range_wrappers.remove()
     folder.fold(prof.events())
-    if trace_path:
-        prof.export_chrome_trace(str(trace_path))
+    if export_trace is not None:
+        export_trace(prof)
     return OpPassResult(folder=folder, steps_s=steps_s)

@@ -26,15 +26,17 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
+from recstack.config.run import RunConfig
 from recstack.errors import ConfigError
 from recstack.profiling.assemble import STAGE_ORDER, build_tree, overhead_figures
+from recstack.profiling.contention import ContentionWatch
 from recstack.profiling.environment import environment, native_bf16
 from recstack.profiling.oppass import Folder
 from recstack.profiling.passes import (
@@ -46,45 +48,83 @@ from recstack.profiling.passes import (
     warm_up_and_discover,
 )
 from recstack.profiling.rules import StageMap, StageRules
-from recstack.profiling.stats import percentile
-from recstack.profiling.timing import cuda_sync
+from recstack.profiling.stats import central_steps, percentile
+from recstack.profiling.timing import attach_stage_rusage, cuda_sync
+from recstack.render import progress
 from recstack.tree import Node, Profile
 
 
-@dataclass
 class ProfileOptions:
-    mode: str = "inference"
-    iters: int = 20
-    warmup: int = 5
-    op_iters: int = 3
-    threads: int | None = None
-    dtype: str = "fp32"
-    optimizer: str = "sgd"
-    learning_rate: float = 0.01
-    stage_rules: StageRules | None = None
-    trace_path: str | None = None
-    seed: int = 0
-    op_pass: bool = True
-    cost_model: bool = True
-    counters: bool = True
-    machine: dict[str, Any] | None = None
-    run_info: dict[str, Any] = field(default_factory=dict)
+    """The resolved runtime options of one run: a validated RunConfig plus what it resolved to.
+
+    Every RunConfig field reads as an attribute (``opts.mode``, ``opts.iters``, ...);
+    ``stage_rules`` and ``machine`` are the loaded rules and machine dict (the
+    config holds their file names). ``ProfileOptions(mode="train")`` builds the
+    config from keyword fields, validated by RunConfig.
+    """
+
+    def __init__(
+        self,
+        config: RunConfig | None = None,
+        *,
+        stage_rules: StageRules | None = None,
+        machine: dict[str, Any] | None = None,
+        trace_path: str | None = None,
+        run_info: dict[str, Any] | None = None,
+        op_pass: bool = True,
+        cost_model: bool = True,
+        counters: bool = True,
+        **fields: Any,
+    ) -> None:
+        self.config = RunConfig.build(config, fields) if fields or config is None else config
+        self.stage_rules = stage_rules
+        self.machine = machine
+        self.trace_path = trace_path
+        self.run_info: dict[str, Any] = dict(run_info or {})
+        self.op_pass = op_pass
+        self.cost_model = cost_model
+        self.counters = counters
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names that are not instance attributes: the config's fields.
+        if name != "config" and name in RunConfig.model_fields:
+            return getattr(self.config, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def validate(self) -> None:
-        if self.mode not in ("inference", "train"):
-            raise ConfigError(f"must be inference or train (got {self.mode!r})", field="--mode")
-        if self.iters < 2:
-            raise ConfigError(f"must be >= 2 (got {self.iters})", field="--iters")
-        if self.warmup < 0:
-            raise ConfigError(f"must be >= 0 (got {self.warmup})", field="--warmup")
-        if self.op_iters < 1:
-            raise ConfigError(f"must be >= 1 (got {self.op_iters})", field="--op-iters")
-        if self.dtype not in ("fp32", "bf16"):
-            raise ConfigError(f"must be fp32 or bf16 (got {self.dtype!r})", field="--dtype")
-        if self.optimizer not in ("sgd", "adagrad"):
-            raise ConfigError(f"must be sgd or adagrad (got {self.optimizer!r})", field="--optimizer")
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"must be >= 1 (got {self.threads})", field="--threads")
+        """RunConfig validated every field; what is left is the resolved objects' types."""
+        if self.stage_rules is not None and not isinstance(self.stage_rules, StageRules):
+            raise ConfigError("must be loaded StageRules (recstack.profiling.load_stage_rules)", field="stage_rules")
+
+    def write_trace(self, prof: Any) -> None:
+        """Export the op pass's Chrome trace to ``trace_path`` atomically, never failing the run.
+
+        torch.profiler exports a trace only once, so it is staged in the temp
+        folder first, then copied into place; if that fails, the staged file is
+        where the trace stays (a warning names it). ``run_info["trace"]`` (so
+        ``run.trace``) records the file really written, and is absent if none was.
+        """
+        import shutil
+
+        from recstack.outputs import atomic_output, fallback_path
+
+        staged = fallback_path(self.trace_path)
+        try:
+            prof.export_chrome_trace(str(staged))
+        except OSError as exc:
+            staged.unlink(missing_ok=True)
+            warnings.warn(f"trace: not written ({exc.strerror or exc})", stacklevel=2)
+            return
+        try:
+            with atomic_output(self.trace_path) as tmp:
+                shutil.copyfile(staged, tmp)
+        except OSError as exc:
+            warnings.warn(f"trace: cannot write {self.trace_path} ({exc.strerror or exc}); written to {staged}",
+                          stacklevel=2)
+            self.run_info["trace"] = str(staged)
+            return
+        staged.unlink(missing_ok=True)
+        self.run_info["trace"] = str(self.trace_path)
 
 
 def call_model(model: nn.Module, batch: Any) -> Any:
@@ -196,6 +236,7 @@ def profile_model(
     try:
         return _profile(model, batches, opts, loss_fn, batch_size, dtype_note)
     finally:
+        progress.finish()
         torch.set_num_threads(old_threads)
 
 
@@ -210,16 +251,24 @@ def _profile(
     step = Step(model, opts, loss_fn)
     sync = cuda_sync()
     wall0 = time.perf_counter()
+    progress.advance("warm-up")
     found = warm_up_and_discover(model, step, batches, opts.warmup, opts.stage_rules)
     roots = found.roots
+    progress.advance("timing pass", estimate_s=2 * opts.iters * (time.perf_counter() - wall0) / max(opts.warmup, 1))
+    watch = ContentionWatch(opts.machine).start()
     timing = timing_pass(model, step, batches, roots, opts.iters, sync)
-    ops = (op_pass(model, step, batches, roots, opts.op_iters, sync, opts.trace_path) if opts.op_pass
-           else OpPassResult(folder=Folder(), steps_s=[]))
+    contention = watch.stop()
+    ops = OpPassResult(folder=Folder(), steps_s=[])
+    if opts.op_pass:
+        progress.advance("op pass")
+        ops = op_pass(model, step, batches, roots, opts.op_iters, sync,
+                      export_trace=opts.write_trace if opts.trace_path else None)
     extra = _embedding_and_memory(model, step, batches[0], found.smap, opts)
     wall = time.perf_counter() - wall0
 
     model_name = opts.run_info.get("model") or type(model).__name__
     root = build_tree(model_name, timing, ops.folder)
+    attach_stage_rusage(root, timing.timer, central_steps(timing.timed))
     _stage_notes(root, step)
     _annotate_modules(root, found.smap, model)
     for st in root.children:
@@ -231,7 +280,7 @@ def _profile(
     prof = Profile(
         run_id=uuid.uuid4().hex[:12],
         run=_run_metadata(model, model_name, bs, opts, step, found, dtype_note),
-        environment=environment(),
+        environment=environment(contention=contention),
         overhead=overhead_figures(timing, ops.steps_s, ops.folder, root.time_s, wall),
         root=root,
         ranks=[{"rank": 0, "root": "root"}],
@@ -309,6 +358,7 @@ def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: Prof
     then the analysis pipeline (:func:`recstack.analysis.pipeline.analyse`: roofline bound classes, ...)."""
     from recstack.analysis.pipeline import analyse
 
+    progress.advance("cost model and analyses")
     if opts.cost_model:
         from recstack.costmodel.attach import attach_model_costs
 
@@ -318,6 +368,10 @@ def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: Prof
 
         counters_for_profile(prof, model, lambda: step.run(batch), repeats=5)
     analyse(prof, machine=opts.machine)
+    if opts.dtype == "bf16":  # measured bf16/fp32 time per stage, and the oneDNN kernels that ran
+        from recstack.analysis.dtype_compare import add_bf16_findings
+
+        add_bf16_findings(prof, model, lambda: call_model(model, batch))
 
 
 def _train_table_costs(t: dict[str, Any], backend: str, optimizer: str) -> None:
