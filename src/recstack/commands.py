@@ -162,4 +162,7 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.hardware.commands import register as register_hardware
 
     register_hardware(sub)
+    from recstack.schema.commands import register as register_schema
+
+    register_schema(sub)
 

@@ -550,6 +550,10 @@ def classify_node(
         )
 
 
+def _ns_to_s(ns: float | None) -> float | None:
+    return ns * 1e-9 if ns is not None else None
+
+
 def _gib(n: float) -> str:
     return f"{n / 2**20:.0f} MiB" if n < 2**30 else f"{n / 2**30:.1f} GiB"
 
@@ -594,7 +598,7 @@ def classify(profile: Profile, machine: dict[str, Any]) -> None:
         "stream_label": roofs.stream_label,
         "gather_bandwidth_range": [min(gvals), max(gvals)],
         "gather_roofs": list(gather_roofs.values()),
-        "latency_ns": _num(machine.get("latency_ns", {}).get("dram", {}).get("median")),
+        "dram_latency_s": _ns_to_s(_num(machine.get("latency_ns", {}).get("dram", {}).get("median"))),
         "ridge_intensity": roofs.peak_flops / roofs.stream_bw if roofs.stream_bw > 0 else None,
         "thresholds": dict(THRESHOLDS),
         "notes": roofs.notes,

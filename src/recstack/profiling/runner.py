@@ -421,7 +421,6 @@ def _profile(
         environment=environment(),
         overhead=overhead,
         root=root,
-        ranks=[{"rank": 0, "root": "root"}],
         extra=extra,
     )
     _analyse(prof, model, step, batches[0], opts)

@@ -607,7 +607,7 @@
         ["gather roofs", (M.gather_roofs || []).map((g) => g.label + ": " + F.byteRate(g.bytes_per_s)).join("; ") || "-"],
         ["gather bandwidth measured", Array.isArray(M.gather_bandwidth_range) ? F.byteRate(M.gather_bandwidth_range[0]) + " – " + F.byteRate(M.gather_bandwidth_range[1]) + " (uniform indices, by row and table size)" : "-"],
         ["ridge point (stream)", F.intensity(M.ridge_intensity)],
-        ["DRAM latency", isNum(M.latency_ns) ? F.sig(M.latency_ns, 3) + " ns" : "-"],
+        ["DRAM latency", isNum(M.dram_latency_s) ? F.sig(M.dram_latency_s * 1e9, 3) + " ns" : "-"],
         ["overhead floor", isNum(th.overhead_per_call_s) ? F.time(th.overhead_per_call_s) + " per call, or under " + F.pct(th.overhead_roof_fraction, 0) + " of both roofs" : "-"],
         ["roof statistic", th.roof_statistic ? th.roof_statistic + " over repeats" : "-"],
       ];
@@ -661,12 +661,12 @@
         box.appendChild(F.note("Memory not recorded in this profile.", "info"));
       } else {
         const provs = mem.provenance || {};
-        const res = Object.entries(mem.resident_by_stage || {}).map(([stage, v]) => ({ stage, ...v, total: (v.parameters || 0) + (v.buffers || 0) + (v.optimizer_state || 0) }));
+        const res = Object.entries(mem.resident_by_stage || {}).map(([stage, v]) => ({ stage, ...v, total: (v.parameters_bytes || 0) + (v.buffers_bytes || 0) + (v.optimizer_state_bytes || 0) }));
         const maxTotal = Math.max(...res.map((r) => r.total), 1);
         const b = (k, label) => ({ key: k, label, num: true, get: (r) => r[k], fmt: (r) => F.bytes(r[k]) });
         const cols = [
           { key: "stage", label: "stage", get: (r) => r.stage, fmt: (r) => el("span", null, el("span", { class: "swatch", style: { background: F.stageColor(r.stage), marginRight: "6px", verticalAlign: "-1px" } }), r.stage) },
-          b("parameters", "parameters"), b("buffers", "buffers"), b("optimizer_state", "optimizer state"),
+          b("parameters_bytes", "parameters"), b("buffers_bytes", "buffers"), b("optimizer_state_bytes", "optimizer state"),
           { key: "total", label: "total", num: true, get: (r) => r.total, fmt: (r) => el("span", { class: "nowrap" }, F.bytes(r.total), el("span", { class: "sharebar" }, el("i", { style: { width: (100 * r.total) / maxTotal + "%", background: F.stageColor(r.stage) } }))) },
         ];
         const left = el("div", null, el("h3", { text: "Resident by stage" }),
