@@ -108,7 +108,7 @@ def validator() -> jsonschema.Draft202012Validator:
 # -- the committed schema and doc ------------------------------------------------------------------------
 def test_committed_schema_is_generated_from_the_models() -> None:
     path = REPO / "src" / "recstack" / "schema" / "profile.schema.json"
-    assert path.read_text(encoding="utf-8") == json_schema_text(), "run: python -c 'from recstack.schema import ...'"
+    assert path.read_text(encoding="utf-8") == json_schema_text(), "run: python -m recstack.schema"
     assert committed_json_schema() == json_schema()
     jsonschema.Draft202012Validator.check_schema(json_schema())
 

@@ -29,11 +29,12 @@ SCHEMA_VERSION = 2
 LEVELS = ("run", "stage", "module", "op", "kernel")
 MAX_TREE_DEPTH = 64  # nodes below the root; deeper trees are refused (Python's JSON parser fails near 2,500)
 
+# Value types: JSON numbers (an integer is a valid float), finite, and >= 0 where a negative is nonsense.
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Bytes = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Count = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Ratio = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Share = Annotated[float, Field(ge=0, le=1.000001, allow_inf_nan=False)]
+Count = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # FLOPs, rows, calls, cycles: may be fractional per step
+Ratio = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # rates, fractions that may exceed 1, factors
+Share = Annotated[float, Field(ge=0, le=1.000001, allow_inf_nan=False)]  # a part of a whole (rounding allowed)
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 NonNegInt = Annotated[int, Field(ge=0)]
 
@@ -49,6 +50,7 @@ def F(description: str, default: Any = ..., *, unit: str | None = None, producer
 
 
 class _M(BaseModel):
+    # Strict: "1.5" is not a number and 1 is not a string; unknown keys are kept (a newer producer's additions).
     model_config = ConfigDict(strict=True, extra="allow")
 
 
