@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from recstack.analysis.roofline import classify
+from recstack.analysis.pipeline import analyse
 from recstack.errors import RecstackError
 from recstack.tree import Node, Profile
 
@@ -88,7 +88,7 @@ def report(profiles: dict[str, Profile], machine: dict[str, Any]) -> list[str]:
     """Classify each profile against ``machine`` and return the result lines."""
     lines = []
     for model, prof in profiles.items():
-        classify(prof, machine)
+        analyse(prof, machine, steps=["roofline"])
         m = prof.extra["machine"]
         lines.append(
             f"# {model}: {m['device']}, {m['threads']} thread(s), {m['dtype']}; machine {m['host']} ({m['mode']}, "
@@ -106,7 +106,7 @@ def same_data(model: str, prof: Profile, rounds: int = 7) -> list[str]:
     import torch
 
     from recstack.hardware import gather_kernel
-    from recstack.workload import load_workload
+    from recstack.workload import bind, load_workload
     from recstack.zoo import BuildOptions, build_model
 
     run = prof.run or {}
@@ -115,7 +115,7 @@ def same_data(model: str, prof: Profile, rounds: int = 7) -> list[str]:
     net = build_model(
         model, scale=float(run.get("scale") or 1.0), options=BuildOptions(batch_size=batch_size, seed=seed)
     )
-    bound = load_workload(str(run.get("workload") or "uniform")).bind(net.features(), net.num_dense, net.num_tasks)
+    bound = bind(load_workload(str(run.get("workload") or "uniform")), net.features(), net.num_dense, net.num_tasks)
     processed = net.feature_processing(bound.batch(batch_size, 0))
     weights = net.sparse_arch.table_weights()
     calls = []
@@ -166,11 +166,11 @@ def _profile_now(model: str, args: argparse.Namespace) -> Profile:
 
     import recstack
     from recstack.profiling.runner import call_model
-    from recstack.workload import load_workload
+    from recstack.workload import bind, load_workload
     from recstack.zoo import BuildOptions, build_model
 
     net = build_model(model, scale=args.scale, options=BuildOptions(batch_size=args.batch_size, seed=0))
-    bound = load_workload(args.workload).bind(net.features(), net.num_dense, net.num_tasks)
+    bound = bind(load_workload(args.workload), net.features(), net.num_dense, net.num_tasks)
     info = {
         "model": net.cfg.name,
         "scale": net.cfg.scale,

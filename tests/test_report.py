@@ -4,7 +4,7 @@ Profiles are real zoo runs with the real cost model; the roofline classes come f
 :func:`recstack.analysis.roofline.classify` against this host measured in the ``tiny`` mode
 (:func:`recstack.hardware.machine.measure_machine`), and the available-counters section from
 recorded ``perf stat`` output (``tests/data/perf``) through the real parser and
-:func:`recstack.hardware.counters.attach_counters`.
+:func:`recstack.profiling.counters_replay.attach_counters`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from recstack.analysis.roofline import classify
 from recstack.errors import DataError, RecstackError
 from recstack.export import BASE_COLUMNS, node_rows, to_dataframe, write_csv, write_parquet
 from recstack.hardware import counters as ctr
+from recstack.profiling.counters_replay import attach_counters
 from recstack.report import diff_profiles, render_diff_html, render_report, write_diff_html, write_report
 from recstack.report.commands import register
 from recstack.report.diff import NoiseRule, judge
@@ -119,7 +120,7 @@ def _with_counters(p: Profile) -> Profile:
         parsed = ctr.parse_perf_stat_csv((PERF_DATA / sample).read_text())
         return {"roots": ["x"], "root_calls_per_step": 1, **ctr.derived(parsed, calls=10)}
 
-    ctr.attach_counters(p, {
+    attach_counters(p, {
         "available": True, "method": ctr.METHOD, "perf": "perf version 6.1",
         "stages": {
             "embedding": stage("intel_icx_topdown_events.txt"),

@@ -75,7 +75,8 @@ def _machine() -> dict[str, Any]:
 
 def _with_counters(p: Profile) -> None:
     """Attach a recorded perf session as per-stage counters (the producer's real code path)."""
-    from recstack.hardware.counters import attach_counters, derived, parse_perf_stat_csv
+    from recstack.hardware.perf_stat import derived, parse_perf_stat_csv
+    from recstack.profiling.counters_replay import attach_counters
 
     parsed = parse_perf_stat_csv((PERF_DATA / "intel_icx_topdown_events.txt").read_text())
     stage = {"roots": ["sparse_arch"], "root_calls_per_step": 1, **derived(parsed, 5)}

@@ -116,7 +116,7 @@ def profile_zoo(
     **kwargs: Any,
 ) -> Profile:
     """Build a zoo model (id or YAML) and a workload (preset or spec YAML), then profile them."""
-    from recstack.workload import load_workload
+    from recstack.workload import bind, load_workload
     from recstack.zoo import BuildOptions, build_model
 
     if batch_size < 1:
@@ -137,7 +137,7 @@ def profile_zoo(
         batch_size=batch_size,
     )
     net = build_model(model, scale=scale, options=opts)
-    bound = spec.bind(net.features(), net.num_dense, net.num_tasks)
+    bound = bind(spec, net.features(), net.num_dense, net.num_tasks)
     info = {
         "model": net.cfg.name,
         "backend": backend,

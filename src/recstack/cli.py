@@ -9,40 +9,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from recstack.cli_types import int_at_least, positive_float
 from recstack.errors import RecstackError
 
 
 def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
-
-
-def positive_float(name: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number (got {text!r})") from None
-        if not v > 0 or v != v or v == float("inf"):
-            raise argparse.ArgumentTypeError(f"{name} must be a positive number (got {text!r})")
-        return v
-
-    return parse
-
-
-def int_at_least(name: str, low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer (got {text!r})") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"{name} must be >= {low} (got {v})")
-        return v
-
-    return parse
 
 
 # -- zoo ------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from recstack.cli import int_at_least, positive_float
+from recstack.cli_types import int_at_least, positive_float
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -162,6 +162,9 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.hardware.commands import register as register_hardware
 
     register_hardware(sub)
+    from recstack.analysis.commands import register as register_analyse
+
+    register_analyse(sub)
     from recstack.schema.commands import register as register_schema
 
     register_schema(sub)

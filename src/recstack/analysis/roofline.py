@@ -65,9 +65,10 @@ from typing import Any
 import numpy as np
 
 from recstack.errors import DataError
+from recstack.hardware.bench import ROOF_STATISTIC
+from recstack.hardware.machine import validate_machine
 from recstack.tree import Node, Profile
 
-ROOF_STATISTIC = "max"
 TURN_TAPER_LOG2 = 2.0  # in-turn penalty tapers to none at 2**-2 of the smallest in-turn cell's table size
 OVERHEAD_PER_CALL_S = 5e-6
 OVERHEAD_ROOF_FRACTION = 0.10
@@ -560,8 +561,6 @@ def _gib(n: float) -> str:
 
 def classify(profile: Profile, machine: dict[str, Any]) -> None:
     """Classify every node of ``profile`` against ``machine`` (mutates; see the module docstring)."""
-    from recstack.hardware.machine import validate_machine
-
     validate_machine(machine, "machine")
     run = profile.run or {}
     roofs = build_roofs(machine, run)

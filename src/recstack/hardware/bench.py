@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 STAT_KEYS = ("median", "min", "max", "p10", "p90", "repeats")
+ROOF_STATISTIC = "max"  # the statistic a roof takes from a figure: the best repeat (see above)
 K = TypeVar("K")
 
 

@@ -142,8 +142,10 @@ def cmd_machine(args: argparse.Namespace) -> int:
 
 
 def cmd_roofline(args: argparse.Namespace) -> int:
-    from recstack.analysis.roofline import classify
-    from recstack.hardware.machine import get_machine, load_machine
+    """Draw the classification stored in the profile; with ``--machine`` (or when the profile has
+    none: this host's figures) the analysis pipeline classifies it first."""
+    from recstack.analysis.commands import HOST, machine_arg, stage_bound_lines
+    from recstack.analysis.pipeline import analyse, is_classified
     from recstack.render.roofline_chart import output_paths, render_roofline
     from recstack.tree import Profile
 
@@ -151,22 +153,10 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         raise ConfigError(f"must be >= 0 (got {args.top})", field="--top")
     output_paths(args.output)  # reject a bad extension before any measuring
     profile = Profile.load(args.profile)
-    machine = (
-        load_machine(args.machine) if args.machine else get_machine(quick=True, progress=_stderr_progress())
-    )
-    classify(profile, machine)
+    if args.machine is not None or not is_classified(profile):
+        analyse(profile, machine_arg(args.machine or HOST), steps=["roofline"])
     written = render_roofline(profile, args.output, top_ops=args.top)
-    for stage in profile.root.children:
-        r = stage.extra.get("roofline", {})
-        frac = r.get("ceiling_fraction")
-        print(
-            f"{stage.name:20s} {str(stage.extra.get('bound')):9s} "
-            + (
-                f"{frac:6.1%} of the {r.get('roof')} roofline ceiling"
-                if frac is not None
-                else f"({stage.extra.get('bound_reason')})"
-            )
-        )
+    print("\n".join(stage_bound_lines(profile)))
     if args.save_profile:
         profile.save(args.save_profile)
         print(f"classified profile written to {args.save_profile}")
@@ -194,8 +184,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_machine)
     p = subparsers.add_parser(
         "roofline",
-        help="classify a profile's nodes against the machine's roofs and draw a roofline chart",
-        description="Classify every node as memory-, compute- or overhead-bound and plot stages and top ops.",
+        help="draw a profile's roofline chart (classifying it against a machine file first if asked)",
+        description="Plot stages and top ops against the roofs the profile was classified against "
+        "(memory-, compute- or overhead-bound); see also `recstack analyse`.",
     )
     p.add_argument("profile", help="profile JSON (from recstack profile -o)")
     p.add_argument(
@@ -204,7 +195,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--machine",
         default=None,
-        help="machine JSON (default: this host's cache, measured --quick if absent)",
+        help="classify against this machine JSON first (default: draw the profile's own classification; "
+        "if it has none, this host's cache, measured --quick if absent)",
     )
     p.add_argument(
         "--top", type=int, default=10, help="how many top ops to plot beside the stages (default 10)"

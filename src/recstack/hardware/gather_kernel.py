@@ -69,9 +69,7 @@ def _compiler_version(cc: list[str]) -> str:
 
 
 def kernel_dir() -> Path:
-    from recstack.hardware.machine import cache_dir
-
-    return cache_dir() / "kernels"
+    return sysinfo.cache_dir() / "kernels"
 
 
 _LOADED: list[tuple[ctypes.CDLL, dict[str, str]]] = []  # the process's one loaded build

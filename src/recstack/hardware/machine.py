@@ -34,6 +34,7 @@ from recstack.errors import DataError
 from recstack.hardware import cpu_bench, sysinfo
 from recstack.hardware.bench import STAT_KEYS
 from recstack.hardware.plan import make_plan
+from recstack.hardware.sysinfo import cache_dir
 from recstack.outputs import atomic_write_text
 
 SCHEMA = "recstack.machine"
@@ -235,11 +236,6 @@ def save_machine(machine: dict[str, Any], path: str | Path) -> Path:
 
 
 # -- cache ----------------------------------------------------------------------
-def cache_dir() -> Path:
-    env = os.environ.get("RECSTACK_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "recstack"
-
-
 def _safe(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
 

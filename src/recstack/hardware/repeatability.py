@@ -8,7 +8,7 @@ comparison in the machine file under ``repeatability``; ``recstack machine
 --compare FILE`` compares the current figures with any machine file.
 
 Compared figures: every roof figure at the statistic the roofs use
-(:data:`recstack.analysis.roofline.ROOF_STATISTIC`, the best repeat) and its
+(:data:`recstack.hardware.bench.ROOF_STATISTIC`, the best repeat) and its
 median: fp32/bf16 GEMM per thread count, stream copy and triad per thread
 count, every gather grid cell, and the DRAM latency (median only; latency is
 not a roof). Change = ``(now - before) / before``; a figure *repeats* when
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
+
+from recstack.hardware.bench import ROOF_STATISTIC
 
 TOLERANCE = 0.10
 
@@ -67,8 +69,6 @@ def within_run_spread(m: dict[str, Any]) -> dict[str, Any]:
 
 def compare_machines(now: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
     """Per-figure relative change from ``before`` to ``now`` and a summary per group and statistic."""
-    from recstack.analysis.roofline import ROOF_STATISTIC
-
     old = {name: st for _g, name, st in roof_figures(before)}
     rows = []
     for group, name, st in roof_figures(now):

@@ -428,22 +428,19 @@ def _profile(
 
 
 def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: ProfileOptions) -> None:
-    """Outside the timed passes: analytic costs, hardware counters, and the roofline bound classes."""
-    if opts.cost_model:
-        from recstack.costmodel import CostCounter, attach_costs
+    """Outside the timed passes: collect analytic costs and hardware counters (they run the model),
+    then the analysis pipeline (:func:`recstack.analysis.pipeline.analyse`: roofline bound classes, ...)."""
+    from recstack.analysis.pipeline import analyse
 
-        with CostCounter(model) as counter:
-            step.run(batch)
-        summary = attach_costs(prof.root, counter.counts, steps=1)
-        prof.extra["cost_model"] = summary
+    if opts.cost_model:
+        from recstack.costmodel.attach import attach_model_costs
+
+        attach_model_costs(prof, model, lambda: step.run(batch))
     if opts.counters:
-        from recstack.hardware.counters import counters_for_profile
+        from recstack.profiling.counters_replay import counters_for_profile
 
         counters_for_profile(prof, model, lambda: step.run(batch), repeats=5)
-    if opts.machine is not None:
-        from recstack.analysis.roofline import classify
-
-        classify(prof, opts.machine)
+    analyse(prof, machine=opts.machine)
 
 
 def _train_table_costs(t: dict[str, Any], backend: str, optimizer: str) -> None:

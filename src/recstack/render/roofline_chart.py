@@ -1,7 +1,7 @@
 """Roofline chart (PNG and SVG) of a classified Profile's stages and top ops.
 
-Contract: the renderer computes no figures. It plots what
-:func:`recstack.analysis.roofline.classify` stored: the roofs in
+Contract: the renderer computes no figures. It plots what the roofline
+step of :mod:`recstack.analysis.pipeline` (:func:`recstack.analysis.roofline.classify`) stored: the roofs in
 ``profile.extra["machine"]`` and each node's ``extra["roofline"]``
 (``intensity``, ``achieved_flops``) and ``extra["bound"]``. Log-log axes;
 x = arithmetic intensity (FLOP/byte), y = achieved FLOP/s; the compute roofs
@@ -86,7 +86,10 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
     """Draw the chart to ``path`` (``.png`` also writes the ``.svg`` beside it); return the files written."""
     mach = profile.extra.get("machine")
     if not isinstance(mach, dict) or "peak_flops" not in mach:
-        raise DataError("profile has no roofline figures: run recstack.analysis.roofline.classify() first")
+        raise DataError(
+            "profile has no roofline figures: classify it first "
+            "(`recstack analyse PROFILE --machine FILE -o OUT`, or recstack.analysis.pipeline.analyse)"
+        )
     outs = output_paths(path)
     import matplotlib
 

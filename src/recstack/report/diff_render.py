@@ -150,7 +150,7 @@ def print_diff(result: DiffResult, *, top: int = 15, file: Any = None, fail_pct:
 
 def diff_payload(result: DiffResult, *, fail_pct: float | None = None) -> dict[str, Any]:
     """The data the diff page draws (JSON-safe)."""
-    from recstack import __version__
+    from recstack.version import __version__
 
     d = result.to_dict()
     d["kind"] = "diff"

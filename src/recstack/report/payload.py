@@ -14,7 +14,7 @@ wrote, in their own format:
   summary), ``["embedding_tables"]`` (:func:`recstack.zoo.embedding.table_stats`,
   with backward and optimizer bytes in train mode), ``["memory"]``
   (:mod:`recstack.profiling.memory`) and ``["counters"]``
-  (:func:`recstack.hardware.counters.attach_counters`).
+  (:func:`recstack.profiling.counters_replay.attach_counters`).
 
 A section is ``None`` when the profile lacks it, and the page says so instead
 of drawing an empty chart. The page computes nothing beyond ratios, sums of
@@ -110,7 +110,7 @@ def _section(extra: dict[str, Any], key: str, kind: type) -> Any:
 
 def report_payload(profile: Profile, *, title: str | None = None) -> dict[str, Any]:
     """Everything the report page shows, as JSON-safe data (see the module docstring)."""
-    from recstack import __version__
+    from recstack.version import __version__
 
     extra = profile.extra
     payload = {

@@ -150,26 +150,26 @@ class ResidentBytes(_M):
 class TopDown(_M):
     """Top-down level 1 fractions of pipeline slots."""
 
-    retiring: Ratio | None = F("retiring share", None, producer="hardware.counters")
-    bad_speculation: Ratio | None = F("bad speculation share", None, producer="hardware.counters")
-    frontend_bound: Ratio | None = F("front-end bound share", None, producer="hardware.counters")
-    backend_bound: Ratio | None = F("back-end bound share", None, producer="hardware.counters")
-    source: str | None = F("events or perf metrics", None, producer="hardware.counters")
+    retiring: Ratio | None = F("retiring share", None, producer="profiling.counters_replay")
+    bad_speculation: Ratio | None = F("bad speculation share", None, producer="profiling.counters_replay")
+    frontend_bound: Ratio | None = F("front-end bound share", None, producer="profiling.counters_replay")
+    backend_bound: Ratio | None = F("back-end bound share", None, producer="profiling.counters_replay")
+    source: str | None = F("events or perf metrics", None, producer="profiling.counters_replay")
 
 
 class StageCounters(_M):
     """Hardware counters of one stage, per step (``counters`` on a stage node and in ``counters.stages``)."""
 
-    available: bool | None = F("false when this stage could not be counted", None, producer="hardware.counters")
-    reason: str | None = F("why not", None, producer="hardware.counters")
-    cycles: Count | None = F("CPU cycles per step", None, unit="cycles", producer="hardware.counters")
-    instructions: Count | None = F("instructions per step", None, unit="instructions", producer="hardware.counters")
-    cache_misses: Count | None = F("cache misses per step", None, unit="misses", producer="hardware.counters")
-    ipc: Ratio | None = F("instructions per cycle", None, producer="hardware.counters")
+    available: bool | None = F("false when this stage could not be counted", None, producer="profiling.counters_replay")
+    reason: str | None = F("why not", None, producer="profiling.counters_replay")
+    cycles: Count | None = F("CPU cycles per step", None, unit="cycles", producer="profiling.counters_replay")
+    instructions: Count | None = F("instructions per step", None, unit="instructions", producer="profiling.counters_replay")
+    cache_misses: Count | None = F("cache misses per step", None, unit="misses", producer="profiling.counters_replay")
+    ipc: Ratio | None = F("instructions per cycle", None, producer="profiling.counters_replay")
     cache_misses_per_kinstr: Ratio | None = F("cache misses per 1000 instructions", None,
-                                              producer="hardware.counters")
-    topdown: TopDown | None = F("top-down level 1", None, producer="hardware.counters")
-    multiplexed: bool | None = F("some event was multiplexed (scaled)", None, producer="hardware.counters")
+                                              producer="profiling.counters_replay")
+    topdown: TopDown | None = F("top-down level 1", None, producer="profiling.counters_replay")
+    multiplexed: bool | None = F("some event was multiplexed (scaled)", None, producer="profiling.counters_replay")
 
 
 class Rusage(_M):
@@ -219,8 +219,8 @@ class Node(_M):
     note: str | None = F("a remark on the stage (e.g. fused optimizer)", None, producer="profiling.runner")
     resident_bytes: ResidentBytes | None = F("bytes resident for the stage (stage)", None, unit="bytes",
                                              producer="profiling.runner")
-    counters: StageCounters | None = F("hardware counters of the stage (stage)", None,
-                                       producer="hardware.counters")
+    counters: StageCounters | None = F("hardware counters of the stage, from ``counters.stages`` (stage)", None,
+                                       producer="analysis.pipeline")
     rusage: Rusage | None = F("page faults and context switches per step (stage)", None,
                               producer="profiling.contention")
     # module, op and kernel nodes
@@ -492,25 +492,30 @@ class Machine(_M):
                                       producer="analysis.roofline")
     thresholds: dict[str, Any] | None = F("classification thresholds used", None, producer="analysis.roofline")
     notes: list[str] | None = F("caveats (clamped threads, emulated dtype)", None, producer="analysis.roofline")
+    file: str | None = F("the machine file classified against (null: a machine passed as a dict)", None,
+                         producer="analysis.pipeline")
+    sha256: str | None = F("SHA-256 of the machine figures as canonical JSON", None, producer="analysis.pipeline")
 
 
 class Counters(_M):
     """Hardware counters (``counters``)."""
 
-    available: bool = F("counters were measured", producer="hardware.counters")
-    reason: str | None = F("why not", None, producer="hardware.counters")
-    method: str | None = F("how they were counted", None, producer="hardware.counters")
-    perf: str | None = F("perf version", None, producer="hardware.counters")
-    stages: dict[str, StageCounters] | None = F("stage -> per-step counters", None, producer="hardware.counters")
+    available: bool = F("counters were measured", producer="profiling.counters_replay")
+    reason: str | None = F("why not", None, producer="profiling.counters_replay")
+    method: str | None = F("how they were counted", None, producer="profiling.counters_replay")
+    perf: str | None = F("perf version", None, producer="profiling.counters_replay")
+    stages: dict[str, StageCounters] | None = F("stage -> per-step counters", None, producer="profiling.counters_replay")
 
 
 class Finding(_M):
     """A measured finding worth a sentence in the report (``findings[]``)."""
 
-    kind: str = F("what was found, e.g. ``bf16_speedup``", producer="analysis")
-    stage: str | None = F("the stage it concerns", None, producer="analysis")
-    text: str = F("one sentence", producer="analysis")
-    value: Finite | None = F("the figure (e.g. the bf16/fp32 time ratio)", None, producer="analysis")
+    kind: str = F("what was found: ``stage_bound`` (a stage's bound and ceiling fraction), ``bf16_speedup``",
+                  producer="analysis.pipeline")
+    stage: str | None = F("the stage it concerns", None, producer="analysis.pipeline")
+    text: str = F("one sentence", producer="analysis.pipeline")
+    value: Finite | None = F("the figure (the ceiling fraction; the bf16/fp32 time ratio)", None,
+                             producer="analysis.pipeline")
 
 
 class UpgradedFrom(_M):
@@ -537,8 +542,8 @@ class Profile(_M):
                                                       producer="zoo.embedding")
     memory: Memory | None = F("resident and peak memory", None, producer="profiling.memory")
     machine: Machine | None = F("machine figures the roofline used", None, producer="analysis.roofline")
-    counters: Counters | None = F("hardware counters", None, producer="hardware.counters")
-    findings: list[Finding] | None = F("measured findings", None, producer="analysis")
+    counters: Counters | None = F("hardware counters", None, producer="profiling.counters_replay")
+    findings: list[Finding] | None = F("measured findings", None, producer="analysis.pipeline")
     upgraded_from: UpgradedFrom | None = F("present when upgraded from an older version", None, producer="tree")
 
     model_config = ConfigDict(strict=True, extra="allow", populate_by_name=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -34,10 +34,6 @@ from recstack.workload.distributions import (
     SizeDist,
 )
 from recstack.workload.ids import HEAD_RANKS
-
-if TYPE_CHECKING:
-    from recstack.workload.batch import FeatureRequest
-    from recstack.workload.generate import BoundWorkload
 
 MLPERF_QUERY_SIZES = Empirical(
     kind="empirical",
@@ -266,21 +262,6 @@ class WorkloadSpec(_Model):
             if dup:
                 raise ValueError(f"features: duplicate feature names {dup}")
         return self
-
-    # -- binding --------------------------------------------------------------------------------------
-    def bind(
-        self,
-        features: list[FeatureRequest],
-        num_dense: int,
-        num_tasks: int = 1,
-        mapping: dict[str, str] | None = None,
-        *,
-        seed: int | None = None,
-    ) -> BoundWorkload:
-        """Resolve this spec for a model's features; see :class:`recstack.workload.generate.BoundWorkload`."""
-        from recstack.workload.generate import BoundWorkload
-
-        return BoundWorkload(self, features, num_dense, num_tasks=num_tasks, mapping=mapping, seed=seed)
 
     # -- serialisation --------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
