@@ -257,10 +257,13 @@ def test_validate_cli_summary(zoo_profiles, tmp_path, capsys) -> None:
 
 
 # -- versions -------------------------------------------------------------------------------------------
-def _as_v1(d: dict[str, Any]) -> dict[str, Any]:
-    """What recstack 0.1 wrote: version 1, a path string in ranks, unit-less resident keys, latency_ns."""
+def _as_v1(d: dict[str, Any], medians: bool = True) -> dict[str, Any]:
+    """What recstack 0.1 wrote: version 1, a path string in ranks, unit-less resident keys, latency_ns;
+    with ``medians``, stage times that do not add up to the run (medians of each), as before the change."""
     v1 = copy.deepcopy(d)
     v1["schema_version"] = 1
+    if medians:
+        v1["root"]["time_s"] *= 1.03
     v1["ranks"] = [{"rank": 0, "root": "root"}]
     old = {"parameters_bytes": "parameters", "buffers_bytes": "buffers", "optimizer_state_bytes": "optimizer_state"}
     v1["memory"]["resident_by_stage"] = {
@@ -278,8 +281,8 @@ def test_v1_profile_loads_upgraded_with_a_note(zoo_profiles, validator, tmp_path
     f = tmp_path / "old.json"
     f.write_text(json.dumps(_as_v1(v2)))
     p = Profile.load(f)
-    assert "schema version 1" in capsys.readouterr().err
-    assert p.notes and p.stats_version == 1
+    assert "schema version 1: its run and stage times are medians" in capsys.readouterr().err
+    assert p.notes and p.stats_version == 1 and p.time_statistic == "median"
     d = p.to_dict()
     assert d["schema_version"] == 2 and d["ranks"] == v2["ranks"]
     assert d["memory"]["resident_by_stage"] == v2["memory"]["resident_by_stage"]
@@ -287,7 +290,10 @@ def test_v1_profile_loads_upgraded_with_a_note(zoo_profiles, validator, tmp_path
     assert d["upgraded_from"]["schema_version"] == 1
     resaved = p.save(tmp_path / "resaved.json")
     again = Profile.load(resaved)  # saved again it is version 2, but still says its figures are version 1
-    assert again.stats_version == 1 and not again.notes
+    assert again.stats_version == 1 and again.time_statistic == "median" and not again.notes
+    f.write_text(json.dumps(_as_v1(v2, medians=False)))  # version 1, but written after the change: means
+    late = Profile.load(f)
+    assert late.time_statistic == "interquartile mean" and "written after" in capsys.readouterr().err
     validator.validate(json.loads(resaved.read_text()))
     assert main(["validate", str(f)]) == 0
     assert "upgraded from version 1" in capsys.readouterr().out
@@ -304,6 +310,9 @@ def test_diff_notes_versions_and_refuses_two_models(zoo_profiles, tmp_path, caps
     assert main(["diff", str(a), str(b)]) == 0
     assert "different statistics" in " ".join(capsys.readouterr().out.split())
     assert not diff_profiles(Profile.load(b), Profile.load(b)).notes
+    a.write_text(json.dumps(_as_v1(zoo_profiles["rmc1"], medians=False)))
+    late = diff_profiles(Profile.load(a), Profile.load(b)).notes
+    assert late and "version 1" in late[0] and "both sides' run and stage times are interquartile means" in late[0]
     other = tmp_path / "other.json"
     other.write_text(json.dumps(zoo_profiles["ncf"]))
     assert main(["diff", str(b), str(other)]) == 2

@@ -23,7 +23,7 @@ from recstack.config.loading import read_json_file
 from recstack.errors import DataError
 from recstack.outputs import atomic_write_text
 from recstack.schema.profile_model import LEVELS, MAX_TREE_DEPTH, SCHEMA, SCHEMA_VERSION  # noqa: F401 (re-exported)
-from recstack.schema.validate import check_profile, stats_version
+from recstack.schema.validate import check_profile, stats_version, time_statistic
 
 NODE_KEYS = (
     "name",
@@ -156,6 +156,11 @@ class Profile:
     def stats_version(self) -> int:
         """The schema version this profile's figures were measured under (older when upgraded)."""
         return stats_version(self.extra | {"schema_version": SCHEMA_VERSION})
+
+    @property
+    def time_statistic(self) -> str:
+        """What the run and stage times are: ``interquartile mean`` (version 2) or ``median`` (old files)."""
+        return time_statistic(self.extra)
 
     def nodes(self) -> Iterator[Node]:
         return self.root.walk()

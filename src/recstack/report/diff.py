@@ -313,15 +313,20 @@ def model_of(p: Profile) -> str:
 
 
 def version_notes(a: Profile, b: Profile) -> list[str]:
-    """A note when the two profiles' figures come from different schema versions (different statistics)."""
+    """A note when the two profiles were written under different schema versions, saying whether
+    their run and stage times are the same statistic."""
     va, vb = a.stats_version, b.stats_version
-    if va == vb:
+    if va == vb and a.time_statistic == b.time_statistic:
         return []
-    return [
-        f"A was measured under profile schema version {va} and B under {vb}: "
-        + ("version 1 run and stage times are medians, version 2 interquartile means; " if 1 in (va, vb) else "")
-        + "the two sides' times are different statistics"
-    ]
+    text = f"A was written under profile schema version {va} and B under {vb}"
+    if a.time_statistic != b.time_statistic:
+        text += (
+            f": A's run and stage times are {a.time_statistic}s, B's {b.time_statistic}s, "
+            "so the two sides' times are different statistics"
+        )
+    else:
+        text += f"; both sides' run and stage times are {a.time_statistic}s"
+    return [text]
 
 
 def diff_profiles(

@@ -521,7 +521,9 @@ class Finding(_M):
 class UpgradedFrom(_M):
     """Set when an older profile was upgraded in memory and saved again."""
 
-    schema_version: NonNegInt = F("the version the figures were measured under", producer="tree")
+    schema_version: NonNegInt = F("the version the figures were written under", producer="tree")
+    time_statistic: Literal["median", "interquartile mean"] | None = F(
+        "what its run and stage times are (version-1 files hold either)", None, producer="tree")
     notes: list[str] = F("what the upgrade changed and what it could not", producer="tree")
 
 

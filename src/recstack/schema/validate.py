@@ -18,10 +18,13 @@ from pydantic import ValidationError
 from recstack.errors import DataError
 from recstack.schema.profile_model import MAX_TREE_DEPTH, SCHEMA, SCHEMA_VERSION, Profile
 
-V1_NOTE = (
-    "schema version 1: its run and stage times are medians of the timed steps (version 2 stores "
-    "interquartile means, which add up); upgraded in memory, figures unchanged"
-)
+MEDIAN, IQM = "median", "interquartile mean"
+V1_NOTES = {
+    MEDIAN: "schema version 1: its run and stage times are medians of the timed steps (they do not add up "
+    "to the run; version 2 stores interquartile means, which do); upgraded in memory, figures unchanged",
+    IQM: "schema version 1, written after stage times became interquartile means (they add up to the run, "
+    "as in version 2); upgraded in memory, figures unchanged",
+}
 
 
 _PLAIN = {
@@ -125,6 +128,17 @@ def _rename_resident(entry: Any) -> Any:
     return {(f"{k}_bytes" if k in ("parameters", "buffers", "optimizer_state") else k): v for k, v in entry.items()}
 
 
+def v1_time_statistic(root: Any) -> str:
+    """Which statistic a version-1 profile's stage times are: interquartile means add up to the run time
+    (recstack wrote them so, still as version 1, before the bump), medians do not."""
+    try:
+        total = sum(float(c["time_s"]) for c in root["children"])
+        run = float(root["time_s"])
+    except (TypeError, KeyError, ValueError):
+        return MEDIAN
+    return IQM if root["children"] and abs(total - run) <= 1e-6 * max(run, 1e-12) else MEDIAN
+
+
 def upgrade_v1(d: dict[str, Any]) -> dict[str, Any]:
     """A version-1 profile as version 2 (a copy): ranks entries, unit-suffixed keys, ``upgraded_from``."""
     d = copy.deepcopy(d)
@@ -142,7 +156,8 @@ def upgrade_v1(d: dict[str, Any]) -> dict[str, Any]:
     if isinstance(mach, dict) and "latency_ns" in mach:
         ns = mach.pop("latency_ns")
         mach["dram_latency_s"] = ns * 1e-9 if isinstance(ns, (int, float)) and not isinstance(ns, bool) else ns
-    d["upgraded_from"] = {"schema_version": 1, "notes": [V1_NOTE]}
+    stat = v1_time_statistic(d.get("root"))
+    d["upgraded_from"] = {"schema_version": 1, "time_statistic": stat, "notes": [V1_NOTES[stat]]}
     return d
 
 
@@ -157,7 +172,7 @@ def check_profile(d: Any, source: str = "profile") -> tuple[dict[str, Any], list
     notes: list[str] = []
     if ver == 1:
         d = upgrade_v1(d)
-        notes.append(f"{source}: {V1_NOTE}")
+        notes.append(f"{source}: {d['upgraded_from']['notes'][0]}")
     try:
         Profile.model_validate(d)
     except ValidationError as exc:
@@ -166,8 +181,16 @@ def check_profile(d: Any, source: str = "profile") -> tuple[dict[str, Any], list
 
 
 def stats_version(d: dict[str, Any]) -> int:
-    """The schema version a profile's figures were measured under (``upgraded_from`` when upgraded)."""
+    """The schema version a profile's figures were written under (``upgraded_from`` when upgraded)."""
     up = d.get("upgraded_from")
     if isinstance(up, dict) and isinstance(up.get("schema_version"), int):
         return int(up["schema_version"])
     return int(d.get("schema_version", SCHEMA_VERSION))
+
+
+def time_statistic(d: dict[str, Any]) -> str:
+    """``interquartile mean`` (version 2) or ``median`` (older version-1 files): what run and stage times are."""
+    up = d.get("upgraded_from")
+    if isinstance(up, dict):
+        return str(up.get("time_statistic") or MEDIAN)
+    return IQM
