@@ -68,7 +68,7 @@ def _machine() -> dict[str, Any]:
             "by_threads": {"1": {"copy": st(9 * GB), "triad": st(10 * GB)}, "2": {"copy": st(18 * GB), "triad": st(20 * GB)}}
         },
         "gather_bandwidth": {"grid": grid},
-        "latency_ns": {"dram": st(95.0), "by_size": []},
+        "latency_ns": {"dram": st(95.0), "by_size": [], "method": "native", "trusted": True},
         "gpu": None,
     }
 

@@ -38,6 +38,7 @@ def stage_bound_lines(profile: Profile) -> list[str]:
         frac = r.get("ceiling_fraction")
         what = (
             f"{frac:6.1%} of the {r.get('roof')} roofline ceiling"
+            + (f"  [roof suspect: {r.get('roof_suspect_reason')}]" if r.get("roof_suspect") else "")
             if frac is not None
             else f"({stage.extra.get('bound_reason')})"
         )

@@ -89,13 +89,29 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
             f"{_stat(c['bandwidth'], 'B/s')}  unique {c.get('unique_fraction', 0):.0%}"
         )
     lat = m["latency_ns"]
+    how = lat.get("method") if lat.get("method") in ("native", "python-fallback") else "Python loop (older file)"
+    trust = "" if lat.get("trusted") else "; not trusted, not used for classification"
     out.append(
-        "latency (ns per dependent access): "
+        f"latency (ns per dependent load, {how}{trust}): "
         + ", ".join(
-            f"{_size(s['bytes'])}: {s['ns']['median']:.0f} [{s['ns']['min']:.0f} .. {s['ns']['max']:.0f}]"
+            f"{s.get('level', '')} {_size(s['bytes'])}: {s['ns']['median']:.1f} [{s['ns']['min']:.1f} .. {s['ns']['max']:.1f}]".strip()
             for s in lat.get("by_size", [])
         )
     )
+    stops = [
+        (name, st)
+        for name, st in (
+            ("fp32 GEMM", m["gemm_flops"].get("fp32", {}).get("stopping")),
+            ("bf16 GEMM", (m["gemm_flops"].get("bf16") or {}).get("stopping")),
+            ("stream", sb.get("stopping")),
+            ("gather", gb.get("stopping")),
+        )
+        if st
+    ]
+    if stops:
+        out.append(
+            "repeats: " + ", ".join(f"{name} {st['rounds']} rounds ({st['stopped_by']})" for name, st in stops)
+        )
     gpu = m.get("gpu")
     if gpu:
         out.append(f"gpu: {gpu['name']}  HBM copy {_stat(gpu['hbm_bandwidth']['copy'], 'B/s')}")
@@ -111,6 +127,64 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
     return "\n".join(out)
 
 
+def roof_keys_used(profile: Any, machine: dict[str, Any]) -> set[str]:
+    """The ``roofline.roof_key`` of every classified node (classifying against ``machine`` first when
+    the profile carries none, e.g. one saved before roof keys existed)."""
+    from recstack.analysis.pipeline import analyse
+
+    def keys() -> set[str]:
+        return {
+            str(k) for n in profile.root.walk() if (k := n.extra.get("roofline", {}).get("roof_key")) is not None
+        }
+
+    if not keys():
+        analyse(profile, machine, steps=["roofline"])
+    return keys()
+
+
+def _figure_matches(row: dict[str, Any], keys: set[str]) -> bool:
+    if row["group"] == "gemm":
+        return any(k.startswith("gemm.") and row["figure"].startswith(k.split(".", 1)[1] + " GEMM") for k in keys)
+    return row["group"] in keys
+
+
+def format_old_vs_new(cmp: dict[str, Any], keys: set[str], old_file: str) -> str:
+    """Old vs new value of every re-measured roof figure at the roof statistic."""
+    rows = [r for r in cmp["figures"] if r["stat"] == cmp["roof_statistic"] and _figure_matches(r, keys)]
+    units = {"gemm": "FLOP/s", "stream": "B/s", "gather": "B/s"}
+    out = [f"re-measured the roofs the profile used ({', '.join(sorted(keys))}); old = {old_file}, best repeat:"]
+    width = max((len(r["figure"]) for r in rows), default=10)
+    for r in rows:
+        u = units.get(r["group"], "")
+        out.append(f"  {r['figure']:{width}s}  old {_si(r['before'], u):>12s}  new {_si(r['now'], u):>12s}  {r['change']:+.1%}")
+    if not rows:
+        out.append("  (no figure of these roofs in common)")
+    return "\n".join(out)
+
+
+def cmd_machine_compare_profile(args: argparse.Namespace) -> int:
+    """``machine --compare FILE --profile PROFILE``: re-measure only the roofs the profile used."""
+    from recstack.hardware.machine import remeasure
+    from recstack.hardware.repeatability import compare_machines
+    from recstack.tree import Profile
+
+    if not args.compare:
+        raise ConfigError("needs --compare FILE (the machine file whose roofs the profile was held to)", field="--profile")
+    from recstack.hardware.machine import load_machine
+
+    old = load_machine(args.compare)
+    profile = Profile.load(args.profile)
+    keys = roof_keys_used(profile, old)
+    new = remeasure(old, keys, progress=_stderr_progress())
+    cmp = compare_machines(new, old)
+    cmp["figures"] = [r for r in cmp["figures"] if _figure_matches(r, keys)]
+    if args.json:
+        sys.stdout.write(json.dumps({"roof_keys": sorted(keys), "remeasured": new["remeasured"], "comparison": cmp}, indent=1) + "\n")
+        return 0
+    print(format_old_vs_new(cmp, keys, args.compare))
+    return 0
+
+
 def cmd_machine(args: argparse.Namespace) -> int:
     from recstack.hardware.counters import detect_perf
     from recstack.hardware.machine import cache_path, get_machine, load_machine
@@ -121,6 +195,8 @@ def cmd_machine(args: argparse.Namespace) -> int:
         within_run_spread,
     )
 
+    if getattr(args, "profile", None):
+        return cmd_machine_compare_profile(args)
     other = load_machine(args.compare) if args.compare else None  # a bad file fails before measuring
     progress = _stderr_progress()
     machine = get_machine(refresh=args.refresh, quick=args.quick, progress=progress)
@@ -180,6 +256,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="FILE",
         help="compare every figure with this machine JSON (a --refresh compares with the replaced cache itself)",
+    )
+    p.add_argument(
+        "--profile",
+        default=None,
+        metavar="PROFILE",
+        help="with --compare FILE: re-measure only the roofs this profile's nodes were held to and print old vs new",
     )
     p.set_defaults(func=cmd_machine)
     p = subparsers.add_parser(

@@ -202,6 +202,8 @@ def _to_node(raw: RawNode, parent_path: str, factor: float, steps: int) -> Node:
     if raw.level == "op":
         node.extra["shapes"] = [eval_shape(k) for k in raw.shapes]
         node.extra["distinct_shapes"] = len(raw.shapes)
+        if raw.dtypes:
+            node.extra["dtypes"] = dict(raw.dtypes)  # input dtype -> calls (the roofline's roof_dtype)
         node.extra["op_pass_time_s"] = raw.us * 1e-6 / max(steps, 1)
         if raw.device_us:
             node.extra["device_time_s"] = raw.device_us * 1e-6 / max(steps, 1)
@@ -441,6 +443,10 @@ def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: Prof
 
         counters_for_profile(prof, model, lambda: step.run(batch), repeats=5)
     analyse(prof, machine=opts.machine)
+    if opts.dtype == "bf16":  # measured bf16/fp32 time per stage, and the oneDNN kernels that ran
+        from recstack.analysis.dtype_compare import add_bf16_findings
+
+        add_bf16_findings(prof, model, lambda: call_model(model, batch))
 
 
 def _train_table_costs(t: dict[str, Any], backend: str, optimizer: str) -> None:

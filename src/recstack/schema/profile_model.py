@@ -134,7 +134,10 @@ class Roofline(_M):
     roof_suspect: bool | None = F("ceiling_fraction above 105 % of the measured roof", None,
                                   producer="analysis.roofline")
     roof_suspect_reason: str | None = F("why the roof is suspect", None, producer="analysis.roofline")
-    roof_dtype: str | None = F("dtype the compute roof was taken for", None, producer="analysis.roofline")
+    roof_dtype: str | None = F("dtype of the GEMM roof: the dtype the node's ops ran in", None,
+                               producer="analysis.roofline")
+    roof_key: str | None = F("the roof of the ceiling: ``gemm.<dtype>``, ``stream`` or ``gather``", None,
+                             producer="analysis.roofline")
 
 
 class ResidentBytes(_M):
@@ -237,6 +240,8 @@ class Node(_M):
                                           producer="profiling.runner")
     device_time_s: Seconds | None = F("device (CUDA) time per step (op)", None, unit="s",
                                       producer="profiling.runner")
+    dtypes: dict[str, Count] | None = F("input dtype -> calls in the op pass (op; the roofline's roof_dtype)",
+                                        None, unit="calls", producer="profiling.runner")
     device: str | None = F("device of a kernel node (``cuda``)", None, producer="profiling.runner")
     # cost model
     bytes_read: Bytes | None = F("analytic bytes read", None, unit="bytes", producer="costmodel.attach")
@@ -510,8 +515,8 @@ class Counters(_M):
 class Finding(_M):
     """A measured finding worth a sentence in the report (``findings[]``)."""
 
-    kind: str = F("what was found: ``stage_bound`` (a stage's bound and ceiling fraction), ``bf16_speedup``",
-                  producer="analysis.pipeline")
+    kind: str = F("what was found: ``stage_bound`` (a stage's bound and ceiling fraction), ``bf16_speedup`` "
+                  "(analysis.dtype_compare: the stage's bf16/fp32 time ratio)", producer="analysis.pipeline")
     stage: str | None = F("the stage it concerns", None, producer="analysis.pipeline")
     text: str = F("one sentence", producer="analysis.pipeline")
     value: Finite | None = F("the figure (the ceiling fraction; the bf16/fp32 time ratio)", None,
