@@ -20,6 +20,7 @@ from torch import nn
 from recstack.errors import ConfigError
 from recstack.profiling.rules import StageRules, load_stage_rules
 from recstack.profiling.runner import ProfileOptions, profile_model
+from recstack.render import progress
 from recstack.tree import Profile
 
 
@@ -136,7 +137,8 @@ def profile_zoo(
         tasks=tasks,
         batch_size=batch_size,
     )
-    net = build_model(model, scale=scale, options=opts)
+    with progress.phase("model build"):
+        net = build_model(model, scale=scale, options=opts)
     bound = bind(spec, net.features(), net.num_dense, net.num_tasks)
     info = {
         "model": net.cfg.name,

@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"recstack {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     _add_zoo(sub)
     from recstack.workload.commands import register as register_workload
@@ -98,6 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        if args.quiet:
+            from recstack.render.progress import configure
+
+            configure(quiet=True)
         return int(args.func(args) or 0)
     except RecstackError as exc:
         if debug:

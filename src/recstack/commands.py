@@ -69,7 +69,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.machine == "auto":
         print("recstack demo: measuring this machine (quick; cached per host) for the roofline ...")
         sys.stdout.flush()
-        get_machine(quick=True)
+        from recstack.render.progress import finish, reporter
+
+        get_machine(quick=True, progress=reporter())
+        finish()
     ns = build_profile_parser().parse_args(
         [
             args.model,

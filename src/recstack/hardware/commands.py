@@ -198,8 +198,11 @@ def cmd_machine(args: argparse.Namespace) -> int:
     if getattr(args, "profile", None):
         return cmd_machine_compare_profile(args)
     other = load_machine(args.compare) if args.compare else None  # a bad file fails before measuring
-    progress = _stderr_progress()
+    from recstack.render.progress import finish, reporter
+
+    progress = reporter(_stderr_progress())  # a progress phase per benchmark group, besides the lines
     machine = get_machine(refresh=args.refresh, quick=args.quick, progress=progress)
+    finish()
     counters = detect_perf().to_dict()
     comparison = compare_machines(machine, other) if other is not None else machine.get("repeatability")
     if args.json:

@@ -70,6 +70,8 @@ def measure_machine(
     quick: bool = False, *, tiny: bool = False, progress: Progress | None = None
 ) -> dict[str, Any]:
     """Measure this host now (``quick``: under a minute on 2 cores; ``tiny``: seconds, for tests)."""
+    from recstack.hardware.probe import machine_probe
+
     say = progress or _quiet
     mode = _mode(quick, tiny)
     t_start = time.perf_counter()
@@ -96,6 +98,8 @@ def measure_machine(
         stream = cpu_bench.stream_bandwidth(plan.stream_bytes, plan.threads, plan.stream_stop)
         gather = cpu_bench.gather_bandwidth(plan, say)
         latency = cpu_bench.memory_latency(plan, say)
+        say("capacity probe (compared with every profile's probe)")
+        probe = machine_probe(plan.threads, rounds=2 if tiny else 5)
         gpu = None
         if torch.cuda.is_available():
             from recstack.hardware.gpu_bench import measure_gpu
@@ -143,6 +147,7 @@ def measure_machine(
         "stream_bandwidth": stream,
         "gather_bandwidth": gather,
         "latency_ns": latency,
+        "probe": probe,
         "gpu": gpu,
     }
 

@@ -15,7 +15,8 @@ from recstack.version import __version__
 __all__ = ["cpu_flags", "cpu_model", "environment", "native_bf16"]
 
 
-def environment() -> dict[str, Any]:
+def environment(contention: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Versions, CPU and host; ``contention`` (from :mod:`recstack.profiling.contention`) is stored as given."""
     env: dict[str, Any] = {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -41,4 +42,6 @@ def environment() -> dict[str, Any]:
         env["fbgemm_gpu"] = None
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(0)
+    if contention is not None:
+        env["contention"] = contention
     return env

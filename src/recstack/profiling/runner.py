@@ -33,7 +33,9 @@ import torch
 from torch import nn
 
 from recstack.errors import ConfigError
+from recstack.profiling.contention import ContentionWatch
 from recstack.profiling.environment import environment, native_bf16
+from recstack.profiling.native_stderr import quiet_native
 from recstack.profiling.oppass import (
     STAGE,
     STEP,
@@ -44,7 +46,8 @@ from recstack.profiling.oppass import (
 )
 from recstack.profiling.rules import FORWARD_STAGES, StageMap, StageRules, detect_stages
 from recstack.profiling.stats import bootstrap_ci, central_mean, central_steps, median, percentile
-from recstack.profiling.timing import StageTimer, _Region, cuda_sync, install_stage_hooks
+from recstack.profiling.timing import StageTimer, _Region, attach_stage_rusage, cuda_sync, install_stage_hooks
+from recstack.render import progress
 from recstack.tree import Node, Profile
 
 STAGE_ORDER = FORWARD_STAGES + ("loss", "backward", "optimizer", "communication", "other")
@@ -248,6 +251,7 @@ def profile_model(
     try:
         return _profile(model, batches, opts, loss_fn, batch_size, dtype_note)
     finally:
+        progress.finish()
         torch.set_num_threads(old_threads)
 
 
@@ -265,6 +269,7 @@ def _profile(
     wall0 = time.perf_counter()
 
     # Warm-up (the first step also records the top-level call order for stage rules).
+    progress.advance("warm-up")
     order = _discover_call_order(model, step, batches[0])
     for i in range(max(0, opts.warmup - 1)):
         step.run(batches[(i + 1) % n])
@@ -277,6 +282,8 @@ def _profile(
     timed: list[float] = []
     stage_samples: dict[str, list[float]] = {}
     region = (lambda s: _Region(timer, s)) if step.train else None
+    progress.advance("timing pass", estimate_s=2 * opts.iters * (time.perf_counter() - wall0) / max(opts.warmup, 1))
+    watch = ContentionWatch(opts.machine).start()
     for i in range(opts.iters):
         batch = batches[i % n]
         if sync:
@@ -301,6 +308,7 @@ def _profile(
         acc["other"] = max(0.0, total - sum(acc.values()))
         for k in set(stage_samples) | set(acc):
             stage_samples.setdefault(k, [0.0] * i).append(acc.get(k, 0.0))
+    contention = watch.stop()
 
     # Pass 2: op level.
     folder = Folder()
@@ -308,6 +316,7 @@ def _profile(
     if opts.op_pass:
         from torch.profiler import ProfilerActivity, profile
 
+        progress.advance("op pass")
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
 
         def op_region(s: str) -> Any:
@@ -315,7 +324,7 @@ def _profile(
 
         range_wrappers = install_range_hooks(model, roots)
         try:
-            with profile(activities=acts, record_shapes=True) as prof:
+            with quiet_native(profile(activities=acts, record_shapes=True)) as prof:
                 for i in range(opts.op_iters):
                     batch = batches[i % n]
                     t0 = time.perf_counter_ns()
@@ -364,6 +373,7 @@ def _profile(
         if sname == "backward" and step.fused:
             node.extra["note"] = "includes the fused embedding-table optimizer update (tbe)"
         root.children.append(node)
+    attach_stage_rusage(root, timer, central)
     if step.fused and "optimizer" not in stage_samples:
         root.extra["optimizer_note"] = "embedding-table update fused into backward (tbe)"
     root.self_time_s = max(0.0, root.time_s - sum(c.time_s for c in root.children))
@@ -420,7 +430,7 @@ def _profile(
     prof = Profile(
         run_id=uuid.uuid4().hex[:12],
         run=run,
-        environment=environment(),
+        environment=environment(contention=contention),
         overhead=overhead,
         root=root,
         extra=extra,
@@ -434,6 +444,7 @@ def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: Prof
     then the analysis pipeline (:func:`recstack.analysis.pipeline.analyse`: roofline bound classes, ...)."""
     from recstack.analysis.pipeline import analyse
 
+    progress.advance("cost model and analyses")
     if opts.cost_model:
         from recstack.costmodel.attach import attach_model_costs
 
