@@ -178,12 +178,12 @@ class StageCounters(_M):
 class Rusage(_M):
     """Kernel resource counts of a stage, per step (central-step mean)."""
 
-    minor_faults: Count | None = F("minor page faults", None, unit="faults", producer="profiling.contention")
-    major_faults: Count | None = F("major page faults", None, unit="faults", producer="profiling.contention")
+    minor_faults: Count | None = F("minor page faults", None, unit="faults", producer="profiling.timing")
+    major_faults: Count | None = F("major page faults", None, unit="faults", producer="profiling.timing")
     voluntary_ctx_switches: Count | None = F("voluntary context switches", None, unit="switches",
-                                             producer="profiling.contention")
+                                             producer="profiling.timing")
     involuntary_ctx_switches: Count | None = F("involuntary context switches", None, unit="switches",
-                                               producer="profiling.contention")
+                                               producer="profiling.timing")
 
 
 class Node(_M):
@@ -225,7 +225,7 @@ class Node(_M):
     counters: StageCounters | None = F("hardware counters of the stage, from ``counters.stages`` (stage)", None,
                                        producer="analysis.pipeline")
     rusage: Rusage | None = F("page faults and context switches per step (stage)", None,
-                              producer="profiling.contention")
+                              producer="profiling.timing")
     # module, op and kernel nodes
     label: str | None = F("display name, disambiguated among siblings that share a name", None,
                           producer="profiling.runner")
@@ -317,13 +317,85 @@ class Run(_M):
     model_config = ConfigDict(strict=True, extra="allow", protected_namespaces=(), populate_by_name=True)
 
 
+class ProcessLoad(_M):
+    """A process that used our CPUs during the timed steps."""
+
+    pid: NonNegInt = F("process id", producer="profiling.contention")
+    name: str = F("process name", producer="profiling.contention")
+    cmd: str = F("its command line (shortened)", producer="profiling.contention")
+    cores: Ratio = F("CPU time over the window's wall time", unit="cores", producer="profiling.contention")
+    threads: NonNegInt | None = F("its threads", None, producer="profiling.contention")
+
+
+class BeforeAfter(_M):
+    """A figure read before and after the timed steps."""
+
+    before: Any = F("before the timed steps", None, producer="profiling.contention")
+    after: Any = F("after the timed steps", None, producer="profiling.contention")
+
+
+class ProbeFigures(_M):
+    """One capacity probe (a few ms of GEMM and of streaming)."""
+
+    threads: NonNegInt | None = F("threads the probe ran at", None, unit="threads", producer="hardware.probe")
+    gemm_flops: Ratio | None = F("GEMM rate", None, unit="FLOP/s", producer="hardware.probe")
+    stream_bytes_per_s: Ratio | None = F("streaming copy rate", None, unit="bytes/s", producer="hardware.probe")
+
+
+class ContentionProbe(_M):
+    """The capacity probes and what they were compared with."""
+
+    before: ProbeFigures | None = F("probe before the timed steps", None, producer="profiling.contention")
+    after: ProbeFigures | None = F("probe after the timed steps", None, producer="profiling.contention")
+    settings: dict[str, Any] | None = F("probe sizes and repeats", None, producer="profiling.contention")
+    machine: dict[str, Any] | None = F("the machine file's probe at these threads (null: not compared)", None,
+                                       producer="profiling.contention")
+    floor: dict[str, Ratio] | None = F("kind -> the rate below which the host counts as slower", None,
+                                       producer="profiling.contention")
+
+
+class CgroupQuota(_M):
+    quota_cores: Ratio | None = F("the container's CPU quota (null: none)", None, unit="cores",
+                                  producer="profiling.contention")
+    throttled_fraction: Ratio | None = F("share of the window the quota throttled this process", None,
+                                         producer="profiling.contention")
+
+
 class Contention(_M):
+    """Was the run sharing its CPUs, or the host slower than measured (``environment.contention``)."""
+
     detected: bool | None = F("the run was contended", None, producer="profiling.contention")
-    evidence: list[str] | None = F("what showed it", None, producer="profiling.contention")
-    planned_load: list[Any] | None = F("load the user said was planned", None, producer="profiling.contention")
-    probe: dict[str, Any] | None = F("the contention probe's figures", None, producer="profiling.contention")
-    cpu_time_ratio: Ratio | None = F("process CPU time over wall time x threads", None,
+    evidence: list[str] | None = F("why (one sentence each); empty when not contended", None,
+                                   producer="profiling.contention")
+    notes: list[str] | None = F("what was seen but is not contention, or could not be compared", None,
+                                producer="profiling.contention")
+    busy_processes: list[ProcessLoad] | None = F("other processes busy on our CPUs", None,
+                                                 producer="profiling.contention")
+    planned_load: list[ProcessLoad] | None = F("recstack's own planned processes (workers, ranks)", None,
+                                               producer="profiling.contention")
+    other_cores: Ratio | None = F("cores others used on our CPUs", None, unit="cores",
+                                  producer="profiling.contention")
+    oversubscribed: bool | None = F("torch threads + others' cores exceeded the usable cores", None,
+                                    producer="profiling.contention")
+    torch_threads: NonNegInt | None = F("torch intra-op threads", None, unit="threads",
+                                        producer="profiling.contention")
+    usable_cores: NonNegInt | None = F("cores this process may run on", None, unit="cores",
+                                       producer="profiling.contention")
+    steal_fraction: Ratio | None = F("share of our CPUs' time the hypervisor took", None,
                                      producer="profiling.contention")
+    cgroup: CgroupQuota | None = F("the container's CPU quota (null: none found)", None,
+                                   producer="profiling.contention")
+    probe: ContentionProbe | None = F("capacity probes before and after", None, producer="profiling.contention")
+    cpu_time_ratio: Ratio | None = F("this process's CPU time over wall time", None, unit="cores",
+                                     producer="profiling.contention")
+    involuntary_ctx_switches_per_s: Ratio | None = F("involuntary context switches of this process", None,
+                                                     unit="1/s", producer="profiling.contention")
+    load_avg: BeforeAfter | None = F("1, 5, 15 minute load averages, before and after", None,
+                                     producer="profiling.contention")
+    runnable: BeforeAfter | None = F("runnable tasks on the host, before and after", None, unit="tasks",
+                                     producer="profiling.contention")
+    window_s: Seconds | None = F("the watched window", None, unit="s", producer="profiling.contention")
+    method: str | None = F("how it was measured", None, producer="profiling.contention")
 
 
 class Environment(_M):
