@@ -35,16 +35,13 @@ from typing import Any
 from recstack.analysis.pipeline import analyse
 from recstack.errors import RecstackError
 from recstack.tree import Node, Profile
+from recstack.units import binary
 
 MODELS = {"rmc1": "embedding", "rmc2": "embedding", "rmc3": "dense"}
 
 
 def _gb(v: float) -> str:
     return f"{v / 1e9:.2f} GB/s"
-
-
-def _size(n: float) -> str:
-    return f"{n / 2**20:.0f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
 
 
 def stage_line(model: str, stage: Node | None, kind: str) -> str:
@@ -65,10 +62,10 @@ def stage_line(model: str, stage: Node | None, kind: str) -> str:
         uniq = r.get("memory_fraction_unique")
         roof = f"{_gb(r['roof_bytes_per_s'])} {r['roof']} roof"
         if g:
-            roof += f" at {g['row_bytes']:.0f} B rows, {_size(g['table_bytes'])} tables (rows: {g['row_source']}; tables: {g['table_source']})"
+            roof += f" at {g['row_bytes']:.0f} B rows, {binary(g['table_bytes'])} tables (rows: {g['row_source']}; tables: {g['table_source']})"
             if g.get("footprint_bytes", g["table_bytes"]) > g["table_bytes"]:
                 roof += (
-                    f", {_size(g['footprint_bytes'])} read in turn (one-table roof "
+                    f", {binary(g['footprint_bytes'])} read in turn (one-table roof "
                     f"{_gb(g.get('one_table_bytes_per_s') or 0.0)})"
                 )
         return (
@@ -124,7 +121,7 @@ def same_data(model: str, prof: Profile, rounds: int = 7) -> list[str]:
         full = torch.cat([offsets, torch.tensor([ids.numel()], dtype=offsets.dtype)]).to(torch.int64)
         out = torch.empty(offsets.numel(), w.shape[1])
         calls.append((w, ids.to(torch.int64), offsets, full, out))
-    nbytes = sum(ids.numel() * w.shape[1] * w.element_size() for w, ids, *_ in calls)
+    nbytes = sum(ids.numel() * w.shape[1] * w.elementbinary() for w, ids, *_ in calls)
     threads = int(run.get("threads") or torch.get_num_threads())
     torch.set_num_threads(threads)
 

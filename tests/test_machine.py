@@ -1075,7 +1075,7 @@ def test_stage_footprint_reaches_its_ops():
     assert op["table_bytes"] == 1 << 30 and op["footprint_bytes"] == 2 << 30  # held to its stage's pattern
     assert op["footprint_source"].startswith("stage embedding")
     assert op["one_table_bytes_per_s"] == pytest.approx(4 * GB)
-    assert "2.0 GiB in turn (embedding)" in p.extra["machine"]["gather_roofs"][0]["label"]
+    assert "2 GiB in turn (embedding)" in p.extra["machine"]["gather_roofs"][0]["label"]
 
 
 # -- stopping rule (injected clock and benchmark: deterministic, never the host's speed) --------

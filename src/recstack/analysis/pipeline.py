@@ -38,9 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recstack.analysis.roofline import build_roofs, classify
 from recstack.errors import ConfigError
-from recstack.hardware.machine import load_machine, validate_machine
 from recstack.tree import Profile
 
 CLASSIFICATION_KEYS = ("bound", "bound_basis", "bound_reason", "roofline")
@@ -68,6 +66,8 @@ def as_machine(machine: MachineArg, file: str | None = None) -> Machine | None:
     machine JSON path (loaded and validated: DataError naming the file), or None."""
     if machine is None or isinstance(machine, Machine):
         return machine
+    from recstack.hardware.machine import load_machine, validate_machine  # lazy: torch (CLI start-up)
+
     if isinstance(machine, dict):
         return Machine(validate_machine(machine, file or "machine"), file)
     return Machine(load_machine(machine), str(machine))
@@ -118,11 +118,15 @@ def _counters(profile: Profile, _machine: Machine | None) -> None:
 def _roofs_for(profile: Profile, machine: Machine | None) -> None:
     """Fail before anything changes when the machine cannot serve the profile (e.g. a cuda run
     against a machine file without GPU figures)."""
+    from recstack.analysis.roofline import build_roofs  # lazy: torch (CLI start-up)
+
     assert machine is not None
     build_roofs(machine.figures, profile.run or {})
 
 
 def _roofline(profile: Profile, machine: Machine | None) -> None:
+    from recstack.analysis.roofline import classify  # lazy: torch (CLI start-up)
+
     assert machine is not None
     clear_classification(profile)
     classify(profile, machine.figures)

@@ -72,6 +72,7 @@ from recstack.errors import DataError
 from recstack.hardware.bench import ROOF_STATISTIC
 from recstack.hardware.machine import latency_trusted, validate_machine
 from recstack.tree import Node, Profile
+from recstack.units import binary
 
 TURN_TAPER_LOG2 = 2.0  # in-turn penalty tapers to none at 2**-2 of the smallest in-turn cell's table size
 OVERHEAD_PER_CALL_S = 5e-6
@@ -622,10 +623,6 @@ def _ns_to_s(ns: float | None) -> float | None:
     return ns * 1e-9 if ns is not None else None
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**20:.0f} MiB" if n < 2**30 else f"{n / 2**30:.1f} GiB"
-
-
 def classify(profile: Profile, machine: dict[str, Any]) -> None:
     """Classify every node of ``profile`` against ``machine`` (mutates; see the module docstring)."""
     validate_machine(machine, "machine")
@@ -645,9 +642,9 @@ def classify(profile: Profile, machine: dict[str, Any]) -> None:
         g = stage.extra.get("roofline", {}).get("gather")
         bw = stage.extra.get("roofline", {}).get("roof_bytes_per_s")
         if g and bw:
-            label = f"gather {g['row_bytes']:.0f} B rows, {_gib(g['table_bytes'])}"
+            label = f"gather {g['row_bytes']:.0f} B rows, {binary(g['table_bytes'])}"
             if g.get("footprint_bytes", 0) > g["table_bytes"]:
-                label += f" tables, {_gib(g['footprint_bytes'])} in turn"
+                label += f" tables, {binary(g['footprint_bytes'])} in turn"
             label += f" ({stage.name})"
             gather_roofs.setdefault(round(bw, -6), {"label": label, "bytes_per_s": bw})
     gvals = list(roofs.gather_points.values())

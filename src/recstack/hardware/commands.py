@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from recstack.errors import ConfigError
+from recstack.units import binary, si
 
 
 def _stderr_progress() -> Callable[[str], None]:
@@ -31,24 +32,9 @@ def _stderr_progress() -> Callable[[str], None]:
     return say
 
 
-def _si(v: float | None, unit: str) -> str:
-    if v is None:
-        return "n/a"
-    for div, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.1f} {p}{unit}"
-    return f"{v:.1f} {unit}"
-
-
 def _stat(st: dict[str, Any], unit: str) -> str:
-    return f"{_si(st['median'], unit)} [{_si(st['min'], unit)} .. {_si(st['max'], unit)}, n={st['repeats']}]"
-
-
-def _size(n: float) -> str:
-    for div, p in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if n >= div:
-            return f"{n / div:g} {p}"
-    return f"{n:g} B"
+    med, lo, hi = (si(st[k], unit, digits=4, missing="n/a") for k in ("median", "min", "max"))
+    return f"{med} [{lo} .. {hi}, n={st['repeats']}]"
 
 
 def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) -> str:
@@ -63,7 +49,7 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
     out.append(
         "caches: "
         + ", ".join(
-            f"L{c['level']} {c['type']} {_size(c['size_bytes'])} x{c['instances']}" for c in m["caches"]
+            f"L{c['level']} {c['type']} {binary(c['size_bytes'])} x{c['instances']}" for c in m["caches"]
         )
     )
     out.append("GEMM FLOP/s  median [min .. max, repeats]:")
@@ -74,7 +60,7 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
         for t, st in sorted(entry["by_threads"].items(), key=lambda kv: int(kv[0])):
             out.append(f"  {dt}{tag:11s} {int(t):3d} thread(s): {_stat(st, 'FLOP/s')}  n={st.get('n')}")
     sb = m["stream_bandwidth"]
-    out.append(f"stream bandwidth ({_size(sb.get('array_bytes', 0))} arrays):")
+    out.append(f"stream bandwidth ({binary(sb.get('array_bytes', 0))} arrays):")
     for t, kinds in sorted(sb["by_threads"].items(), key=lambda kv: int(kv[0])):
         out.append(
             f"  {int(t):3d} thread(s): copy {_stat(kinds['copy'], 'B/s')}  triad {_stat(kinds['triad'], 'B/s')}"
@@ -83,7 +69,7 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
     out.append(f"gather bandwidth ({gb.get('kernel', 'index_select')}), median bytes/s [min .. max]:")
     for c in gb["grid"]:
         turn = int(c.get("tables_in_turn", 1))
-        what = f"{_size(c['table_bytes']):>9s} table" + (f" x {turn} in turn" if turn > 1 else "")
+        what = f"{binary(c['table_bytes']):>9s} table" + (f" x {turn} in turn" if turn > 1 else "")
         out.append(
             f"  {c['threads']:3d} thr {c['dist']:7s} {c['row_bytes']:4d} B rows  {what}: "
             f"{_stat(c['bandwidth'], 'B/s')}  unique {c.get('unique_fraction', 0):.0%}"
@@ -94,7 +80,7 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
     out.append(
         f"latency (ns per dependent load, {how}{trust}): "
         + ", ".join(
-            f"{s.get('level', '')} {_size(s['bytes'])}: {s['ns']['median']:.1f} [{s['ns']['min']:.1f} .. {s['ns']['max']:.1f}]".strip()
+            f"{s.get('level', '')} {binary(s['bytes'])}: {s['ns']['median']:.1f} [{s['ns']['min']:.1f} .. {s['ns']['max']:.1f}]".strip()
             for s in lat.get("by_size", [])
         )
     )
@@ -156,7 +142,8 @@ def format_old_vs_new(cmp: dict[str, Any], keys: set[str], old_file: str) -> str
     width = max((len(r["figure"]) for r in rows), default=10)
     for r in rows:
         u = units.get(r["group"], "")
-        out.append(f"  {r['figure']:{width}s}  old {_si(r['before'], u):>12s}  new {_si(r['now'], u):>12s}  {r['change']:+.1%}")
+        old, new = (si(r[k], u, digits=4, missing="n/a") for k in ("before", "now"))
+        out.append(f"  {r['figure']:{width}s}  old {old:>12s}  new {new:>12s}  {r['change']:+.1%}")
     if not rows:
         out.append("  (no figure of these roofs in common)")
     return "\n".join(out)
@@ -231,6 +218,11 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise ConfigError(f"must be >= 0 (got {args.top})", field="--top")
     output_paths(args.output)  # reject a bad extension before any measuring
+    from recstack.outputs import check_writable
+
+    check_writable(args.output, "-o/--output")
+    if args.save_profile:
+        check_writable(args.save_profile, "--save-profile")
     profile = Profile.load(args.profile)
     if args.machine is not None or not is_classified(profile):
         analyse(profile, machine_arg(args.machine or HOST), steps=["roofline"])

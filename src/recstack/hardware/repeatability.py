@@ -21,12 +21,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from recstack.hardware.bench import ROOF_STATISTIC
+from recstack.units import binary
 
 TOLERANCE = 0.10
-
-
-def _size(n: int) -> str:
-    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
 def roof_figures(m: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -40,7 +37,7 @@ def roof_figures(m: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]
             yield "stream", f"stream {k} {t} thread(s)", kinds[k]
     for c in m["gather_bandwidth"]["grid"]:
         turn = int(c.get("tables_in_turn", 1))
-        tables = _size(int(c["table_bytes"])) + (f" x {turn} tables in turn" if turn > 1 else "")
+        tables = binary(c["table_bytes"]) + (f" x {turn} tables in turn" if turn > 1 else "")
         name = f"gather {c['dist']} {c['row_bytes']} B rows {tables} {c['threads']} thread(s)"
         yield "gather", name, c["bandwidth"]
     yield "latency", "DRAM latency", m["latency_ns"]["dram"]

@@ -25,13 +25,14 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
+from recstack.config.run import RunConfig
 from recstack.errors import ConfigError
 from recstack.profiling.contention import ContentionWatch
 from recstack.profiling.environment import environment, native_bf16
@@ -53,40 +54,77 @@ from recstack.tree import Node, Profile
 STAGE_ORDER = FORWARD_STAGES + ("loss", "backward", "optimizer", "communication", "other")
 
 
-@dataclass
 class ProfileOptions:
-    mode: str = "inference"
-    iters: int = 20
-    warmup: int = 5
-    op_iters: int = 3
-    threads: int | None = None
-    dtype: str = "fp32"
-    optimizer: str = "sgd"
-    learning_rate: float = 0.01
-    stage_rules: StageRules | None = None
-    trace_path: str | None = None
-    seed: int = 0
-    op_pass: bool = True
-    cost_model: bool = True
-    counters: bool = True
-    machine: dict[str, Any] | None = None
-    run_info: dict[str, Any] = field(default_factory=dict)
+    """The resolved runtime options of one run: a validated RunConfig plus what it resolved to.
+
+    Every RunConfig field reads as an attribute (``opts.mode``, ``opts.iters``, ...);
+    ``stage_rules`` and ``machine`` are the loaded rules and machine dict (the
+    config holds their file names). ``ProfileOptions(mode="train")`` builds the
+    config from keyword fields, validated by RunConfig.
+    """
+
+    def __init__(
+        self,
+        config: RunConfig | None = None,
+        *,
+        stage_rules: StageRules | None = None,
+        machine: dict[str, Any] | None = None,
+        trace_path: str | None = None,
+        run_info: dict[str, Any] | None = None,
+        op_pass: bool = True,
+        cost_model: bool = True,
+        counters: bool = True,
+        **fields: Any,
+    ) -> None:
+        self.config = RunConfig.build(config, fields) if fields or config is None else config
+        self.stage_rules = stage_rules
+        self.machine = machine
+        self.trace_path = trace_path
+        self.run_info: dict[str, Any] = dict(run_info or {})
+        self.op_pass = op_pass
+        self.cost_model = cost_model
+        self.counters = counters
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names that are not instance attributes: the config's fields.
+        if name != "config" and name in RunConfig.model_fields:
+            return getattr(self.config, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def validate(self) -> None:
-        if self.mode not in ("inference", "train"):
-            raise ConfigError(f"must be inference or train (got {self.mode!r})", field="--mode")
-        if self.iters < 2:
-            raise ConfigError(f"must be >= 2 (got {self.iters})", field="--iters")
-        if self.warmup < 0:
-            raise ConfigError(f"must be >= 0 (got {self.warmup})", field="--warmup")
-        if self.op_iters < 1:
-            raise ConfigError(f"must be >= 1 (got {self.op_iters})", field="--op-iters")
-        if self.dtype not in ("fp32", "bf16"):
-            raise ConfigError(f"must be fp32 or bf16 (got {self.dtype!r})", field="--dtype")
-        if self.optimizer not in ("sgd", "adagrad"):
-            raise ConfigError(f"must be sgd or adagrad (got {self.optimizer!r})", field="--optimizer")
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"must be >= 1 (got {self.threads})", field="--threads")
+        """RunConfig validated every field; what is left is the resolved objects' types."""
+        if self.stage_rules is not None and not isinstance(self.stage_rules, StageRules):
+            raise ConfigError("must be loaded StageRules (recstack.profiling.load_stage_rules)", field="stage_rules")
+
+    def write_trace(self, prof: Any) -> None:
+        """Export the op pass's Chrome trace to ``trace_path`` atomically, never failing the run.
+
+        torch.profiler exports a trace only once, so it is staged in the temp
+        folder first, then copied into place; if that fails, the staged file is
+        where the trace stays (a warning names it). ``run_info["trace"]`` (so
+        ``run.trace``) records the file really written, and is absent if none was.
+        """
+        import shutil
+
+        from recstack.outputs import atomic_output, fallback_path
+
+        staged = fallback_path(self.trace_path)
+        try:
+            prof.export_chrome_trace(str(staged))
+        except OSError as exc:
+            staged.unlink(missing_ok=True)
+            warnings.warn(f"trace: not written ({exc.strerror or exc})", stacklevel=2)
+            return
+        try:
+            with atomic_output(self.trace_path) as tmp:
+                shutil.copyfile(staged, tmp)
+        except OSError as exc:
+            warnings.warn(f"trace: cannot write {self.trace_path} ({exc.strerror or exc}); written to {staged}",
+                          stacklevel=2)
+            self.run_info["trace"] = str(staged)
+            return
+        staged.unlink(missing_ok=True)
+        self.run_info["trace"] = str(self.trace_path)
 
 
 def call_model(model: nn.Module, batch: Any) -> Any:
@@ -337,7 +375,7 @@ def _profile(
             range_wrappers.remove()
         folder.fold(prof.events())
         if opts.trace_path:
-            prof.export_chrome_trace(str(opts.trace_path))
+            opts.write_trace(prof)
     extra = _embedding_and_memory(model, step, batches[0], smap, opts)
     wall = time.perf_counter() - wall0
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from recstack.errors import ConfigError, DataError
 from recstack.outputs import atomic_output
 from recstack.tree import Node, Profile
+from recstack.units import si
 
 BOUND_COLORS = {"memory": "#1f77b4", "compute": "#d62728", "overhead": "#7f7f7f", None: "#bcbd22"}
 TOP_OPS = 10
@@ -75,13 +76,6 @@ def _near(a: tuple[float, float], b: tuple[float, float], decades: float = 0.3) 
     return abs(math.log10(a[0] / b[0])) < decades and abs(math.log10(a[1] / b[1])) < decades
 
 
-def _fmt_rate(v: float, unit: str) -> str:
-    for div, p in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
-        if v >= div:
-            return f"{v / div:.1f} {p}{unit}"
-    return f"{v:.0f} {unit}"
-
-
 def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OPS) -> list[Path]:
     """Draw the chart to ``path`` (``.png`` also writes the ``.svg`` beside it); return the files written."""
     mach = profile.extra.get("machine")
@@ -123,7 +117,7 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
             style,
             color=color,
             lw=1.6,
-            label=f"{label}: {_fmt_rate(bw, 'B/s')}",
+            label=f"{label}: {si(bw, 'B/s')}",
         )
     for r in mach.get("compute_roofs") or []:
         f = float(r["flops"])
@@ -133,7 +127,7 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
             "-" if r.get("main") else ":",
             color="#d62728" if r.get("main") else "#ff9896",
             lw=2 if r.get("main") else 1.2,
-            label=f"{r['label']}: {_fmt_rate(f, 'FLOP/s')}",
+            label=f"{r['label']}: {si(f, 'FLOP/s')}",
         )
     tmax = max([n.time_s for n in shown] or [1.0]) or 1.0
     labelled: list[tuple[float, float]] = []
@@ -161,7 +155,7 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
         frac = r.get("ceiling_fraction")
         basis = " (unique bytes)" if n.extra.get("bound_basis") == "unique bytes" else ""
         text = _label(n) + (
-            f"\n{frac:.0%} of roof{basis}, {n.extra.get('bound')}" if frac is not None else ""
+            f"\n{frac:.0%}{'?' if r.get('roof_suspect') else ''} of roof{basis}, {n.extra.get('bound')}" if frac is not None else ""
         )
         ax.annotate(text, xy, xytext=(6, 6), textcoords="offset points", fontsize=7)
     for bound, color in BOUND_COLORS.items():
@@ -198,7 +192,7 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
         bw, frac = r.get("achieved_bytes_per_s"), r["memory_fraction_requested"]
         if bw is not None:
             notes.append(
-                f"{_label(n)} (0 FLOP): {_fmt_rate(bw, 'B/s')}, {frac:.0%} of {r.get('roof')} roof, {n.extra.get('bound')}"
+                f"{_label(n)} (0 FLOP): {si(bw, 'B/s')}, {frac:.0%}{'?' if r.get('roof_suspect') else ''} of {r.get('roof')} roof, {n.extra.get('bound')}"
             )
     if len(zero_flop) > MAX_NOTES:
         notes.append(f"{len(zero_flop) - MAX_NOTES} more with 0 FLOP")

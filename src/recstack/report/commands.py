@@ -49,21 +49,25 @@ def _default_out(profile: str, suffix: str) -> Path:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from recstack.outputs import check_writable
     from recstack.report.build import write_report
     from recstack.tree import Profile
 
+    out = check_writable(args.output or _default_out(args.profile, ".html"), "-o/--output")
     prof = Profile.load(args.profile)
-    out = Path(args.output) if args.output else _default_out(args.profile, ".html")
     write_report(prof, out, title=args.title)
     print(f"report written to {out}")
     return 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from recstack.outputs import check_writable
     from recstack.report.diff import NoiseRule, diff_profiles
     from recstack.report.diff_render import print_diff, write_diff_html
     from recstack.tree import Profile
 
+    if args.output:
+        check_writable(args.output, "-o/--output")
     a, b = Profile.load(args.a), Profile.load(args.b)
     rule = NoiseRule(min_change_pct=args.min_change, fixed_noise_pct=args.noise_floor)
     result = diff_profiles(a, b, rule=rule, level=args.level, allow_different_models=args.allow_different_models)
@@ -86,7 +90,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         fmt = suffix if suffix in FORMATS else "csv"
     if fmt not in FORMATS:
         raise DataError(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})")
-    out = Path(args.output) if args.output else _default_out(args.profile, f".nodes.{fmt}")
+    from recstack.outputs import check_writable
+
+    out = check_writable(args.output or _default_out(args.profile, f".nodes.{fmt}"), "-o/--output")
     prof = Profile.load(args.profile)
     export(prof, out, fmt)
     print(f"{fmt} written to {out}")

@@ -15,35 +15,11 @@ from rich.table import Table
 from recstack.report.diff import DiffResult, NodeDelta
 from recstack.report.html import render_page, write_page
 from recstack.report.payload import clean
+from recstack.units import seconds as fmt_time
+from recstack.units import si as fmt_si
 
-DIFF_SCRIPTS = ["common.js", "diff.js"]
+DIFF_SCRIPTS = ["units.js", "common.js", "diff.js"]
 _STYLE = {"regression": "bold red", "improvement": "bold green", "noise": "dim", "added": "yellow", "removed": "yellow"}
-
-
-def _sig4(v: float) -> str:
-    a = abs(v)
-    return f"{v:.1f}" if a >= 100 else f"{v:.2f}" if a >= 10 else f"{v:.3f}"
-
-
-def fmt_time(s: float | None) -> str:
-    """Seconds with 4 significant digits and a unit: "13.88 ms", "461.6 us"."""
-    if s is None:
-        return "-"
-    a = abs(s)
-    if a >= 1:
-        return f"{_sig4(s)} s"
-    if a >= 1e-3:
-        return f"{_sig4(s * 1e3)} ms"
-    return f"{_sig4(s * 1e6)} us"
-
-
-def fmt_si(v: float | None, unit: str) -> str:
-    if v is None:
-        return "-"
-    for div, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.2f} {p}{unit}"
-    return f"{v:g} {unit}"
 
 
 def _short(v: Any) -> bool:
@@ -61,7 +37,7 @@ def _spread(sp: tuple[float, float] | None) -> str:
         return "-"
     hi = fmt_time(sp[1])
     unit = hi.split(" ")[1]
-    scale = {"s": 1.0, "ms": 1e3, "us": 1e6}[unit]
+    scale = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[unit]
     return f"{sp[0] * scale:.3g}-{sp[1] * scale:.3g} {unit}"
 
 

@@ -16,9 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from recstack.errors import ConfigError
-from recstack.workload.fit import fit_csv, fit_summary
-from recstack.workload.presets import list_presets, load_spec_file, load_workload
-from recstack.workload.stats import BUCKET_BOUNDS, PUBLISHED_2022, workload_stats
+from recstack.workload.presets import list_presets
 
 
 def register(subparsers: Any) -> None:
@@ -68,6 +66,10 @@ def _split(text: str | None) -> list[str] | None:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     """Fit a spec from ``args.file`` and write it to ``args.output``; prints a summary table."""
+    from recstack.outputs import check_writable
+    from recstack.workload.fit import fit_csv, fit_summary
+
+    check_writable(args.output, "-o/--output")
     spec = fit_csv(
         args.file,
         columns=_split(args.columns),
@@ -123,12 +125,14 @@ def _fmt(value: Any, spec: str = "") -> str:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print the locality statistics of a preset or spec file at ``--batch-size``."""
-    if args.batch_size < 1:
-        raise ConfigError(f"must be >= 1 (got {args.batch_size})", field="--batch-size")
+    from recstack.config.run import check_field  # one rule for --batch-size and --seed, as in profile
+    from recstack.workload.presets import load_spec_file, load_workload
+    from recstack.workload.stats import workload_stats
+
+    check_field("batch_size", args.batch_size, "--batch-size")
     if args.tables is not None and args.tables < 1:
         raise ConfigError(f"must be >= 1 (got {args.tables})", field="--tables")
-    if args.seed < 0:
-        raise ConfigError(f"must be >= 0 (got {args.seed})", field="--seed")
+    check_field("seed", args.seed, "--seed")
     spec = load_workload(args.preset) if args.preset else load_spec_file(args.spec)
     result = workload_stats(spec, args.batch_size, tables=args.tables, seed=args.seed)
     if args.json:
@@ -141,6 +145,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def bucket_label(j: int) -> str:
     """'(lo, hi]' label of re-use bucket ``j``."""
+    from recstack.workload.stats import BUCKET_BOUNDS
+
     if j == 0:
         return "(0, 1]"
     lo, hi = BUCKET_BOUNDS[j - 1], BUCKET_BOUNDS[j]
@@ -149,6 +155,8 @@ def bucket_label(j: int) -> str:
 
 def render_stats(result: dict[str, Any], console: Console) -> None:
     """A readable table: ours next to Meta's published 2022 figures (batch 131,072)."""
+    from recstack.workload.stats import BUCKET_BOUNDS, PUBLISHED_2022
+
     pub = PUBLISHED_2022
     table = Table(
         title=(
