@@ -282,7 +282,10 @@ class Run(_M):
     """What was run (``run``). Only ``model`` is required: hand-built and imported profiles may lack the rest."""
 
     model: str = F("zoo id, model name or factory", producer="profiling.runner")
-    config: dict[str, Any] | None = F("the whole RunConfig as a dict", None, producer="config.run")
+    config: dict[str, Any] | None = F("the whole RunConfig as a dict (its fields: recstack.config.run)", None,
+                                      producer="api")
+    config_key: str | None = F("RunConfig.key(): sha256 of the options, referenced files by contents", None,
+                               producer="api")
     batch_size: Annotated[int, Field(ge=1)] | None = F("samples per step", None, unit="samples",
                                                        producer="profiling.runner")
     mode: Literal["inference", "train"] | None = F("inference or train", None, producer="profiling.runner")
