@@ -430,7 +430,7 @@ def test_diff_same_tree_matches_every_node(torch_prof: Profile) -> None:
 
 
 def test_diff_different_backends_matches_stages(torch_prof: Profile, tbe_prof: Profile) -> None:
-    r = diff_profiles(torch_prof, tbe_prof, allow_different_models=True)  # model names differ (EVIL)
+    r = diff_profiles(torch_prof, tbe_prof)
     assert r.matched_level == "stage" and "module trees differ" in r.match_note
     assert r.nodes == []
     assert {d.name for d in r.stages} >= {"embedding", "dense", "head"}
@@ -725,6 +725,6 @@ def test_diff_in_browser(browser, torch_prof: Profile, tbe_prof: Profile, tmp_pa
     assert browser.find_elements(By.CSS_SELECTOR, '#nodes tr[data-verdict="regression"]')
     assert len(browser.find_elements(By.CSS_SELECTOR, "#stage-chart rect")) >= 2 * len(base.root.children)
     other = tmp_path / "backends.html"
-    other.write_text(render_diff_html(diff_profiles(torch_prof, tbe_prof, allow_different_models=True)), encoding="utf-8")
+    other.write_text(render_diff_html(diff_profiles(torch_prof, tbe_prof)), encoding="utf-8")
     _open(browser, other)
     assert "Not compared below stage level" in browser.find_element(By.ID, "nodes").text
