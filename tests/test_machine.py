@@ -129,10 +129,10 @@ def test_latency_without_compiler_is_flagged_and_not_used(tmp_path, monkeypatch)
     m["latency_ns"] = lat
     p = _profile()
     classify(p, m)
-    assert p.extra["machine"]["latency_ns"] is None  # shown by `recstack machine`, never used
+    assert p.extra["machine"]["dram_latency_s"] is None  # shown by `recstack machine`, never used
     m["latency_ns"] = {**lat, "method": "native", "trusted": True}
     classify(p, m)
-    assert p.extra["machine"]["latency_ns"] == lat["dram"]["median"]
+    assert p.extra["machine"]["dram_latency_s"] == pytest.approx(lat["dram"]["median"] * 1e-9)
 
 
 @needs_cc

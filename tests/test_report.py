@@ -272,7 +272,7 @@ def test_payload_carries_the_producers_formats(torch_prof: Profile, machine: dic
     assert [t["table"] for t in tables] == [f"t_{i}" for i in range(8)]
     assert all(t["bytes_requested"] == t["lookups"] * t["row_bytes"] and "backward_bytes" not in t for t in tables)
     assert sum(t["lookups"] for t in tables) == emb["extra"]["cost_detail"]["lookups"]
-    assert data["memory"]["resident_by_stage"]["embedding"]["parameters"] == sum(t["table_bytes"] for t in tables)
+    assert data["memory"]["resident_by_stage"]["embedding"]["parameters_bytes"] == sum(t["table_bytes"] for t in tables)
     assert data["memory"]["peak_step"]["basis"]
     c = data["counters"]
     assert c["available"] is True or (c["available"] is False and c["reason"])
@@ -291,7 +291,7 @@ def test_payload_train_mode_and_available_counters(train_prof: Profile) -> None:
         assert t["optimizer_bytes"] == 5 * t["bytes_unique"] and t["optimizer_rows_touched"] == t["unique_rows"]
         assert t["optimizer_state_bytes"] >= t["table_bytes"]  # adagrad: a sum of squares per weight (and a step)
     res = data["memory"]["resident_by_stage"]["embedding"]
-    assert res["optimizer_state"] == sum(t["optimizer_state_bytes"] for t in data["embedding_tables"])
+    assert res["optimizer_state_bytes"] == sum(t["optimizer_state_bytes"] for t in data["embedding_tables"])
     c = data["counters"]
     assert c["available"] and c["perf"] == "perf version 6.1"
     assert c["stages"]["embedding"]["ipc"] == pytest.approx(1.6) and c["stages"]["embedding"]["topdown"]["retiring"] > 0

@@ -275,3 +275,6 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.analysis.commands import register as register_analyse
 
     register_analyse(sub)
+    from recstack.schema.commands import register as register_schema
+
+    register_schema(sub)

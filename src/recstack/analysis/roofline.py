@@ -619,6 +619,10 @@ def classify_node(
         ex["bound_reason"] += f" ({ROOF_SUSPECT_REASON})"
 
 
+def _ns_to_s(ns: float | None) -> float | None:
+    return ns * 1e-9 if ns is not None else None
+
+
 def classify(profile: Profile, machine: dict[str, Any]) -> None:
     """Classify every node of ``profile`` against ``machine`` (mutates; see the module docstring)."""
     validate_machine(machine, "machine")
@@ -660,7 +664,9 @@ def classify(profile: Profile, machine: dict[str, Any]) -> None:
         "gather_bandwidth_range": [min(gvals), max(gvals)],
         "gather_roofs": list(gather_roofs.values()),
         # only a native measurement (a Python-loop figure is shown by `recstack machine`, never used)
-        "latency_ns": _num(machine["latency_ns"]["dram"].get("median")) if latency_trusted(machine) else None,
+        "dram_latency_s": _ns_to_s(_num(machine["latency_ns"]["dram"].get("median")))
+        if latency_trusted(machine)
+        else None,
         "ridge_intensity": roofs.peak_flops / roofs.stream_bw if roofs.stream_bw > 0 else None,
         "thresholds": dict(THRESHOLDS),
         "notes": roofs.notes,

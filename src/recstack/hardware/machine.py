@@ -37,6 +37,7 @@ from recstack.errors import DataError
 from recstack.hardware import cpu_bench, sysinfo
 from recstack.hardware.plan import make_plan
 from recstack.hardware.sysinfo import cache_dir
+from recstack.outputs import atomic_write_text
 
 SCHEMA = "recstack.machine"
 # 3: latency by native dependent loads (``latency_ns.method``/``trusted``), stopping rule per group;
@@ -225,12 +226,7 @@ def load_machine(path: str | Path) -> dict[str, Any]:
 
 
 def save_machine(machine: dict[str, Any], path: str | Path) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(machine, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    tmp.replace(p)
-    return p
+    return atomic_write_text(path, json.dumps(machine, indent=1, allow_nan=False) + "\n")
 
 
 # -- cache ----------------------------------------------------------------------

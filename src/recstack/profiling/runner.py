@@ -283,7 +283,6 @@ def _profile(
         environment=environment(contention=contention),
         overhead=overhead_figures(timing, ops.steps_s, ops.folder, root.time_s, wall),
         root=root,
-        ranks=[{"rank": 0, "root": "root"}],
         extra=extra,
     )
     _analyse(prof, model, step, batches[0], opts)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from recstack.errors import ConfigError, DataError
+from recstack.outputs import atomic_output
 from recstack.tree import Node, Profile
 from recstack.units import si
 
@@ -201,7 +202,8 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
     written = []
     for out in outs:
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=120 if out.suffix.lower() == ".png" else None)
+        with atomic_output(out) as tmp:  # same suffix as out, so savefig picks the same format
+            fig.savefig(tmp, dpi=120 if out.suffix.lower() == ".png" else None)
         written.append(out)
     plt.close(fig)
     return written

@@ -70,7 +70,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         check_writable(args.output, "-o/--output")
     a, b = Profile.load(args.a), Profile.load(args.b)
     rule = NoiseRule(min_change_pct=args.min_change, fixed_noise_pct=args.noise_floor)
-    result = diff_profiles(a, b, rule=rule, level=args.level)
+    result = diff_profiles(a, b, rule=rule, level=args.level, allow_different_models=args.allow_different_models)
     print_diff(result, top=args.top, fail_pct=args.fail_on_regression)
     if args.output:
         write_diff_html(result, args.output, fail_pct=args.fail_on_regression)
@@ -122,6 +122,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--noise-floor", type=percent("--noise-floor"), default=10.0, metavar="PCT",
                    help="without spread (modules, ops): fixed noise floor, percent (default 10)")
     p.add_argument("--top", type=_positive_int, default=15, help="module/op changes listed in the terminal (default 15)")
+    p.add_argument("--allow-different-models", action="store_true",
+                   help="compare profiles of two different models (refused by default: exit 2)")
     p.set_defaults(func=cmd_diff)
 
     p = sub.add_parser("export", help="write a profile as a table, one row per node (CSV or Parquet)")

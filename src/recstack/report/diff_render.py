@@ -72,6 +72,8 @@ def print_diff(result: DiffResult, *, top: int = 15, file: Any = None, fail_pct:
     c.print(f"[bold]recstack diff[/bold]  A = {escape(result.label_a)}   B = {escape(result.label_b)}")
     c.print(f"matched at [bold]{result.matched_level}[/bold] level: {escape(result.match_note)}")
     c.print(f"[dim]noise rule: {escape(result.rule.describe())}[/dim]")
+    for note in result.notes:
+        c.print(f"[bold yellow]note[/bold yellow]: {escape(note)}")
     if result.setting_changes:
         shown = ", ".join(
             f"{k}: {v_a} -> {v_b}" if _short(v_a) and _short(v_b) else f"{k} (differs)"

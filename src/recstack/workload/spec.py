@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from recstack.errors import ConfigError
+from recstack.outputs import atomic_write_text
 from recstack.workload.distributions import (
     PROB_TOLERANCE,
     DistLike,
@@ -272,7 +273,7 @@ class WorkloadSpec(_Model):
         p = Path(path)
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False, width=100), encoding="utf-8")
+            atomic_write_text(p, yaml.safe_dump(self.to_dict(), sort_keys=False, width=100))
         except OSError as exc:
             raise ConfigError(f"cannot write spec ({exc.__class__.__name__}: {exc})", source=str(p)) from None
         return p

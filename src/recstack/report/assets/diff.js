@@ -45,6 +45,7 @@
       kpi("CI gate (> " + D.fail_pct + " % slower)", failed ? "FAIL" : "pass", failed ? D.failures.join(", ") : "no run or stage over the limit", failed ? "bad" : "good");
     }
     main.appendChild(kpis);
+    (D.notes || []).forEach((n) => main.appendChild(F.note(n)));
 
     main.appendChild(F.card("rule", "How changes are judged", null,
       F.kvTable([
