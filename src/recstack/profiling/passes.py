@@ -78,11 +78,18 @@ def _nothing() -> None:
 def warm_up_and_discover(
     model: nn.Module, step: Step, batches: list[Any], warmup: int, rules: StageRules | None
 ) -> Discovery:
-    """Warm-up steps; the first records which modules run, which places stages and hands down never-run roots."""
+    """Warm-up steps (at least two); the second records which modules run, which places stages and hands
+    down never-run roots.
+
+    The first step runs plain, so an error in the model's own code surfaces
+    with the user's frames innermost (the recording wrappers are recstack's
+    frames; :mod:`recstack.usercode` would call such an error recstack's).
+    """
     n = len(batches)
-    order = record_call_order(model, lambda: step.run(batches[0]))
-    for i in range(max(0, warmup - 1)):
-        step.run(batches[(i + 1) % n])
+    step.run(batches[0])
+    order = record_call_order(model, lambda: step.run(batches[1 % n]))
+    for i in range(max(0, warmup - 2)):
+        step.run(batches[(i + 2) % n])
     smap = detect_stages(model, rules, order)
     never_ran = hand_down_roots(smap, order)
     return Discovery(order=order, smap=smap, never_ran=never_ran)

@@ -3,7 +3,7 @@
 The passes (:mod:`recstack.profiling.passes`), each on the same pre-generated
 batches (input generation never runs inside a timed region):
 
-0. **Warm-up and discovery**: the first warm-up step records which modules
+0. **Warm-up and discovery**: the second warm-up step (of at least two) records which modules
    run, at every depth, and in what order; stage rules place modules, and a
    stage root that never ran (a container) hands its role to its descendants
    that did (:func:`recstack.profiling.rules.hand_down_roots`).
