@@ -144,6 +144,7 @@ def bf16_findings(bf16_s: dict[str, float], fp32_s: dict[str, float]) -> list[di
                 "stage": stage,
                 "text": f"{stage}: {b * 1e3:.3g} ms per step in bf16 vs {f * 1e3:.3g} ms in fp32 (forward): {verdict}",
                 "value": ratio,
+                "unit": "ratio",
             }
         )
     return out

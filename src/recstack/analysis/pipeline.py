@@ -148,8 +148,18 @@ def stage_bound_finding(stage: str, extra: dict[str, Any]) -> dict[str, Any] | N
     frac = roof.get("ceiling_fraction")
     if bound is None or frac is None:
         return None
-    text = f"{stage} is {bound}-bound at {frac:.0%} of its {roof.get('roof')} roofline ceiling"
-    return {"kind": "stage_bound", "stage": stage, "text": text, "value": frac}
+    finding: dict[str, Any] = {"kind": "stage_bound", "stage": stage, "value": frac, "unit": "fraction"}
+    if roof.get("roof_suspect"):
+        # Above the measured roof: the roof, not the stage, is the likely error; never a plain number.
+        finding["roof_suspect"] = True
+        finding["roof_suspect_reason"] = roof.get("roof_suspect_reason")
+        finding["text"] = (
+            f"{stage} is {bound}-bound at {frac:.0%}? of its {roof.get('roof')} roofline ceiling "
+            f"({roof.get('roof_suspect_reason')})"
+        )
+    else:
+        finding["text"] = f"{stage} is {bound}-bound at {frac:.0%} of its {roof.get('roof')} roofline ceiling"
+    return finding
 
 
 STEPS: dict[str, Step] = {

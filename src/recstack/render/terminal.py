@@ -266,7 +266,10 @@ def print_findings(c: Console, prof: Any) -> None:
     for f in findings:
         where = f" \\[{_text(f['stage'])}]" if f.get("stage") else ""
         suspect = f.get("roof_suspect") is True  # a roof fraction above a probably under-measured roof
-        value = f" ({sig(f['value'], 3)}{'?' if suspect else ''})" if _num(f.get("value")) else ""
+        value = ""
+        if _num(f.get("value")):
+            shown = percent(f["value"]) if f.get("unit") == "fraction" else sig(f["value"], 3)
+            value = f" ({shown}{'?' if suspect else ''})"
         why = f" \\[? {_text(f.get('roof_suspect_reason') or 'above the measured roof')}]" if suspect else ""
         c.print(f"  {_text(f.get('kind', '-'))}{where}: {_text(f.get('text', ''))}{value}{why}")
 

@@ -609,6 +609,11 @@ class Finding(_M):
     text: str = F("one sentence", producer="analysis.pipeline")
     value: Finite | None = F("the figure (the ceiling fraction; the bf16/fp32 time ratio)", None,
                              producer="analysis.pipeline")
+    unit: str | None = F("the unit of ``value``: ``fraction`` (of a ceiling) or ``ratio`` (a time ratio)", None,
+                         producer="analysis.pipeline")
+    roof_suspect: bool | None = F("``value`` is a ceiling fraction above 105% of the measured roof: "
+                                  "the roof is probably under-measured", None, producer="analysis.pipeline")
+    roof_suspect_reason: str | None = F("why ``roof_suspect`` is set", None, producer="analysis.pipeline")
 
 
 class UpgradedFrom(_M):

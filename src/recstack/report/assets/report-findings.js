@@ -9,9 +9,11 @@ REPORT.section("findings", (ctx) => {
   const U = UNITS;
   const list = ctx.D.findings;
   /** The finding's figure; one that is a roof fraction above a suspect roof (roof_suspect) is marked "?". */
+  // A fraction of a ceiling reads as a percentage; other units as the number itself.
+  const plain = (f) => (f.unit === "fraction" && isNum(f.value) ? U.pct(f.value) : U.sig(f.value, 3));
   const value = (f) => {
-    if (f.roof_suspect !== true || !isNum(f.value)) return U.sig(f.value, 3);
-    return el("span", { class: "suspect", title: "? " + (f.roof_suspect_reason || "above the measured roof") }, U.sig(f.value, 3) + "?");
+    if (f.roof_suspect !== true || !isNum(f.value)) return plain(f);
+    return el("span", { class: "suspect", title: "? " + (f.roof_suspect_reason || "above the measured roof") }, plain(f) + "?");
   };
   const box = RS.card("findings", "Findings", "What the analyses concluded about this run, as they wrote it.");
   if (!list) {
