@@ -28,6 +28,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -352,6 +353,18 @@ def _run_metadata(
     return run
 
 
+def _machine_file(opts: ProfileOptions) -> str | None:
+    """The file the run's machine figures were read from (recorded in ``extra.machine.file``), if any."""
+    if opts.machine is None:
+        return None
+    chosen = opts.config.machine
+    if chosen == "auto":
+        from recstack.hardware.machine import cache_path
+
+        return str(cache_path())
+    return str(Path(chosen).resolve()) if isinstance(chosen, str) else None
+
+
 def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: ProfileOptions) -> None:
     """Outside the timed passes: collect analytic costs and hardware counters (they run the model),
     then the analysis pipeline (:func:`recstack.analysis.pipeline.analyse`: roofline bound classes, ...)."""
@@ -366,7 +379,7 @@ def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: Prof
         from recstack.profiling.counters_replay import counters_for_profile
 
         counters_for_profile(prof, model, lambda: step.run(batch), repeats=5)
-    analyse(prof, machine=opts.machine)
+    analyse(prof, machine=opts.machine, machine_file=_machine_file(opts))
     if opts.dtype == "bf16":  # measured bf16/fp32 time per stage, and the oneDNN kernels that ran
         from recstack.analysis.dtype_compare import add_bf16_findings
 
