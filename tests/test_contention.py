@@ -18,9 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recstack.hardware.probe import machine_probe, probe_settings
+from recstack.hardware.probe import PROBE_FLOOR, machine_probe, probe_settings
 from recstack.profiling.contention import (
-    PROBE_FLOOR,
     ContentionWatch,
     CpuTicks,
     ProcUsage,
@@ -149,7 +148,7 @@ def test_host_slower_than_its_roofs_names_both_figures():
     gemm = next(e for e in r["evidence"] if "GEMM probe" in e)
     assert "host slower than when its roofs were measured" in gemm
     assert "170 GFLOP/s" in gemm and "453 GFLOP/s" in gemm
-    assert any("stream copy probe" in e and "27 GB/s" in e for e in r["evidence"])
+    assert any("stream copy probe" in e and "27.0 GB/s" in e for e in r["evidence"])
     assert r["probe"]["floor"]["gemm_flops"] == pytest.approx(min(0.95 * 453e9, PROBE_FLOOR * 453e9))
 
 

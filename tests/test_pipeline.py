@@ -148,7 +148,7 @@ def test_bad_input_changes_nothing(saved: Path) -> None:
     with pytest.raises(DataError, match="not found"):
         analyse(p, DATA / "machines" / "absent.json")
     assert p.to_dict() == before
-    assert select_steps(["roofline"], True) == ["roofline", "findings"]  # findings read the classification
+    assert select_steps(["roofline"], True) == ["roofline", "contention", "findings"]  # they read what it writes
     assert select_steps(None, False) == [n for n, s in STEPS.items() if not s.needs_machine]
 
 
@@ -224,3 +224,27 @@ def test_cli_analyse_round_trip_and_roofline_draws_what_is_stored(
     assert "--steps" in capsys.readouterr().err
     assert main(["analyse", str(saved), "--steps", "counters", "-o", str(bad)]) == 0
     assert "(steps: counters)" in capsys.readouterr().out and not is_classified(Profile.load(bad))
+
+
+def test_reanalysis_judges_the_stored_probe_against_the_new_machine(saved: Path) -> None:
+    from recstack.hardware.probe import probe_settings
+
+    def machine_with_probe(gemm: float, stream: float) -> dict:
+        m = json.loads(FAST.read_text())
+        fig = {"gemm_flops": {"min": gemm, "median": gemm}, "stream_bytes_per_s": {"min": stream, "median": stream}}
+        m["probe"] = {**probe_settings(), "by_threads": {"2": fig}}
+        return m
+
+    p = Profile.load(saved)
+    run_probe = {"threads": 2, "gemm_flops": 170e9, "stream_bytes_per_s": 18e9}  # the Intel guest's slow period
+    p.environment["contention"] = {
+        "detected": False, "evidence": [], "notes": [],
+        "probe": {"before": dict(run_probe), "after": dict(run_probe), "evidence": [], "notes": []},
+    }
+    analyse(p, machine_with_probe(453e9, 27e9))  # measured in the fast period: the run was on a slower host
+    rec = p.environment["contention"]
+    assert rec["detected"] and any("host slower" in e and "453 GFLOP/s" in e for e in rec["evidence"])
+    analyse(p, machine_with_probe(160e9, 17e9))  # against a file measured in the slow period: nothing slower
+    rec = p.environment["contention"]
+    assert not rec["detected"] and not any("host slower" in e for e in rec["evidence"])
+    assert rec["probe"]["floor"]["gemm_flops"] == pytest.approx(0.85 * 160e9)

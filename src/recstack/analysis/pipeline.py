@@ -133,6 +133,37 @@ def _roofline(profile: Profile, machine: Machine | None) -> None:
     profile.extra["machine"].update(file=machine.file, sha256=machine.sha256)
 
 
+CPU_SHARE_EVIDENCE = "this process got "  # the closing line contention adds when anything was found
+
+
+def _contention_probe(profile: Profile, machine: Machine | None) -> None:
+    """Judge the run's stored capacity probes again against ``machine``'s probe.
+
+    The probes were measured during the run (``environment.contention.probe``);
+    whether they show a slower host depends on the machine file they are
+    compared with, so re-analysing against another file replaces that verdict
+    (evidence, notes, ``detected``). Everything else in the record stays as measured.
+    """
+    from recstack.hardware.probe import compare_probe  # lazy: torch (CLI start-up)
+
+    rec = (profile.environment or {}).get("contention")
+    probe = rec.get("probe") if isinstance(rec, dict) else None
+    if not isinstance(probe, dict) or not probe.get("before") or not probe.get("after"):
+        return
+    assert rec is not None
+    old_ev, old_notes = set(probe.get("evidence") or []), set(probe.get("notes") or [])
+    figures = machine.figures if machine is not None else {}
+    ev, notes, record = compare_probe(
+        probe["before"], probe["after"], figures.get("probe"), machine is not None, figures.get("measured_at")
+    )
+    kept = [e for e in rec.get("evidence") or [] if e not in old_ev and not e.startswith(CPU_SHARE_EVIDENCE)]
+    closing = [e for e in rec.get("evidence") or [] if e.startswith(CPU_SHARE_EVIDENCE)]
+    rec["evidence"] = kept + ev + (closing if kept or ev else [])
+    rec["notes"] = [n for n in rec.get("notes") or [] if n not in old_notes] + notes
+    rec["probe"] = record["probe"]
+    rec["detected"] = bool(kept or ev)
+
+
 def _findings(profile: Profile, _machine: Machine | None) -> None:
     kept = [f for f in profile.extra.get("findings") or [] if f.get("kind") not in FINDING_KINDS]
     new = [f for stage in profile.root.children if (f := stage_bound_finding(stage.name, stage.extra))]
@@ -166,7 +197,8 @@ STEPS: dict[str, Step] = {
     s.name: s
     for s in (
         Step("counters", _counters),
-        Step("roofline", _roofline, needs_machine=True, then=("findings",), check=_roofs_for),
+        Step("roofline", _roofline, needs_machine=True, then=("contention", "findings"), check=_roofs_for),
+        Step("contention", _contention_probe, needs_machine=True),
         Step("findings", _findings),
     )
 }

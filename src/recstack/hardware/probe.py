@@ -17,11 +17,14 @@ from typing import Any
 
 import torch
 
+from recstack.units import si
+
 PROBE_GEMM_N = 512
 PROBE_GEMM_REPEATS = 5
 PROBE_STREAM_BYTES = 16 << 20
 PROBE_STREAM_REPEATS = 3
 MACHINE_PROBE_ROUNDS = 5
+PROBE_FLOOR = 0.85  # a probe below this fraction of the machine probe's median (or its min) is slower
 
 
 def probe_capacity(threads: int | None = None) -> dict[str, Any]:
@@ -91,3 +94,61 @@ def machine_probe(threads: list[int], rounds: int = MACHINE_PROBE_ROUNDS) -> dic
             for t, rs in runs.items()
         },
     }
+
+
+PROBE_KINDS = {"gemm_flops": ("GEMM", "FLOP/s"), "stream_bytes_per_s": ("stream copy", "B/s")}
+
+
+
+
+def compare_probe(
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    machine_probe: dict[str, Any] | None,
+    machine_known: bool,
+    measured_at: str | None,
+) -> tuple[list[str], list[str], dict[str, Any]]:
+    """The probes of a run against a machine file's probe: (evidence of a slower host, notes, record).
+
+    Evidence when both probes (before and after the timed steps) lie below the
+    floor: the lower of the machine probe's minimum and :data:`PROBE_FLOOR` x
+    its median. Used when profiling and again when a saved profile is
+    re-analysed against another machine file.
+    """
+    record: dict[str, Any] = {"before": before, "after": after, "settings": probe_settings()}
+    if not before or not after:
+        return [], [], {"probe": record}
+    evidence: list[str] = []
+    notes: list[str] = []
+    threads = before.get("threads")
+    ref = None
+    if not machine_known:
+        notes.append("no machine file: the capacity probe is recorded, not compared")
+    elif machine_probe is None:
+        notes.append("the machine file has no capacity probe (measured by an older recstack): not compared")
+    elif any(machine_probe.get(k) != v for k, v in probe_settings().items()):
+        notes.append("the machine file's probe used other sizes: not compared")
+    else:
+        ref = (machine_probe.get("by_threads") or {}).get(str(threads))
+        if ref is None:
+            notes.append(f"the machine file has no probe at {threads} thread(s): not compared")
+    record["machine"] = ref
+    record["floor"] = {}
+    for kind, (label, unit) in PROBE_KINDS.items():
+        b, a = float(before[kind]), float(after[kind])
+        if min(b, a) < PROBE_FLOOR * max(b, a):
+            notes.append(f"{label} probe changed during the run: {si(b, unit)} before, {si(a, unit)} after")
+        if ref is None or kind not in ref:
+            continue
+        floor = min(float(ref[kind]["min"]), PROBE_FLOOR * float(ref[kind]["median"]))
+        record["floor"][kind] = floor
+        if max(b, a) < floor:
+            when = f" ({measured_at})" if measured_at else ""
+            evidence.append(
+                f"host slower than when its roofs were measured: {label} probe {si(b, unit)} before and "
+                f"{si(a, unit)} after the timed steps at {threads} thread(s), against "
+                f"{si(float(ref[kind]['median']), unit)} (min {si(float(ref[kind]['min']), unit)}) when the "
+                f"machine was measured{when}; roofline fractions against that machine are too low"
+            )
+    record["evidence"], record["notes"] = list(evidence), list(notes)
+    return evidence, notes, {"probe": record}

@@ -29,7 +29,7 @@ The decision is the pure function :func:`assess` over those numbers
 2. **steal**: the hypervisor took >= :data:`STEAL_FRACTION` of our CPUs' time;
 3. **host slower than when its roofs were measured**: both probes (before
    and after) below the machine file's probe floor, the lower of the probe's
-   minimum at measurement and :data:`PROBE_FLOOR` x its median.
+   minimum at measurement and :data:`recstack.hardware.probe.PROBE_FLOOR` x its median.
 4. **CPU quota**: the container's cgroup was throttled for >=
    :data:`THROTTLE_FRACTION` of the window (cgroup v2 ``cpu.stat``
    ``throttled_usec``, or v1 ``throttled_time``).
@@ -50,14 +50,13 @@ from typing import Any
 
 import torch
 
-from recstack.hardware.probe import probe_capacity, probe_settings
+from recstack.hardware.probe import compare_probe, probe_capacity
 
 BUSY_PROCESS_CORES = 0.1  # a process listed as busy used at least this many cores over the window
 MIN_TICKS = 3  # clock ticks of CPU time below which a figure is tick noise
 OVERSUB_MARGIN_CORES = 0.5  # demand beyond the usable cores by at least this much is oversubscription
 STEAL_FRACTION = 0.05
 THROTTLE_FRACTION = 0.05  # share of the window the cgroup's CPU quota held this process back
-PROBE_FLOOR = 0.85
 MAX_LISTED = 5  # busy processes named in the evidence text (the record lists all)
 
 _PLANNED: set[int] = set()
@@ -250,16 +249,6 @@ class Sample:
     cgroup_throttled_s: float | None = None  # time the quota throttled this process's cgroup in the window
 
 
-PROBE_KINDS = {"gemm_flops": ("GEMM", "FLOP/s"), "stream_bytes_per_s": ("stream copy", "B/s")}
-
-
-def _si(v: float, unit: str) -> str:
-    for div, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.3g} {p}{unit}"
-    return f"{v:.3g} {unit}"
-
-
 def _proc_list(procs: list[ProcUsage], wall_s: float) -> list[dict[str, Any]]:
     rows = [
         {"pid": p.pid, "name": p.name, "cmd": p.cmd or p.name, "cores": round(p.cpu_s / wall_s, 3), "threads": p.threads}
@@ -270,42 +259,7 @@ def _proc_list(procs: list[ProcUsage], wall_s: float) -> list[dict[str, Any]]:
 
 def _probe_verdict(s: Sample) -> Verdict:
     """Host slower than when its roofs were measured: both probes below the machine probe's floor."""
-    record: dict[str, Any] = {"before": s.probe_before, "after": s.probe_after, "settings": probe_settings()}
-    if not s.probe_before or not s.probe_after:
-        return [], [], {"probe": record}
-    evidence: list[str] = []
-    notes: list[str] = []
-    threads = s.probe_before.get("threads")
-    ref = None
-    if not s.machine_known:
-        notes.append("no machine file: the capacity probe is recorded, not compared")
-    elif s.machine_probe is None:
-        notes.append("the machine file has no capacity probe (measured by an older recstack): not compared")
-    elif any(s.machine_probe.get(k) != v for k, v in probe_settings().items()):
-        notes.append("the machine file's probe used other sizes: not compared")
-    else:
-        ref = (s.machine_probe.get("by_threads") or {}).get(str(threads))
-        if ref is None:
-            notes.append(f"the machine file has no probe at {threads} thread(s): not compared")
-    record["machine"] = ref
-    record["floor"] = {}
-    for kind, (label, unit) in PROBE_KINDS.items():
-        before, after = float(s.probe_before[kind]), float(s.probe_after[kind])
-        if min(before, after) < PROBE_FLOOR * max(before, after):
-            notes.append(f"{label} probe changed during the run: {_si(before, unit)} before, {_si(after, unit)} after")
-        if ref is None or kind not in ref:
-            continue
-        floor = min(float(ref[kind]["min"]), PROBE_FLOOR * float(ref[kind]["median"]))
-        record["floor"][kind] = floor
-        if max(before, after) < floor:
-            when = f" ({s.machine_measured_at})" if s.machine_measured_at else ""
-            evidence.append(
-                f"host slower than when its roofs were measured: {label} probe {_si(before, unit)} before and "
-                f"{_si(after, unit)} after the timed steps at {threads} thread(s), against "
-                f"{_si(float(ref[kind]['median']), unit)} (min {_si(float(ref[kind]['min']), unit)}) when the "
-                f"machine was measured{when}; roofline fractions against that machine are too low"
-            )
-    return evidence, notes, {"probe": record}
+    return compare_probe(s.probe_before, s.probe_after, s.machine_probe, s.machine_known, s.machine_measured_at)
 
 
 Verdict = tuple[list[str], list[str], dict[str, Any]]  # evidence (contention), notes (not), figures recorded

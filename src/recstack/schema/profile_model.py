@@ -365,6 +365,10 @@ class ContentionProbe(_M):
                                        producer="profiling.contention")
     floor: dict[str, Ratio] | None = F("kind -> the rate below which the host counts as slower", None,
                                        producer="profiling.contention")
+    evidence: list[str] | None = F("the probe's own evidence lines (also in the record's evidence); "
+                                   "replaced when the profile is re-analysed against another machine file", None,
+                                   producer="hardware.probe")
+    notes: list[str] | None = F("the probe's own notes (also in the record's notes)", None, producer="hardware.probe")
 
 
 class CgroupQuota(_M):
