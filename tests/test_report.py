@@ -472,6 +472,14 @@ def test_diff_added_and_removed_stage(torch_prof: Profile) -> None:
         diff_profiles(a, b, level="module")
 
 
+def test_diff_says_which_side_was_contended(torch_prof: Profile) -> None:
+    a, b = copy.deepcopy(torch_prof), copy.deepcopy(torch_prof)
+    a.environment["contention"] = {"detected": False, "evidence": []}
+    b.environment["contention"] = {"detected": True, "evidence": ["2 busy processes on 2 cores"]}
+    notes = diff_profiles(a, b).notes
+    assert len(notes) == 1 and notes[0].startswith("B was contended") and "2 busy processes" in notes[0]
+
+
 # -- export -------------------------------------------------------------------------------------------------
 def test_export_rows_csv_parquet_dataframe(torch_prof: Profile, tmp_path: Path) -> None:
     p = torch_prof

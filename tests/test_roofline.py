@@ -152,6 +152,7 @@ def test_onednn_verbose_recorded_on_amx_host():
     (e,) = onednn.parse(old)
     assert e["isa_class"] == "avx512_bf16" and e["dtypes"]["src"] == "bf16" and e["primitive"] == "inner_product"
     assert onednn.isa_class("gemm:jit:f32") == "other"
+    assert onednn.isa_class("brg_matmul:avx10_2", "f32") == "other" and onednn.isa_class("brg_matmul:avx10_2", "bf16") == "avx512_bf16"
     assert onednn.parse("torch 2.13.0+cpu mkldnn True\nnot a verbose line") == []
 
 

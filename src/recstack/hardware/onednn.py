@@ -35,12 +35,16 @@ PREFIXES = ("onednn_verbose", "dnnl_verbose")
 _MD = re.compile(r"(\w+):(\w+):")
 
 
-def isa_class(implementation: str) -> str:
-    """``amx`` (AMX tiles), ``avx512_bf16`` (AVX512-BF16 / AVX10 with bf16 dot products) or ``other``."""
+def isa_class(implementation: str, src_dtype: str | None = None) -> str:
+    """``amx`` (AMX tiles), ``avx512_bf16`` (AVX512-BF16 / AVX10 with bf16 dot products) or ``other``.
+
+    An AVX10 implementation counts as bf16 evidence only when its source is bf16
+    (AVX10 kernels also run fp32); ``src_dtype`` None keeps the name-only reading.
+    """
     impl = implementation.lower()
     if "amx" in impl:
         return "amx"
-    if "bf16" in impl or "avx10" in impl:
+    if "bf16" in impl or ("avx10" in impl and src_dtype in (None, "bf16")):
         return "avx512_bf16"
     return "other"
 
@@ -83,7 +87,7 @@ def parse(text: str) -> list[dict[str, Any]]:
                 "implementation": impl,
                 "kernel": kernel,
                 "isa": isa,
-                "isa_class": isa_class(impl),
+                "isa_class": isa_class(impl, _dtypes(f[4]).get("src")),
                 "prop_kind": f[3],
                 "dtypes": _dtypes(f[4]),
                 "problem": f[-2],

@@ -255,13 +255,15 @@ def _profile(
     progress.advance("warm-up")
     found = warm_up_and_discover(model, step, batches, opts.warmup, opts.stage_rules)
     roots = found.roots
-    progress.advance("timing pass", estimate_s=2 * opts.iters * (time.perf_counter() - wall0) / max(opts.warmup, 1))
+    progress.advance(
+        "timing pass", estimate_s=2 * opts.iters * (time.perf_counter() - wall0) / max(opts.warmup, 1), measuring=True
+    )
     watch = ContentionWatch(opts.machine).start()
     timing = timing_pass(model, step, batches, roots, opts.iters, sync)
     contention = watch.stop()
     ops = OpPassResult(folder=Folder(), steps_s=[])
     if opts.op_pass:
-        progress.advance("op pass")
+        progress.advance("op pass", measuring=True)
         ops = op_pass(model, step, batches, roots, opts.op_iters, sync,
                       export_trace=opts.write_trace if opts.trace_path else None)
     extra = _embedding_and_memory(model, step, batches[0], found.smap, opts)

@@ -75,8 +75,13 @@ def _fmt(s: float) -> str:
     return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
-def advance(name: str, estimate_s: float | None = None) -> None:
-    """End the running phase (if any) and start ``name``."""
+def advance(name: str, estimate_s: float | None = None, *, measuring: bool = False) -> None:
+    """End the running phase (if any) and start ``name``.
+
+    ``measuring``: the phase times something (the timing and op passes, the machine
+    benchmarks), so it gets a still line, never the live spinner, whose refresh
+    thread would take the GIL during the timed work.
+    """
     finish()
     mode = _mode()
     if mode == "off":
@@ -84,7 +89,7 @@ def advance(name: str, estimate_s: float | None = None) -> None:
     est = f" (est. {_fmt(estimate_s)})" if estimate_s and estimate_s > 0 else ""
     _state["current"] = (name, time.perf_counter(), estimate_s, mode)
     con = _file()
-    if mode == "plain":
+    if mode == "plain" or measuring:
         con.print(f"recstack: {name}{est} ...", markup=False)
         return
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -144,6 +149,6 @@ def reporter(say: Any = None) -> Any:
         group = " ".join(w for w in words[:2] if w not in ("setup", "round")) or msg
         if group != last[0]:
             last[0] = group
-            advance(f"machine: {group}")
+            advance(f"machine: {group}", measuring=True)
 
     return call

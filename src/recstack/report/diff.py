@@ -329,6 +329,17 @@ def version_notes(a: Profile, b: Profile) -> list[str]:
     return [text]
 
 
+def contention_notes(a: Profile, b: Profile) -> list[str]:
+    """A note per side whose run was contended: its times (and so the diff) are not the model's alone."""
+    notes = []
+    for side, prof in (("A", a), ("B", b)):
+        rec = (prof.environment or {}).get("contention")
+        if isinstance(rec, dict) and rec.get("detected"):
+            why = (rec.get("evidence") or ["see its contention record"])[0]
+            notes.append(f"{side} was contended while it ran ({why}); differences may come from the host, not the model")
+    return notes
+
+
 def diff_profiles(
     a: Profile,
     b: Profile,
@@ -387,5 +398,5 @@ def diff_profiles(
         stages=stages,
         nodes=nodes,
         setting_changes=setting_changes(a, b),
-        notes=version_notes(a, b),
+        notes=version_notes(a, b) + contention_notes(a, b),
     )
