@@ -136,7 +136,7 @@ def profile_zoo(
         tasks=tasks,
         batch_size=batch_size,
     )
-    net = build_model(model, scale=scale, options=opts)
+    net = build_model(model, scale=scale, options=opts, workload=spec)
     bound = spec.bind(net.features(), net.num_dense, net.num_tasks)
     info = {
         "model": net.cfg.name,

@@ -15,7 +15,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from recstack.config.limits import BATCH_SIZE_MAX, SEED_MAX, SEED_MIN, TABLE_COUNT_MAX
 from recstack.errors import ConfigError
+from recstack.outputs import check_writable
 from recstack.workload.fit import fit_csv, fit_summary
 from recstack.workload.presets import list_presets, load_spec_file, load_workload
 from recstack.workload.stats import BUCKET_BOUNDS, PUBLISHED_2022, workload_stats
@@ -48,7 +50,9 @@ def register(subparsers: Any) -> None:
         type=int,
         help="tables to draw (population: default 32; fitted spec: default all features)",
     )
-    st.add_argument("--seed", type=int, default=0, help="seed of the table draws and IDs (default 0)")
+    st.add_argument(
+        "--seed", type=int, default=0, help=f"seed of the table draws and IDs, {SEED_MIN} .. 2**63-1 (default 0)"
+    )
     st.add_argument("--json", action="store_true", help="print the statistics as JSON")
     st.set_defaults(func=cmd_stats)
 
@@ -68,6 +72,7 @@ def _split(text: str | None) -> list[str] | None:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     """Fit a spec from ``args.file`` and write it to ``args.output``; prints a summary table."""
+    check_writable(args.output, "--output")
     spec = fit_csv(
         args.file,
         columns=_split(args.columns),
@@ -123,12 +128,13 @@ def _fmt(value: Any, spec: str = "") -> str:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print the locality statistics of a preset or spec file at ``--batch-size``."""
-    if args.batch_size < 1:
-        raise ConfigError(f"must be >= 1 (got {args.batch_size})", field="--batch-size")
-    if args.tables is not None and args.tables < 1:
-        raise ConfigError(f"must be >= 1 (got {args.tables})", field="--tables")
-    if args.seed < 0:
-        raise ConfigError(f"must be >= 0 (got {args.seed})", field="--seed")
+    for field, value, low, high in (
+        ("--batch-size", args.batch_size, 1, BATCH_SIZE_MAX),
+        ("--tables", args.tables, 1, TABLE_COUNT_MAX),
+        ("--seed", args.seed, SEED_MIN, SEED_MAX),
+    ):
+        if value is not None and not low <= value <= high:
+            raise ConfigError(f"must be in {low} .. {high} (got {value})", field=field)
     spec = load_workload(args.preset) if args.preset else load_spec_file(args.spec)
     result = workload_stats(spec, args.batch_size, tables=args.tables, seed=args.seed)
     if args.json:

@@ -1,6 +1,6 @@
 """The model zoo: eight industry-representative recommendation models from declarative configs."""
 
-from recstack.zoo.build import BuildOptions, build_model, module_tree, resolve_config, summary
+from recstack.zoo.build import BuildOptions, build_model, module_tree, preflight, resolve_config, summary
 from recstack.zoo.config import ModelConfig, builtin_names, load_model_config
 from recstack.zoo.embedding import BACKENDS
 from recstack.zoo.models import RecModel
@@ -14,6 +14,7 @@ __all__ = [
     "builtin_names",
     "load_model_config",
     "module_tree",
+    "preflight",
     "resolve_config",
     "summary",
 ]
