@@ -71,8 +71,9 @@ def check_yaml_graph(root: yaml.Node, source: str) -> None:
 
 def parse_yaml_text(text: str, source: str) -> Any:
     """Safe-load one YAML document (no Python tags), checking its expanded size before constructing it."""
-    loader = yaml.SafeLoader(text)
+    loader: yaml.SafeLoader | None = None
     try:
+        loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
         if node is None:
             return None
@@ -82,11 +83,12 @@ def parse_yaml_text(text: str, source: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"invalid YAML{where}: {problem}", source=source) from None
+        raise ConfigError(f"invalid YAML{where}: {_clean(problem, 200)}", source=source) from None
     except RecursionError:
         raise ConfigError(f"nested deeper than {YAML_DEPTH_MAX} levels", source=source) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_yaml_file(path: str | Path) -> Any:

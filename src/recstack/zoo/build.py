@@ -61,6 +61,8 @@ def resolve_config(model: str | ModelConfig, scale: float = 1.0, tasks: int | No
     if scale != 1.0:
         cfg = cfg.scaled(scale)
     if tasks is not None:
+        if isinstance(tasks, bool) or not isinstance(tasks, int) or not 1 <= tasks <= TASKS_MAX:
+            raise ConfigError(f"must be an integer in 1 .. {TASKS_MAX} (got {tasks!r})", field="--tasks")
         if cfg.arch != "mtwnd":
             raise ConfigError(f"only arch mtwnd has tasks (model {cfg.name} is {cfg.arch})", field="--tasks")
         cfg = cfg.model_copy(update={"tasks": tasks})

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from recstack.config.limits import (
     DENSE_FEATURES_MAX,
@@ -35,6 +35,14 @@ ARCHS = ("dlrm", "ncf", "wnd", "mtwnd", "din", "dien")
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, value: object, info: ValidationInfo) -> object:
+        # YAML's true/false would otherwise pass as 1/0 for a number field (embedding_dim: true)
+        if isinstance(value, bool) and info.field_name and cls.model_fields[info.field_name].annotation is not bool:
+            raise ValueError("expected a number or text, got a boolean")
+        return value
 
 
 Width = Annotated[int, Field(gt=0, le=LAYER_WIDTH_MAX)]
