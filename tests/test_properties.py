@@ -163,19 +163,33 @@ def test_workload_spec_loader_only_raises_recstack_errors(data: dict[str, Any]) 
         pass
 
 
+def _node(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    from recstack.tree import NODE_KEYS
+
+    plausible = {
+        "name": st.text(max_size=6),
+        "path": st.text(max_size=6),
+        "level": st.sampled_from(["run", "stage", "module", "op"]),
+        "stage": st.none() | st.text(max_size=6),
+    }
+    keys = {k: _maybe(plausible.get(k, NUMBERS)) for k in NODE_KEYS}
+    return st.fixed_dictionaries(keys, optional={"children": _maybe(st.lists(children, max_size=2))})
+
+
 def _profile_like() -> st.SearchStrategy[Any]:
-    node = st.fixed_dictionaries(
-        {"name": _maybe(st.text(max_size=6)), "level": _maybe(st.sampled_from(["run", "stage", "module", "op"]))},
-        optional={
-            "path": _maybe(st.text(max_size=6)),
-            "time_s": _maybe(NUMBERS),
-            "calls": SIZES,
-            "children": _maybe(st.lists(JSONISH, max_size=2)),
-        },
-    )
+    """Profiles with every required key present (so the loader reaches the nodes), values often wrong."""
+    node = st.recursive(_node(st.nothing()), _node, max_leaves=4)
     return st.fixed_dictionaries(
-        {"schema": _maybe(st.just("recstack.profile")), "root": _maybe(node)},
-        optional={"schema_version": SIZES, "run": JSONISH, "environment": JSONISH, "ranks": JSONISH},
+        {
+            "schema": _maybe(st.just("recstack.profile")),
+            "schema_version": _maybe(st.integers(min_value=-8, max_value=2)),
+            "run_id": _maybe(st.text(max_size=6)),
+            "run": _maybe(st.dictionaries(st.text(max_size=6), SCALARS, max_size=3)),
+            "environment": _maybe(st.dictionaries(st.text(max_size=6), SCALARS, max_size=3)),
+            "overhead": _maybe(st.dictionaries(st.text(max_size=6), SCALARS, max_size=3)),
+            "root": _maybe(node),
+        },
+        optional={"ranks": JSONISH},
     )
 
 
@@ -186,6 +200,8 @@ def test_profile_loader_only_raises_recstack_errors(data: Any) -> None:
     from recstack.tree import Profile
 
     try:
-        Profile.from_dict(data)
+        prof = Profile.from_dict(data)
+        list(prof.nodes())
+        prof.stage_shares()
     except RecstackError:
         pass
