@@ -1071,3 +1071,33 @@ def _signal_exit(sig: signal.Signals, data_dir: Path, tmp_path: Path, output: st
         assert not out.exists()
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".recstack-tmp-")]
     return p.returncode
+
+
+# =====================================================================================================
+# The memory preflight's suggestions really fit
+# =====================================================================================================
+@pytest.mark.parametrize(("mode", "backend"), [("inference", "torch"), ("train", "torch"), ("train", "torchrec")])
+def test_preflight_suggested_batch_size_fits(mode: str, backend: str, data_dir: Path) -> None:
+    from recstack.errors import MemoryPreflightError
+    from recstack.zoo import BuildOptions, preflight
+
+    opts = BuildOptions(mode=mode, backend=backend, optimizer="adagrad")
+    avail = 2 * 2**30
+    with pytest.raises(MemoryPreflightError) as info:
+        preflight(str(data_dir / "tiny.yaml"), options=opts, batch_size=2**26, available=avail)
+    fit = int(re.search(r"--batch-size (\d+) or less", str(info.value)).group(1))  # type: ignore[union-attr]
+    assert 1 <= fit < 2**26
+    est = preflight(str(data_dir / "tiny.yaml"), options=opts, batch_size=fit, available=avail)
+    assert est.batches > 0 and est.activations > 0 and est.total <= avail
+
+
+def test_preflight_counts_the_workload(data_dir: Path) -> None:
+    from recstack.workload import load_workload
+    from recstack.zoo import BuildOptions, preflight
+
+    opts = BuildOptions(batch_size=64)
+    plain = preflight("rmc1", scale=1e-4, options=opts, available=2**40)
+    heavy = preflight(
+        "rmc1", scale=1e-4, options=opts, workload=load_workload(str(data_dir / "wl_pool_1e8.yaml")), available=2**50
+    )
+    assert heavy.batches > 1000 * plain.batches  # pooling 1e8 instead of the config's 80 per table
