@@ -22,7 +22,7 @@ import torch
 import recstack
 from recstack.profiling.runner import call_model
 from recstack.profiling.stats import median
-from recstack.workload import load_workload
+from recstack.workload import bind, load_workload
 from recstack.zoo import build_model, builtin_names
 
 STAGES = ("feature_processing", "embedding", "dense", "interaction", "sequence", "head", "other")
@@ -64,7 +64,7 @@ def main() -> None:
         t0 = time.time()
         model = build_model(name, scale=args.scale, backend=args.backend)
         build_s = time.time() - t0
-        bound = spec.bind(model.features(), model.num_dense, model.num_tasks)
+        bound = bind(spec, model.features(), model.num_dense, model.num_tasks)
         for bs in args.batches:
             prof = recstack.profile(
                 model,

@@ -32,19 +32,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from recstack.analysis.roofline import classify
+from recstack.analysis.pipeline import analyse
 from recstack.errors import RecstackError
 from recstack.tree import Node, Profile
+from recstack.units import binary
 
 MODELS = {"rmc1": "embedding", "rmc2": "embedding", "rmc3": "dense"}
 
 
 def _gb(v: float) -> str:
     return f"{v / 1e9:.2f} GB/s"
-
-
-def _size(n: float) -> str:
-    return f"{n / 2**20:.0f} MiB" if n < 2**30 else f"{n / 2**30:.2f} GiB"
 
 
 def stage_line(model: str, stage: Node | None, kind: str) -> str:
@@ -65,10 +62,10 @@ def stage_line(model: str, stage: Node | None, kind: str) -> str:
         uniq = r.get("memory_fraction_unique")
         roof = f"{_gb(r['roof_bytes_per_s'])} {r['roof']} roof"
         if g:
-            roof += f" at {g['row_bytes']:.0f} B rows, {_size(g['table_bytes'])} tables (rows: {g['row_source']}; tables: {g['table_source']})"
+            roof += f" at {g['row_bytes']:.0f} B rows, {binary(g['table_bytes'])} tables (rows: {g['row_source']}; tables: {g['table_source']})"
             if g.get("footprint_bytes", g["table_bytes"]) > g["table_bytes"]:
                 roof += (
-                    f", {_size(g['footprint_bytes'])} read in turn (one-table roof "
+                    f", {binary(g['footprint_bytes'])} read in turn (one-table roof "
                     f"{_gb(g.get('one_table_bytes_per_s') or 0.0)})"
                 )
         return (
@@ -88,7 +85,7 @@ def report(profiles: dict[str, Profile], machine: dict[str, Any]) -> list[str]:
     """Classify each profile against ``machine`` and return the result lines."""
     lines = []
     for model, prof in profiles.items():
-        classify(prof, machine)
+        analyse(prof, machine, steps=["roofline"])
         m = prof.extra["machine"]
         lines.append(
             f"# {model}: {m['device']}, {m['threads']} thread(s), {m['dtype']}; machine {m['host']} ({m['mode']}, "
@@ -106,7 +103,7 @@ def same_data(model: str, prof: Profile, rounds: int = 7) -> list[str]:
     import torch
 
     from recstack.hardware import gather_kernel
-    from recstack.workload import load_workload
+    from recstack.workload import bind, load_workload
     from recstack.zoo import BuildOptions, build_model
 
     run = prof.run or {}
@@ -115,7 +112,7 @@ def same_data(model: str, prof: Profile, rounds: int = 7) -> list[str]:
     net = build_model(
         model, scale=float(run.get("scale") or 1.0), options=BuildOptions(batch_size=batch_size, seed=seed)
     )
-    bound = load_workload(str(run.get("workload") or "uniform")).bind(net.features(), net.num_dense, net.num_tasks)
+    bound = bind(load_workload(str(run.get("workload") or "uniform")), net.features(), net.num_dense, net.num_tasks)
     processed = net.feature_processing(bound.batch(batch_size, 0))
     weights = net.sparse_arch.table_weights()
     calls = []
@@ -124,7 +121,7 @@ def same_data(model: str, prof: Profile, rounds: int = 7) -> list[str]:
         full = torch.cat([offsets, torch.tensor([ids.numel()], dtype=offsets.dtype)]).to(torch.int64)
         out = torch.empty(offsets.numel(), w.shape[1])
         calls.append((w, ids.to(torch.int64), offsets, full, out))
-    nbytes = sum(ids.numel() * w.shape[1] * w.element_size() for w, ids, *_ in calls)
+    nbytes = sum(ids.numel() * w.shape[1] * w.elementbinary() for w, ids, *_ in calls)
     threads = int(run.get("threads") or torch.get_num_threads())
     torch.set_num_threads(threads)
 
@@ -166,11 +163,11 @@ def _profile_now(model: str, args: argparse.Namespace) -> Profile:
 
     import recstack
     from recstack.profiling.runner import call_model
-    from recstack.workload import load_workload
+    from recstack.workload import bind, load_workload
     from recstack.zoo import BuildOptions, build_model
 
     net = build_model(model, scale=args.scale, options=BuildOptions(batch_size=args.batch_size, seed=0))
-    bound = load_workload(args.workload).bind(net.features(), net.num_dense, net.num_tasks)
+    bound = bind(load_workload(args.workload), net.features(), net.num_dense, net.num_tasks)
     info = {
         "model": net.cfg.name,
         "scale": net.cfg.scale,

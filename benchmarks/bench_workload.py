@@ -17,7 +17,7 @@ import json
 import statistics
 import time
 
-from recstack.workload import FeatureRequest, load_workload
+from recstack.workload import FeatureRequest, bind, load_workload
 
 RMC2_FEATURES = 32
 RMC2_ROWS = 500_000
@@ -33,7 +33,7 @@ def rmc2_features() -> list[FeatureRequest]:
 
 
 def bench(preset: str, batch_size: int, batches: int, warmup: int) -> dict[str, float | str | int]:
-    bound = load_workload(preset).bind(rmc2_features(), num_dense=RMC2_DENSE)
+    bound = bind(load_workload(preset), rmc2_features(), num_dense=RMC2_DENSE)
     for i in range(warmup):
         bound.batch(batch_size, index=10_000 + i)
     times, cpu, ids = [], [], 0

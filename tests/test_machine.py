@@ -36,6 +36,7 @@ from recstack.hardware.machine import (
     save_machine,
     validate_machine,
 )
+from recstack.profiling import counters_replay as replay
 from recstack.render.roofline_chart import output_paths, render_roofline
 from recstack.tree import Node, Profile
 
@@ -86,8 +87,9 @@ def test_tiny_measurement_has_sane_figures_with_spreads(tiny_machine):
     assert max(zipf_unique) < min(uni_unique)  # skewed indices repeat rows
     lat = m["latency_ns"]
     _stats(lat["dram"])
-    assert 1 < lat["dram"]["median"] < 5000
     assert [s["bytes"] for s in lat["by_size"]] == sorted(s["bytes"] for s in lat["by_size"])
+    for s in lat["by_size"]:
+        assert all(math.isfinite(s["ns"][k]) and s["ns"][k] > 0 for k in ("median", "min", "max", "p10", "p90"))
     assert (
         any(c["level"] == 1 for c in m["caches"]) or not Path("/sys/devices/system/cpu/cpu0/cache").exists()
     )
@@ -98,6 +100,39 @@ def test_tiny_measurement_has_sane_figures_with_spreads(tiny_machine):
 needs_cc = pytest.mark.skipif(
     not any(shutil.which(c) for c in ("cc", "gcc", "clang")), reason="no C compiler on this host"
 )
+
+
+@needs_cc
+def test_native_latency_obeys_physics(tiny_machine):
+    """What holds on any host: a load from DRAM is slower than one from L1, and slower than 20 ns."""
+    lat = tiny_machine["latency_ns"]
+    assert lat["method"] == "native" and lat["trusted"] is True
+    levels = {s["level"]: s["ns"]["median"] for s in lat["by_size"]}
+    assert levels["L1"] < levels["DRAM"] == lat["dram"]["median"]
+    assert lat["dram"]["median"] > 20
+    assert lat["dram_bytes"] > tiny_machine["llc_bytes"] or lat["dram_bytes"] >= 256 << 20
+
+
+def test_latency_without_compiler_is_flagged_and_not_used(tmp_path, monkeypatch):
+    from recstack.hardware import cpu_bench, gather_kernel
+    from recstack.hardware.plan import make_plan
+
+    monkeypatch.setenv(gather_kernel.DISABLE_ENV, "1")  # as if no C compiler existed
+    plan = make_plan("tiny", [], 1, None)
+    plan.latency_points = [("L1", 16 << 10), ("DRAM", 1 << 20)]
+    plan.latency_steps, plan.latency_repeats = 8000, 2
+    lat = cpu_bench.memory_latency(plan)
+    assert lat["method"] == "python-fallback" and lat["trusted"] is False
+    assert "RECSTACK_NO_NATIVE" in lat["fallback_reason"]
+    assert all(s["ns"]["min"] > 0 for s in lat["by_size"])
+    m = _synthetic_machine()
+    m["latency_ns"] = lat
+    p = _profile()
+    classify(p, m)
+    assert p.extra["machine"]["dram_latency_s"] is None  # shown by `recstack machine`, never used
+    m["latency_ns"] = {**lat, "method": "native", "trusted": True}
+    classify(p, m)
+    assert p.extra["machine"]["dram_latency_s"] == pytest.approx(lat["dram"]["median"] * 1e-9)
 
 
 @needs_cc
@@ -174,7 +209,9 @@ def test_benchmarks_restore_torch_threads():
     from recstack.hardware import cpu_bench
 
     before = torch.get_num_threads()
-    res = cpu_bench.stream_bandwidth(1 << 20, sorted({1, sysinfo.usable_cpus()}), 3)
+    from recstack.hardware.plan import TINY_STOP_RULE
+
+    res = cpu_bench.stream_bandwidth(1 << 20, sorted({1, sysinfo.usable_cpus()}), TINY_STOP_RULE)
     assert torch.get_num_threads() == before
     assert res["array_bytes"] == 1 << 20
 
@@ -458,7 +495,7 @@ def test_measure_counters_reports_unavailable_status():
     prof = _profile()
     prof.run["stage_roots"] = {"0": {"stage": "dense", "rule": "test"}}
     model = torch.nn.Sequential(torch.nn.Linear(4, 4))
-    res = ctr.counters_for_profile(prof, model, lambda: model(torch.ones(1, 4)), 2, status=st)
+    res = replay.counters_for_profile(prof, model, lambda: model(torch.ones(1, 4)), 2, status=st)
     assert res == {"available": False, "reason": st.reason}
     assert prof.extra["counters"] == {"available": False, "reason": st.reason}
     assert "counters" not in prof.stage("dense").extra
@@ -500,7 +537,7 @@ def test_real_perf_session_counts_software_events_per_stage():
         with torch.inference_mode():
             model(x)
 
-    stages = ctr.measure_stages(
+    stages = replay.measure_stages(
         model, step, {"0": "dense", "2": "head"}, 20, events=["task-clock"], status=st
     )
     assert stages["available"], stages.get("reason")
@@ -513,7 +550,7 @@ def test_real_perf_session_counts_software_events_per_stage():
         "0": {"stage": "dense", "rule": "test"},
         "2": {"stage": "head", "rule": "test"},
     }
-    res = ctr.counters_for_profile(prof, model, step, 5, events=["task-clock"], status=st)
+    res = replay.counters_for_profile(prof, model, step, 5, events=["task-clock"], status=st)
     assert res["available"] and prof.extra["counters"]["available"] is True
     assert set(prof.extra["counters"]["stages"]) == {"dense", "head"}
     assert "counters" in prof.stage("dense").extra  # the stage node of the profile gets its compact figures
@@ -706,22 +743,26 @@ def test_fallback_gather_roof_is_flagged():
 
 
 def test_gather_point_sources():
-    from recstack.zoo.build import resolve_config
-
     m = _synthetic_machine()
     p = _profile()
     op = p.root.find("embedding/emb/aten::embedding_bag")
     op.extra.pop("shapes")
-    p.run["model_config"] = resolve_config("rmc1", 0.001).model_dump()  # 8 tables x 4000 rows x 32 fp32
+    # the profile's table statistics (zoo.embedding.table_stats): 8 int8 tables x 4000 rows x 32 dims,
+    # 36 B rows (scale and bias), 4 lookups each
+    p.extra["embedding_tables"] = [
+        {"table": f"t{i}", "rows": 4000, "dim": 32, "dtype": "int8", "row_bytes": 36,
+         "table_bytes": 4000 * 36, "lookups": 4}
+        for i in range(8)
+    ]
     classify(p, m)
     g = op.extra["roofline"]["gather"]
     assert g["row_source"].startswith("cost model") and g["row_bytes"] == 128
-    assert g["table_source"] == "model config" and g["table_bytes"] == 4000 * 128  # per table, lookup-weighted
+    assert g["table_source"] == "embedding tables" and g["table_bytes"] == 4000 * 36  # per table, lookup-weighted
     op.extra.pop("cost_detail")
     classify(p, m)
     g = op.extra["roofline"]["gather"]
-    assert g["row_source"] == "model config" and g["row_bytes"] == 128
-    del p.run["model_config"]
+    assert g["row_source"] == "embedding tables" and g["row_bytes"] == 36  # int8 rows carry 4 extra bytes
+    del p.extra["embedding_tables"]
     classify(p, m)
     g = op.extra["roofline"]["gather"]
     assert (
@@ -1034,4 +1075,92 @@ def test_stage_footprint_reaches_its_ops():
     assert op["table_bytes"] == 1 << 30 and op["footprint_bytes"] == 2 << 30  # held to its stage's pattern
     assert op["footprint_source"].startswith("stage embedding")
     assert op["one_table_bytes_per_s"] == pytest.approx(4 * GB)
-    assert "2.0 GiB in turn (embedding)" in p.extra["machine"]["gather_roofs"][0]["label"]
+    assert "2 GiB in turn (embedding)" in p.extra["machine"]["gather_roofs"][0]["label"]
+
+
+# -- stopping rule (injected clock and benchmark: deterministic, never the host's speed) --------
+class _FakeClock:
+    """A clock in ns that only moves when a fake benchmark says how long its call took."""
+
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+    def bench(self, durations_ms: list[float]):
+        """A case whose n-th call takes durations_ms[n] (the last value repeats)."""
+        calls = [0]
+
+        def fn() -> None:
+            i = min(calls[0], len(durations_ms) - 1)
+            self.now += int(durations_ms[i] * 1e6)
+            calls[0] += 1
+
+        fn.calls = calls  # type: ignore[attr-defined]
+        return fn
+
+
+def test_stop_rule_stops_when_the_best_settles():
+    from recstack.hardware.bench import StopRule, interleaved
+
+    clock = _FakeClock()
+    rule = StopRule(block=5, margin=0.01, min_rounds=10, max_rounds=200, budget_s=1e9, warm_s=0.0)
+    # improving by 10% a call for 12 calls, then flat: settles in the block after the last gain
+    fast = clock.bench([10.0 * 0.9**i for i in range(12)] + [10.0 * 0.9**11])
+    flat = clock.bench([5.0])
+    info: dict = {}
+    out = interleaved({"a": fast, "b": flat}, stop=rule, clock=clock, info=info, warmup=0)
+    assert info["stopped_by"] == "stable" and info["rounds"] == 20  # blocks end at 10, 15, 20
+    assert len(out["a"]) == len(out["b"]) == 20
+    assert min(out["a"]) == pytest.approx(10.0 * 0.9**11 * 1e-3)
+    assert info["rule"]["margin"] == 0.01
+
+
+def test_stop_rule_caps_rounds_and_time():
+    from recstack.hardware.bench import MIN_ROUNDS_UNDER_BUDGET, StopRule, interleaved
+
+    clock = _FakeClock()
+    always_better = clock.bench([100.0 * 0.95**i for i in range(1000)])  # never settles
+    rule = StopRule(block=5, margin=0.01, min_rounds=10, max_rounds=30, budget_s=1e9, warm_s=0.0)
+    info: dict = {}
+    interleaved({"a": always_better}, stop=rule, clock=clock, info=info, warmup=0)
+    assert info["stopped_by"] == "max_rounds" and info["rounds"] == 30
+    slow = clock.bench([400.0])  # 0.4 s a call against a 1 s cap
+    info = {}
+    interleaved({"a": slow}, stop=rule.capped(1.0), clock=clock, info=info, warmup=0)
+    assert info["stopped_by"] == "budget" and info["rounds"] == 3 == MIN_ROUNDS_UNDER_BUDGET
+    very_slow = clock.bench([5000.0])  # one call beyond the cap still leaves 3 repeats
+    info = {}
+    interleaved({"a": very_slow}, stop=rule.capped(1.0), clock=clock, info=info, warmup=0)
+    assert info["rounds"] == MIN_ROUNDS_UNDER_BUDGET
+
+
+def test_stop_rule_warms_each_case_for_warm_s_before_timing():
+    from recstack.hardware.bench import StopRule, interleaved
+
+    clock = _FakeClock()
+    cold_start = clock.bench([50.0, 40.0, 30.0] + [10.0])  # the first calls are slow (pool asleep)
+    rule = StopRule(block=2, margin=0.01, min_rounds=4, max_rounds=10, budget_s=1e9, warm_s=0.1)
+    out = interleaved({"a": cold_start}, stop=rule, clock=clock, warmup=1)
+    assert cold_start.calls[0] - len(out["a"]) == 3  # warm-up ran until 100 ms had passed
+    assert max(out["a"]) == pytest.approx(0.010)  # no cold call was timed
+
+
+def test_quick_and_full_plans_share_the_statistic():
+    """Quick and full estimate the same figures: same GEMM sizes, stream arrays, chains and rule."""
+    from recstack.hardware.plan import STOP_RULE, make_plan
+
+    caches = [
+        {"level": 1, "type": "Data", "size_bytes": 48 << 10, "instances": 2, "total_bytes": 96 << 10},
+        {"level": 2, "type": "Unified", "size_bytes": 2 << 20, "instances": 2, "total_bytes": 4 << 20},
+        {"level": 3, "type": "Unified", "size_bytes": 300 << 20, "instances": 1, "total_bytes": 300 << 20},
+    ]
+    quick, full = (make_plan(mode, caches, 2, 24 << 30) for mode in ("quick", "full"))
+    assert quick.gemm_sizes == full.gemm_sizes and quick.stream_bytes == full.stream_bytes >= 4 * (300 << 20)
+    assert quick.latency_points == full.latency_points
+    assert quick.latency_points[-1] == ("DRAM", 8 * (300 << 20))
+    for q, f in ((quick.gemm_stop, full.gemm_stop), (quick.stream_stop, full.stream_stop)):
+        assert (q.block, q.margin, q.min_rounds, q.warm_s) == (f.block, f.margin, f.min_rounds, f.warm_s)
+        assert (q.block, q.margin) == (STOP_RULE.block, STOP_RULE.margin) and q.budget_s <= f.budget_s
+    assert sum(s.budget_s for s in (quick.gemm_stop, quick.gemm_stop, quick.stream_stop, quick.gather_stop)) < 45

@@ -286,7 +286,7 @@ def test_embedding_tables_and_memory(backend):
     assert t0["pooling_factor"] == pytest.approx(t0["lookups"] / 64)
     mem = prof.extra["memory"]
     emb = mem["resident_by_stage"]["embedding"]
-    assert emb["parameters"] + emb["buffers"] >= sum(t["table_bytes"] for t in tables)
+    assert emb["parameters_bytes"] + emb["buffers_bytes"] >= sum(t["table_bytes"] for t in tables)
     assert mem["peak_step"]["peak_rss_bytes"] > 0
     assert prof.stage("embedding").extra["resident_bytes"] == emb
 
@@ -298,7 +298,7 @@ def test_train_tables_touch_unique_rows():
     assert t["backward_rows_touched"] == t["unique_rows"]
     assert t["optimizer_bytes"] == 5 * t["bytes_unique"]
     assert t["table_bytes"] <= t["optimizer_state_bytes"] <= t["table_bytes"] + 64  # dense state (+ step)
-    assert prof.extra["memory"]["resident_by_stage"]["embedding"]["optimizer_state"] >= t["table_bytes"]
+    assert prof.extra["memory"]["resident_by_stage"]["embedding"]["optimizer_state_bytes"] >= t["table_bytes"]
 
 
 def test_demo_writes_profile_trace_roofline_and_report(tmp_path):

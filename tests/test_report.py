@@ -4,7 +4,7 @@ Profiles are real zoo runs with the real cost model; the roofline classes come f
 :func:`recstack.analysis.roofline.classify` against this host measured in the ``tiny`` mode
 (:func:`recstack.hardware.machine.measure_machine`), and the available-counters section from
 recorded ``perf stat`` output (``tests/data/perf``) through the real parser and
-:func:`recstack.hardware.counters.attach_counters`.
+:func:`recstack.profiling.counters_replay.attach_counters`.
 """
 
 from __future__ import annotations
@@ -27,12 +27,13 @@ from recstack.analysis.roofline import classify
 from recstack.errors import DataError, RecstackError
 from recstack.export import BASE_COLUMNS, node_rows, to_dataframe, write_csv, write_parquet
 from recstack.hardware import counters as ctr
+from recstack.profiling.counters_replay import attach_counters
 from recstack.report import diff_profiles, render_diff_html, render_report, write_diff_html, write_report
 from recstack.report.commands import register
 from recstack.report.diff import NoiseRule, judge
 from recstack.report.html import safe_json
 from recstack.report.payload import PROVENANCE_KINDS, report_payload
-from recstack.tree import Profile
+from recstack.tree import Node, Profile
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _batches import raw_batch  # noqa: E402
@@ -82,7 +83,7 @@ def torch_prof(torch_costed: Profile, machine: dict) -> Profile:
 
 @pytest.fixture(scope="module")
 def tbe_prof(machine: dict) -> Profile:
-    return _classified(_zoo_profile("tbe"), machine)
+    return _classified(_zoo_profile("tbe", "rmc1" + EVIL), machine)  # the same model as torch_prof: diff compares one model
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +120,7 @@ def _with_counters(p: Profile) -> Profile:
         parsed = ctr.parse_perf_stat_csv((PERF_DATA / sample).read_text())
         return {"roots": ["x"], "root_calls_per_step": 1, **ctr.derived(parsed, calls=10)}
 
-    ctr.attach_counters(p, {
+    attach_counters(p, {
         "available": True, "method": ctr.METHOD, "perf": "perf version 6.1",
         "stages": {
             "embedding": stage("intel_icx_topdown_events.txt"),
@@ -132,6 +133,79 @@ def _with_counters(p: Profile) -> Profile:
 
 def _node(p: Profile, path: str):
     return next(n for n in p.nodes() if n.path == path)
+
+
+# -- a hand-built profile with the newer optional fields ------------------------------------------------------
+SUSPECT_REASON = "above the measured roof; the roof is probably under-measured"
+MARKUP = "m[/bold][red]x[/]"  # rich markup that would raise or restyle if printed unescaped
+
+
+def _n(name: str, path: str, level: str, stage: str | None, t: float, **kw) -> Node:
+    extra = kw.pop("extra", {})
+    children = kw.pop("children", [])
+    return Node(name, path, level, stage, t, calls=kw.pop("calls", 1), children=children, extra=extra, **kw)
+
+
+def _roof(frac: float, dtype: str, suspect: bool) -> dict:
+    r = {"roof": "stream", "peak_flops": 1e11, "roof_dtype": dtype, "intensity": 20.0, "achieved_flops": frac * 1e11,
+         "achieved_bytes_per_s": frac * 5e9, "roof_bytes_per_s": 2e10, "ceiling_flops": 1e11, "ceiling_fraction": frac,
+         "compute_fraction": frac, "memory_fraction_requested": frac / 4, "per_call_s": 1e-3, "roof_suspect": suspect}
+    if suspect:
+        r["roof_suspect_reason"] = SUSPECT_REASON
+    return r
+
+
+@pytest.fixture(scope="module")
+def fields_prof() -> Profile:
+    """Labels, synthetic [unattributed]/[python/framework between ops] nodes, a suspect roof fraction, a roof
+    dtype, findings, detected contention, stage rusage, run.config and a load note, on a tiny hand-built tree."""
+    rusage = {"minor_faults": 1234.5, "major_faults": 0, "voluntary_ctx_switches": 35, "involuntary_ctx_switches": 2}
+    dense = _n("dense", "dense", "stage", "dense", 6e-3, flops=6e8, bytes=3e7, intensity=20.0, extra={
+        "bound": "compute", "bound_reason": "188% of bf16 GEMM", "roofline": _roof(1.88, "bf16", True), "rusage": rusage,
+        "time_s_p10": 5.5e-3, "time_s_p90": 6.5e-3}, children=[
+        _n("0", "dense/deep.0", "module", "dense", 3e-3, extra={"label": "deep.0", "module_type": "Linear"}),
+        _n("0", "dense/wide.0", "module", "dense", 2e-3, extra={"label": "wide.0", "module_type": "Linear"}),
+        _n(MARKUP, "dense/odd", "module", "dense", 5e-4, extra={"label": MARKUP}),
+        _n("[unattributed]", "dense/[unattributed]", "op", "dense", 5e-4, extra={"kind": "unattributed"}),
+    ])
+    head = _n("head", "head", "stage", "head", 3e-3, flops=3e7, bytes=1.5e6, intensity=20.0, extra={
+        "bound": "memory", "bound_reason": "40% of the stream bandwidth", "roofline": _roof(0.4, "fp32", False),
+        "rusage": rusage})
+    other = _n("other", "other", "stage", "other", 1e-3, children=[
+        _n("aten::add", "other/aten::add", "op", "other", 4e-4),
+        _n("[python/framework between ops]", "other/[python/framework between ops]", "op", "other", 6e-4,
+           extra={"kind": "framework"}),
+    ])
+    root = _n("tiny", "run", "run", None, 1e-2, children=[dense, head, other], extra={"time_s_p10": 9e-3, "time_s_p90": 1.1e-2})
+    machine = {"host": "h", "measured_at": "2026-12-01", "mode": "full", "device": "cpu", "threads": 2, "dtype": "fp32",
+               "peak_flops": 1e11, "peak_label": "fp32 GEMM", "stream_bandwidth": 2e10, "stream_label": "stream copy",
+               "compute_roofs": [{"dtype": "fp32", "flops": 1e11, "main": True, "label": "fp32 GEMM"},
+                                 {"dtype": "bf16", "flops": 3e11, "main": False, "label": "bf16 GEMM"}],
+               "gather_roofs": [], "ridge_intensity": 5.0, "notes": []}
+    contention = {"detected": True, "evidence": ["load average 3.1 on 2 usable cores", "busy " + EVIL],
+                  "planned_load": [{"pid": 7, "name": "sweep-worker", "cores": 1.0}], "cpu_time_ratio": 0.61}
+    p = Profile(
+        run_id="fields", run={"model": "tiny" + MARKUP, "mode": "inference", "batch_size": 8,
+                              "config": {"model": "tiny", "batch_size": 8, "threads": 2, "dtype": "bf16", "stage_rules": []}},
+        environment={"host": "h", "contention": contention}, overhead={}, root=root,
+        extra={"machine": machine, "findings": [
+            {"kind": "bf16_speedup", "stage": "dense", "text": "bf16 takes 0.658 of the fp32 time in dense", "value": 0.658},
+            {"kind": "note", "stage": None, "text": EVIL, "value": None},
+            {"kind": "stage_bound", "stage": "dense", "text": "dense is compute-bound above its ceiling", "value": 1.88,
+             "roof_suspect": True, "roof_suspect_reason": SUSPECT_REASON}]},
+    )
+    p.notes = ["upgraded from schema v1: stage times were medians"]  # what loading an older profile says
+    return p
+
+
+def _terminal(p: Profile) -> str:
+    import io
+
+    from recstack.render.terminal import profile_tree
+
+    buf = io.StringIO()
+    profile_tree(p, depth=3, top=8, file=buf)
+    return buf.getvalue()
 
 
 # -- report: escaping and self-containment ---------------------------------------------------------------------
@@ -198,7 +272,7 @@ def test_payload_carries_the_producers_formats(torch_prof: Profile, machine: dic
     assert [t["table"] for t in tables] == [f"t_{i}" for i in range(8)]
     assert all(t["bytes_requested"] == t["lookups"] * t["row_bytes"] and "backward_bytes" not in t for t in tables)
     assert sum(t["lookups"] for t in tables) == emb["extra"]["cost_detail"]["lookups"]
-    assert data["memory"]["resident_by_stage"]["embedding"]["parameters"] == sum(t["table_bytes"] for t in tables)
+    assert data["memory"]["resident_by_stage"]["embedding"]["parameters_bytes"] == sum(t["table_bytes"] for t in tables)
     assert data["memory"]["peak_step"]["basis"]
     c = data["counters"]
     assert c["available"] is True or (c["available"] is False and c["reason"])
@@ -217,7 +291,7 @@ def test_payload_train_mode_and_available_counters(train_prof: Profile) -> None:
         assert t["optimizer_bytes"] == 5 * t["bytes_unique"] and t["optimizer_rows_touched"] == t["unique_rows"]
         assert t["optimizer_state_bytes"] >= t["table_bytes"]  # adagrad: a sum of squares per weight (and a step)
     res = data["memory"]["resident_by_stage"]["embedding"]
-    assert res["optimizer_state"] == sum(t["optimizer_state_bytes"] for t in data["embedding_tables"])
+    assert res["optimizer_state_bytes"] == sum(t["optimizer_state_bytes"] for t in data["embedding_tables"])
     c = data["counters"]
     assert c["available"] and c["perf"] == "perf version 6.1"
     assert c["stages"]["embedding"]["ipc"] == pytest.approx(1.6) and c["stages"]["embedding"]["topdown"]["retiring"] > 0
@@ -232,6 +306,63 @@ def test_payload_replaces_non_finite_numbers(torch_costed: Profile) -> None:
     page = render_report(p)  # allow_nan=False inside: would raise on NaN
     data = json.loads(_scripts(page)[0])
     assert data["root"]["extra"]["inf"] is None
+
+
+# -- newer optional fields: terminal and report ---------------------------------------------------------------
+def test_terminal_marks_new_fields(fields_prof: Profile) -> None:
+    text = _terminal(fields_prof)
+    assert "188%?" in text and not re.search(r"188%(?!\?)", text)  # a suspect fraction is never plain
+    assert f"? {SUSPECT_REASON}: dense" in text and "40%" in text and "40%?" not in text
+    assert "bf16" in text and "roof" in text  # the roof's dtype beside the fraction
+    assert "deep.0" in text and "wide.0" in text  # labels, not the shared name "0"
+    assert MARKUP in text and "tiny" + MARKUP in text  # printed as text, not markup
+    assert "[unattributed]*" in text and "[python/framework between ops]*" in text and "* not an op:" in text
+    head = text.split("tiny" + MARKUP)[0]  # the banner comes first
+    assert "WARNING: contention detected" in head and "load average 3.1 on 2 usable cores" in head
+    assert "busy " + EVIL in head and "sweep-worker" in head
+    assert "note: upgraded from schema v1" in head
+    assert "minor faults" in text and "1.23k" in text  # rusage per step
+    findings = text.split("Findings")[1]
+    assert "bf16_speedup [dense]: bf16 takes 0.658 of the fp32 time in dense (0.658)" in findings and EVIL in findings
+    assert f"stage_bound [dense]: dense is compute-bound above its ceiling (1.88?) [? {SUSPECT_REASON}]" in findings
+
+
+def test_terminal_without_new_fields_has_no_banner_or_marks(torch_prof: Profile) -> None:
+    old = copy.deepcopy(torch_prof)  # as a profile written before these fields existed
+    for n in old.nodes():
+        for key in ("label", "kind", "rusage"):
+            n.extra.pop(key, None)
+        for key in ("roof_suspect", "roof_suspect_reason", "roof_dtype"):
+            (n.extra.get("roofline") or {}).pop(key, None)
+    old.extra.pop("findings", None)
+    old.environment.pop("contention", None)
+    text = _terminal(old)
+    assert "contention" not in text and "Findings" not in text and "?" not in text and "not an op" not in text
+    assert re.search(r"\d+%\s+(memory|compute|overhead)", text)  # plain fractions when no roof is suspect
+
+
+def test_report_payload_new_fields(fields_prof: Profile) -> None:
+    data = report_payload(fields_prof)
+    assert data["findings"][0]["kind"] == "bf16_speedup" and "findings" not in data["profile_extra"]
+    assert data["contention"]["detected"] is True and data["load_notes"] == fields_prof.notes
+    assert isinstance(data["schema_version"], int)
+    dense = data["root"]["children"][0]
+    assert [c["label"] for c in dense["children"][:2]] == ["deep.0", "wide.0"] and data["root"]["label"] is None
+    assert dense["extra"]["roofline"]["roof_suspect"] is True and dense["extra"]["rusage"]["minor_faults"] == 1234.5
+    page = render_report(fields_prof)
+    assert "<img" not in page and page.count("<script") == 2  # hostile labels, evidence and findings stay data
+    assert json.loads(_scripts(page)[0])["contention"]["evidence"][1] == "busy " + EVIL
+
+
+def test_units_formats() -> None:
+    from recstack import units
+
+    assert units.si(2.5e9, "FLOP") == "2.50 GFLOP" and units.si(512, "B") == "512 B" and units.si(999_960, "B") == "1.00 MB"
+    assert units.si(452.94e9, "FLOP/s", digits=4) == "452.9 GFLOP/s" and units.si(None, "B", missing="n/a") == "n/a"
+    assert units.count(1.5e6) == "1.50M" and units.count(26) == "26" and units.count(float("nan")) == "-"
+    assert units.binary(32768) == "32 KiB" and units.binary(1.5 * 2**20) == "1.5 MiB" and units.binary(640) == "640 B"
+    assert units.seconds(0.01388) == "13.88 ms" and units.seconds(0.99996) == "1.000 s" and units.seconds(0) == "0 s"
+    assert units.seconds(461.6e-6) == "461.6 us" and units.percent(1.88) == "188%" and units.sig(9.996) == "10.0"
 
 
 # -- diff ---------------------------------------------------------------------------------------------------
@@ -279,19 +410,21 @@ def test_judge_rule() -> None:
 
 
 def test_diff_same_tree_matches_every_node(torch_prof: Profile) -> None:
-    base, cand = _slower(torch_prof, "embedding", 1.5)
+    # The longest stage: its ops clear the rule's absolute floor (0.5 % of the run) whatever shares a busy host gave.
+    big = max(torch_prof.root.children, key=lambda n: n.time_s).name
+    base, cand = _slower(torch_prof, big, 1.5)
     r = diff_profiles(base, cand)
     assert r.matched_level == "op" and "same module tree" in r.match_note
     assert len(r.nodes) == sum(1 for n in base.nodes() if n.level not in ("run", "stage"))
-    emb = next(d for d in r.stages if d.name == "embedding")
-    assert emb.verdict == "regression" and emb.basis == "p10-p90" and math.isclose(emb.rel, 0.5)
+    slow = next(d for d in r.stages if d.name == big)
+    assert slow.verdict == "regression" and slow.basis == "p10-p90" and math.isclose(slow.rel, 0.5)
     assert r.run.verdict == "regression"
-    assert all(d.verdict == "noise" for d in r.stages if d.name != "embedding")
+    assert all(d.verdict == "noise" for d in r.stages if d.name != big)
     assert any(d.verdict == "regression" and d.level == "op" and d.basis == "stage p10-p90" for d in r.nodes)
-    assert all(d.verdict == "noise" for d in r.nodes if d.stage != "embedding")
+    assert all(d.verdict == "noise" for d in r.nodes if d.stage != big)
     assert r.failures(10) and not r.failures(1000)
     back = diff_profiles(cand, base)
-    assert next(d for d in back.stages if d.name == "embedding").verdict == "improvement"
+    assert next(d for d in back.stages if d.name == big).verdict == "improvement"
     same = diff_profiles(base, base)
     assert not same.regressions() and not same.improvements() and not same.setting_changes
 
@@ -543,6 +676,41 @@ def test_report_variants_in_browser(browser, torch_costed: Profile, train_prof: 
     assert "IPC" in counters and "1.60" in counters and "backend 56 %" in counters
     assert "multiplexed" in counters and "unavailable: stage root was not called during the step" in counters
     assert drv.find_elements(By.CSS_SELECTOR, '#roofline-chart circle.pt.stage[data-path="backward"]')
+
+
+def test_report_new_fields_in_browser(browser, fields_prof: Profile, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    drv = browser
+    _open(drv, write_report(fields_prof, tmp_path / "fields.html"))
+    banner = drv.find_element(By.ID, "contention").text
+    assert "Contention detected" in banner and "load average 3.1 on 2 usable cores" in banner and "busy " + EVIL in banner
+    assert "sweep-worker (pid 7)" in banner
+    assert "upgraded from schema v1" in drv.find_element(By.ID, "load-notes").text
+    # A suspect fraction carries "?" and its reason, in the tree, the stage table and the KPI; the roof dtype beside it.
+    row = drv.find_element(By.CSS_SELECTOR, '#tree tbody tr[data-path="dense"]')
+    cell = row.find_elements(By.TAG_NAME, "td")[-1]
+    assert cell.text.startswith("188.0 %?") and "bf16" in cell.text
+    assert SUSPECT_REASON in cell.find_element(By.CSS_SELECTOR, ".suspect").get_attribute("title")
+    stage_text = drv.find_element(By.ID, "stages").text
+    assert "188.0 %?" in stage_text and SUSPECT_REASON in stage_text
+    assert "faults / step" in stage_text and "ctx switches / step" in stage_text  # rusage: minor / major, vol. / invol.
+    assert "1.23k / 0" in stage_text and "35 / 2" in stage_text
+    assert SUSPECT_REASON in drv.find_element(By.ID, "roof-suspect").text
+    assert not re.search(r"188\.0 %(?!\?)", drv.find_element(By.TAG_NAME, "main").text)
+    # Labels instead of the shared name; synthetic nodes marked; hostile labels as text.
+    drv.find_element(By.CSS_SELECTOR, '#icicle rect.cell[data-path="dense"]').click()
+    tree = drv.find_element(By.ID, "tree").text
+    assert "deep.0" in tree and "wide.0" in tree and MARKUP in tree
+    synth = drv.find_element(By.CSS_SELECTOR, '#tree tr.synthetic[data-path="dense/[unattributed]"]')
+    assert "not an op" in synth.text
+    assert drv.find_elements(By.CSS_SELECTOR, "#icicle rect.cell.synthetic")
+    # Findings, run.config, schema version.
+    findings = drv.find_element(By.ID, "findings").text
+    assert "bf16_speedup" in findings and "0.658" in findings and EVIL in findings and "1.88?" in findings
+    config = drv.find_element(By.ID, "run-config").get_attribute("textContent")
+    assert "RunConfig: 5 fields" in config and "stage_rules" in config
+    assert "profile schema version" in drv.find_element(By.ID, "metadata").text
 
 
 def test_diff_in_browser(browser, torch_prof: Profile, tbe_prof: Profile, tmp_path: Path) -> None:

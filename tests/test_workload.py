@@ -20,6 +20,7 @@ from recstack.workload import (
     BUCKET_BOUNDS,
     FeatureRequest,
     WorkloadSpec,
+    bind,
     fit_csv,
     list_presets,
     load_workload,
@@ -70,8 +71,8 @@ MODEL = [
 @pytest.mark.parametrize("preset", ["uniform", "production"])
 def test_same_seed_same_batches_and_index_independence(preset: str) -> None:
     spec = load_workload(preset)
-    w1 = spec.bind(MODEL, num_dense=5, num_tasks=2)
-    w2 = spec.bind(MODEL, num_dense=5, num_tasks=2)
+    w1 = bind(spec, MODEL, num_dense=5, num_tasks=2)
+    w2 = bind(spec, MODEL, num_dense=5, num_tasks=2)
     late = w2.batch(64, index=3)  # asked first: must not depend on earlier calls
     for i in range(3):
         w2.batch(64, index=i)
@@ -82,13 +83,13 @@ def test_same_seed_same_batches_and_index_independence(preset: str) -> None:
     assert torch.equal(b1.dense, late.dense) and torch.equal(b1.labels, late.labels)
     other = w1.batch(64, index=4)
     assert not torch.equal(other.sparse["a"].values[:50], b1.sparse["a"].values[:50])
-    reseeded = spec.bind(MODEL, num_dense=5, num_tasks=2, seed=spec.seed + 1).batch(64, index=3)
+    reseeded = bind(spec, MODEL, num_dense=5, num_tasks=2, seed=spec.seed + 1).batch(64, index=3)
     assert not torch.equal(reseeded.dense, b1.dense)
 
 
 def test_batch_contract_shapes_dtypes_and_bounds() -> None:
     spec = load_workload("production")
-    w = spec.bind(MODEL, num_dense=7, num_tasks=3)
+    w = bind(spec, MODEL, num_dense=7, num_tasks=3)
     b = w.batch(500, index=1)
     assert b.batch_size == 500
     assert b.dense is not None and b.dense.dtype == torch.float32 and tuple(b.dense.shape) == (500, 7)
@@ -105,7 +106,7 @@ def test_batch_contract_shapes_dtypes_and_bounds() -> None:
     hist = b.sparse["hist"].lengths
     assert int(hist.min()) >= 1 and int(hist.max()) <= 40  # sequences in [1, max_length]
     assert len(set(hist.tolist())) > 5  # production lengths vary around the mean
-    assert spec.bind(MODEL, num_dense=0).batch(8).dense is None
+    assert bind(spec, MODEL, num_dense=0).batch(8).dense is None
 
 
 def test_pooling_distributions_and_bounds() -> None:
@@ -113,22 +114,22 @@ def test_pooling_distributions_and_bounds() -> None:
         {"kind": "uniform"}, pooling={"kind": "lognormal", "mean": 30, "sigma": 1.0, "max": 60}
     )
     pooled = FeatureRequest("p", id_range=100, pooling=3.0)
-    lengths = spec.bind([pooled], num_dense=0).batch(4000).sparse["p"].lengths
+    lengths = bind(spec, [pooled], num_dense=0).batch(4000).sparse["p"].lengths
     assert int(lengths.min()) >= 0 and int(lengths.max()) <= 60
     capped = FeatureRequest("p", id_range=100, pooling=3.0, max_length=25)
-    assert int(spec.bind([capped], num_dense=0).batch(4000).sparse["p"].lengths.max()) <= 25
+    assert int(bind(spec, [capped], num_dense=0).batch(4000).sparse["p"].lengths.max()) <= 25
     emp = one_feature_spec(
         {"kind": "uniform"}, pooling={"kind": "empirical", "values": [0, 2, 5], "probs": [0.5, 0.3, 0.2]}
     )
-    lens = emp.bind([pooled], num_dense=0).batch(20000).sparse["p"].lengths.numpy()
+    lens = bind(emp, [pooled], num_dense=0).batch(20000).sparse["p"].lengths.numpy()
     assert set(np.unique(lens).tolist()) == {0, 2, 5}
     assert abs((lens == 0).mean() - 0.5) < 0.02
     default = one_feature_spec({"kind": "uniform"})  # no pooling: the model's, fixed (fractional: mean kept)
     frac = FeatureRequest("p", id_range=100, pooling=2.5)
-    lens = default.bind([frac], num_dense=0).batch(20000).sparse["p"].lengths.numpy()
+    lens = bind(default, [frac], num_dense=0).batch(20000).sparse["p"].lengths.numpy()
     assert set(np.unique(lens).tolist()) == {2, 3} and abs(lens.mean() - 2.5) < 0.02
     seq = FeatureRequest("s", id_range=100, pooling=5.0, kind="sequence", max_length=8)
-    lens = emp.bind([seq], num_dense=0).batch(5000).sparse["s"].lengths.numpy()
+    lens = bind(emp, [seq], num_dense=0).batch(5000).sparse["s"].lengths.numpy()
     assert lens.min() == 1 and lens.max() <= 8  # empty sequences become length 1
 
 
@@ -143,7 +144,7 @@ def test_zipf_top_share_matches_exponent() -> None:
     n, s = 100_000, 1.0
     spec = one_feature_spec({"kind": "zipf", "s": s}, cardinality=n, scatter=False)
     values = (
-        spec.bind([FeatureRequest("f", id_range=n, pooling=100.0)], num_dense=0)
+        bind(spec, [FeatureRequest("f", id_range=n, pooling=100.0)], num_dense=0)
         .batch(5000)
         .sparse["f"]
         .values
@@ -167,7 +168,7 @@ def test_heavy_hitters_masses() -> None:
         scatter=False,
     )
     values = (
-        spec.bind([FeatureRequest("f", id_range=1000, pooling=100.0)], num_dense=0)
+        bind(spec, [FeatureRequest("f", id_range=1000, pooling=100.0)], num_dense=0)
         .batch(4000)
         .sparse["f"]
         .values
@@ -181,7 +182,7 @@ def test_uniform_is_flat() -> None:
     n = 2000
     spec = load_workload("uniform")
     values = (
-        spec.bind([FeatureRequest("u", id_range=n, pooling=50.0)], num_dense=0).batch(4000).sparse["u"].values
+        bind(spec, [FeatureRequest("u", id_range=n, pooling=50.0)], num_dense=0).batch(4000).sparse["u"].values
     )
     counts = _counts(values, n)
     assert counts.min() > 0
@@ -194,15 +195,14 @@ def test_hot_rows_are_scattered() -> None:
     n = 1_000_000
     req = [FeatureRequest("f", id_range=n, pooling=50.0)]
     scattered = (
-        one_feature_spec({"kind": "zipf", "s": 1.1}).bind(req, num_dense=0).batch(2000).sparse["f"].values
+        bind(one_feature_spec({"kind": "zipf", "s": 1.1}), req, num_dense=0).batch(2000).sparse["f"].values
     )
     counts = np.unique(scattered.numpy(), return_counts=True)
     hot = counts[0][np.argsort(counts[1])[::-1][:200]]
     assert (hot < n // 10).mean() < 0.3  # not clustered at low ids
     assert np.quantile(hot, 0.9) - np.quantile(hot, 0.1) > n // 2
     plain = (
-        one_feature_spec({"kind": "zipf", "s": 1.1}, scatter=False)
-        .bind(req, num_dense=0)
+        bind(one_feature_spec({"kind": "zipf", "s": 1.1}, scatter=False), req, num_dense=0)
         .batch(2000)
         .sparse["f"]
     )
@@ -214,7 +214,7 @@ def test_huge_id_range_and_fitted_cardinality() -> None:
     big = 1 << 40
     spec = one_feature_spec({"kind": "zipf", "s": 0.9})
     v = (
-        spec.bind([FeatureRequest("f", id_range=big, pooling=10.0)], num_dense=0)
+        bind(spec, [FeatureRequest("f", id_range=big, pooling=10.0)], num_dense=0)
         .batch(1000)
         .sparse["f"]
         .values
@@ -222,7 +222,7 @@ def test_huge_id_range_and_fitted_cardinality() -> None:
     assert int(v.min()) >= 0 and int(v.max()) < big and int(v.max()) > 1 << 32
     small = one_feature_spec({"kind": "uniform"}, cardinality=50)
     v = (
-        small.bind([FeatureRequest("f", id_range=10**6, pooling=10.0)], num_dense=0)
+        bind(small, [FeatureRequest("f", id_range=10**6, pooling=10.0)], num_dense=0)
         .batch(1000)
         .sparse["f"]
         .values
@@ -234,7 +234,7 @@ def test_huge_id_range_and_fitted_cardinality() -> None:
 # Serving: query sizes and arrivals
 # ---------------------------------------------------------------------------------------------------------
 def test_mlperf_query_sizes_and_arrivals() -> None:
-    w = load_workload("production").bind(MODEL, num_dense=1)
+    w = bind(load_workload("production"), MODEL, num_dense=1)
     sizes = w.query_sizes(100_000, rng_seed=1)
     assert sizes.dtype == np.int64
     assert abs(sizes.mean() - 270) < 3
@@ -252,7 +252,7 @@ def test_query_size_clamps() -> None:
             "query_sizes": {"kind": "lognormal", "mu": 5.1, "sigma": 0.2, "min": 1, "max": 180},
         }
     )
-    sizes = spec.bind([FeatureRequest("f", 10, 1.0)], num_dense=0).query_sizes(20_000)
+    sizes = bind(spec, [FeatureRequest("f", 10, 1.0)], num_dense=0).query_sizes(20_000)
     assert sizes.max() <= 180 and sizes.min() >= 1 and 140 < np.median(sizes) < 170
 
 
@@ -265,21 +265,21 @@ def test_presets_roundtrip_and_describe(tmp_path: Path) -> None:
         spec = load_workload(name)
         again = load_workload(str(spec.to_yaml(tmp_path / f"{name}.yaml")))
         assert again == spec
-        desc = spec.bind(MODEL, num_dense=3).describe()
+        desc = bind(spec, MODEL, num_dense=3).describe()
         json.dumps(desc)
         assert [f["name"] for f in desc["features"]] == [f.name for f in MODEL]
 
 
 def test_production_bind_keeps_range_and_pooling_and_draws_skew() -> None:
     reqs = [FeatureRequest(f"t{i}", id_range=500_000, pooling=12.0) for i in range(12)]
-    w = load_workload("production").bind(reqs, num_dense=0)
+    w = bind(load_workload("production"), reqs, num_dense=0)
     desc = w.describe()["features"]
     assert all(f["id_range"] == 500_000 and f["rows_used"] == 500_000 for f in desc)
     assert len({f["ids"]["s"] for f in desc}) == 12  # seeded per feature
     assert all(abs(f["mean_length"] - 12.0) < 0.5 for f in desc)
     lens = w.batch(4000).sparse["t0"].lengths.numpy()
     assert abs(lens.mean() - 12.0) < 0.6 and lens.std() > 1
-    again = load_workload("production").bind(reqs[:1], num_dense=0).describe()["features"][0]
+    again = bind(load_workload("production"), reqs[:1], num_dense=0).describe()["features"][0]
     assert again["ids"] == desc[0]["ids"]  # depends on (seed, name) only
 
 
@@ -297,26 +297,26 @@ def test_mapping_for_fitted_specs() -> None:
         FeatureRequest("m2", 10_000, 1.0),
         FeatureRequest("m3", 10_000, 1.0),
     ]
-    desc = spec.bind(reqs, num_dense=0).describe()["features"]
+    desc = bind(spec, reqs, num_dense=0).describe()["features"]
     assert [d["source"] for d in desc] == ["spec feature 'x'", "spec feature 'y'", "spec feature 'x'"]
-    desc = spec.bind(reqs, num_dense=0, mapping={"m1": "y"}).describe()["features"]
+    desc = bind(spec, reqs, num_dense=0, mapping={"m1": "y"}).describe()["features"]
     assert desc[0]["source"] == "spec feature 'y'" and desc[0]["rows_used"] == 1000
     with pytest.raises(ConfigError, match=r"mapping\.nope"):
-        spec.bind(reqs, num_dense=0, mapping={"nope": "x"})
+        bind(spec, reqs, num_dense=0, mapping={"nope": "x"})
     with pytest.raises(ConfigError, match=r"mapping\.m1"):
-        spec.bind(reqs, num_dense=0, mapping={"m1": "zzz"})
+        bind(spec, reqs, num_dense=0, mapping={"m1": "zzz"})
     with pytest.raises(ConfigError, match="mapping"):
-        load_workload("uniform").bind(reqs, num_dense=0, mapping={"m1": "x"})
+        bind(load_workload("uniform"), reqs, num_dense=0, mapping={"m1": "x"})
 
 
 def test_bind_and_batch_argument_errors() -> None:
     spec = load_workload("uniform")
     with pytest.raises(ConfigError, match="num_dense"):
-        spec.bind(MODEL, num_dense=-1)
+        bind(spec, MODEL, num_dense=-1)
     with pytest.raises(ConfigError, match=r"features\[1\]"):
-        spec.bind([MODEL[0], MODEL[0]], num_dense=0)
+        bind(spec, [MODEL[0], MODEL[0]], num_dense=0)
     with pytest.raises(ConfigError, match="batch_size"):
-        spec.bind(MODEL, num_dense=0).batch(0)
+        bind(spec, MODEL, num_dense=0).batch(0)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -388,7 +388,7 @@ def test_fit_criteo(tmp_path: Path) -> None:
     out = spec.to_yaml(tmp_path / "criteo.yaml")
     assert load_workload(str(out)) == spec
     reqs = [FeatureRequest(f"c{i}", 10_000, 1.0, fixed_length=True) for i in range(26)]
-    batch = spec.bind(reqs, num_dense=13).batch(256)
+    batch = bind(spec, reqs, num_dense=13).batch(256)
     assert batch.dense is not None and tuple(batch.dense.shape) == (256, 13)
     assert int(batch.sparse["c8"].values.unique().numel()) <= 2  # C9: two values
 
@@ -414,7 +414,7 @@ def test_fit_taobao_multi_hot() -> None:
     assert [d.name for d in spec.dense.features] == ["price"]
     assert "pid" in [f.name for f in spec.features]  # '430548_1007' is not a number
     assert spec.fitted_from is not None and "new_user_class_level" in spec.fitted_from.skipped
-    lens = spec.bind([FeatureRequest("h", 1000, 1.0)], num_dense=0, mapping={"h": "click_sequence"}).batch(
+    lens = bind(spec, [FeatureRequest("h", 1000, 1.0)], num_dense=0, mapping={"h": "click_sequence"}).batch(
         3000
     )
     assert (lens.sparse["h"].lengths == 0).float().mean() > 0.5  # most rows have no clicks

@@ -4,23 +4,40 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from recstack.version import __version__
 
-__all__ = ["Profile", "__version__", "profile", "profile_zoo"]
+__all__ = [
+    "ConfigError",
+    "Profile",
+    "RecstackError",
+    "RunConfig",
+    "UserCodeError",
+    "__version__",
+    "profile",
+    "profile_zoo",
+]
 
 if TYPE_CHECKING:
     from recstack.api import profile, profile_zoo
+    from recstack.config.run import RunConfig
+    from recstack.errors import ConfigError, RecstackError, UserCodeError
     from recstack.tree import Profile
+
+# Lazy: `import recstack` stays light (the CLI's startup, `zoo list`, need no torch).
+_LAZY = {
+    "profile": "recstack.api",
+    "profile_zoo": "recstack.api",
+    "Profile": "recstack.tree",
+    "RunConfig": "recstack.config.run",
+    "ConfigError": "recstack.errors",
+    "RecstackError": "recstack.errors",
+    "UserCodeError": "recstack.errors",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy: `import recstack` stays light (the CLI's startup, `zoo list`, need no profiler).
-    if name in ("profile", "profile_zoo"):
-        from recstack import api
+    if name in _LAZY:
+        import importlib
 
-        return getattr(api, name)
-    if name == "Profile":
-        from recstack.tree import Profile
-
-        return Profile
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'recstack' has no attribute {name!r}")

@@ -3,68 +3,48 @@
     import recstack
     prof = recstack.profile(model, inputs, batch_size=1024)   # any nn.Module
     prof = recstack.profile_zoo("rmc1", scale=0.05, batch_size=1024, workload="production")
+    cfg = recstack.RunConfig(model="rmc1", scale=0.05); prof = recstack.profile_zoo(config=cfg, iters=10)
     prof.save("out.json"); recstack.Profile.load("out.json")
+
+Run options are :class:`~recstack.config.run.RunConfig` fields, given as
+``config=`` and/or keyword overrides (validated by RunConfig: a bad value
+raises :class:`~recstack.errors.ConfigError` naming the field). The other
+keywords (``loss_fn``, ``num_batches``, ``run_info``, ``trace``,
+``cost_model``, ``counters``) say what to do with the run, not what it is.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from recstack.errors import ConfigError
+from recstack.config.run import ITERS_MAX, RunConfig
+from recstack.errors import ConfigError, UserCodeError
 from recstack.profiling.rules import StageRules, load_stage_rules
 from recstack.profiling.runner import ProfileOptions, profile_model
+from recstack.render import progress
 from recstack.tree import Profile
-
-
-def _make_batches(inputs: Any, batch_size: int | None, count: int) -> list[Any]:
-    """Pre-generate ``count`` batches so that generation never runs inside a timed region."""
-    if hasattr(inputs, "batch") and callable(inputs.batch):
-        if batch_size is None:
-            raise ConfigError("a workload needs batch_size", field="batch_size")
-        return [inputs.batch(batch_size, i) for i in range(count)]
-    if callable(inputs):
-        try:
-            nparams = len(inspect.signature(inputs).parameters)
-        except (TypeError, ValueError):
-            nparams = 0
-        return [inputs(i) if nparams >= 1 else inputs() for i in range(count)]
-    if isinstance(inputs, list):
-        return inputs
-    raise ConfigError(
-        "inputs must be a workload (with .batch(batch_size, index)), a callable returning batches, or a list",
-        field="inputs",
-    )
+from recstack.usercode import as_user_error, call_user, name_of
 
 
 def profile(
     model: nn.Module,
     inputs: Any,
+    config: RunConfig | None = None,
     *,
-    batch_size: int | None = None,
-    mode: str = "inference",
-    iters: int = 20,
-    warmup: int = 5,
-    op_iters: int = 3,
-    threads: int | None = None,
-    dtype: str = "fp32",
-    optimizer: str = "sgd",
-    learning_rate: float = 0.01,
-    stage_rules: StageRules | str | Path | None = None,
-    trace: str | Path | None = None,
-    seed: int = 0,
     loss_fn: Callable[[Any, Any], torch.Tensor] | None = None,
     num_batches: int = 4,
     run_info: dict[str, Any] | None = None,
-    machine: dict[str, Any] | str | Path | None = None,
+    trace: str | Path | None = None,
     cost_model: bool = True,
     counters: bool = True,
+    **overrides: Any,
 ) -> Profile:
     """Profile any nn.Module (zoo, TorchRec or your own) on batches from ``inputs``.
 
@@ -73,84 +53,240 @@ def profile(
     passed as positional arguments, a dict as keyword arguments, anything else
     as the single argument. In train mode the loss is ``loss_fn(output, batch)``,
     else the model's own ``loss(output, labels)``, else BCE-with-logits against
-    seeded random labels. ``machine``: a machine dict or file (``recstack machine``)
-    to classify every node against; ``"auto"`` uses the cached measurement of this
-    host if there is one.
+    seeded random labels. ``config`` and ``overrides``: RunConfig fields
+    (``batch_size``, when not given, is read from the first batch);
+    ``machine``: a machine dict or file (``recstack machine``) to classify every
+    node against, ``"auto"`` for this host's cached measurement if there is one.
+    ``trace``: also write the op pass's Chrome trace there.
     """
-    rules = load_stage_rules(stage_rules) if isinstance(stage_rules, (str, Path)) else stage_rules
-    opts = ProfileOptions(
-        mode=mode,
-        iters=iters,
-        warmup=warmup,
-        op_iters=op_iters,
-        threads=threads,
-        dtype=dtype,
-        optimizer=optimizer,
-        learning_rate=learning_rate,
-        stage_rules=rules,
-        trace_path=str(trace) if trace else None,
-        seed=seed,
-        run_info=dict(run_info or {}),
-        cost_model=cost_model,
-        counters=counters,
-        machine=resolve_machine(machine),
-    )
-    opts.validate()
-    if num_batches < 1:
-        raise ConfigError(f"must be >= 1 (got {num_batches})", field="num_batches")
-    batches = _make_batches(inputs, batch_size, num_batches)
-    return profile_model(model, batches, opts, loss_fn=loss_fn, batch_size=batch_size)
+    if "batch_size" in overrides and overrides["batch_size"] is None:
+        del overrides["batch_size"]  # None: read it from the first batch (as when not given)
+    cfg = RunConfig.build(config, overrides)
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"must be a torch.nn.Module (got {type(model).__name__}); for a zoo id use profile_zoo",
+                          field="model")
+    _check_keywords(loss_fn=loss_fn, num_batches=num_batches, run_info=run_info, trace=trace,
+                    cost_model=cost_model, counters=counters)
+    return _run(model, inputs, cfg, loss_fn=loss_fn, num_batches=num_batches, run_info=run_info, trace=trace,
+                cost_model=cost_model, counters=counters, users_model=True)
 
 
 def profile_zoo(
-    model: str,
+    model: str | None = None,
+    config: RunConfig | None = None,
     *,
-    scale: float = 1.0,
-    batch_size: int = 1024,
-    workload: str = "uniform",
-    backend: str = "torch",
-    table_dtype: str = "fp32",
-    mode: str = "inference",
-    tasks: int | None = None,
-    seed: int = 0,
-    **kwargs: Any,
+    num_batches: int = 4,
+    run_info: dict[str, Any] | None = None,
+    trace: str | Path | None = None,
+    cost_model: bool = True,
+    counters: bool = True,
+    **overrides: Any,
 ) -> Profile:
-    """Build a zoo model (id or YAML) and a workload (preset or spec YAML), then profile them."""
-    from recstack.workload import load_workload
+    """Build a zoo model (id or YAML) and a workload (preset or spec YAML), then profile them.
+
+    ``model`` (or ``config.model``) names the model; everything else as :func:`profile`.
+    """
+    if model is not None:
+        overrides = {"model": model, **overrides}
+    cfg = RunConfig.build(config, overrides)
+    if cfg.model is None:
+        raise ConfigError("give a zoo id (rmc1 ... dien) or a model YAML file", field="model")
+    _check_keywords(num_batches=num_batches, run_info=run_info, trace=trace, cost_model=cost_model,
+                    counters=counters)
+    from recstack.workload import bind, load_workload
     from recstack.zoo import BuildOptions, build_model
 
-    if batch_size < 1:
-        raise ConfigError(f"must be >= 1 (got {batch_size})", field="--batch-size")
     # Validate every input file before the (possibly minutes-long) model build.
-    if isinstance(kwargs.get("stage_rules"), (str, Path)):
-        kwargs["stage_rules"] = load_stage_rules(kwargs["stage_rules"])
-    if kwargs.get("machine") is not None:
-        kwargs["machine"] = resolve_machine(kwargs["machine"])
-    spec = load_workload(workload)
-    opts = BuildOptions(
-        backend=backend,
-        mode=mode,
-        table_dtype=table_dtype,
-        optimizer=kwargs.get("optimizer", "sgd"),
-        seed=seed,
-        tasks=tasks,
-        batch_size=batch_size,
+    rules, machine = _resolve_files(cfg)
+    spec = load_workload(cfg.workload)
+    build = BuildOptions(
+        backend=cfg.backend,
+        mode=cfg.mode,
+        table_dtype=cfg.table_dtype,
+        optimizer=cfg.optimizer,
+        learning_rate=cfg.learning_rate,
+        seed=cfg.seed,
+        tasks=cfg.tasks,
+        batch_size=cfg.batch_size,
     )
-    net = build_model(model, scale=scale, options=opts, workload=spec)
-    bound = spec.bind(net.features(), net.num_dense, net.num_tasks)
+    with progress.phase("model build"):
+        net = build_model(cfg.model, scale=cfg.scale, options=build, workload=spec)
+    bound = bind(spec, net.features(), net.num_dense, net.num_tasks)
     info = {
         "model": net.cfg.name,
-        "backend": backend,
-        "table_dtype": table_dtype,
+        "backend": cfg.backend,
+        "table_dtype": cfg.table_dtype,
         "scale": net.cfg.scale,
-        "workload": workload,
+        "workload": cfg.workload,
         "model_config": net.cfg.model_dump(),
         "workload_config": bound.describe(),
     }
-    info.update(kwargs.pop("run_info", None) or {})
-    return profile(net, bound, batch_size=batch_size, mode=mode, seed=seed, run_info=info, **kwargs)
+    info.update(run_info or {})
+    return _run(net, bound, cfg, loss_fn=None, num_batches=num_batches, run_info=info, trace=trace,
+                cost_model=cost_model, counters=counters, users_model=False, resolved=(rules, machine))
 
 
+def profile_config(
+    config: RunConfig, *, trace: str | Path | None = None, run_info: dict[str, Any] | None = None
+) -> Profile:
+    """Profile what ``config.model`` names: a zoo id or YAML, or ``package.module:factory``."""
+    name = config.model or ""
+    if is_factory(name):
+        factory = load_factory(name)
+        config = config.updated(batch_size=config.batch_size)  # the factory's batch size is the run's
+        model, batch_fn = call_factory(factory, name, config.batch_size, config.seed)
+        info = {"model": name, "backend": "user", **(run_info or {})}
+        return profile(model, batch_fn, config, run_info=info, trace=trace)
+    return profile_zoo(config=config, trace=trace, run_info=run_info)
+
+
+# -- the run ----------------------------------------------------------------------
+def _run(
+    model: nn.Module,
+    inputs: Any,
+    cfg: RunConfig,
+    *,
+    loss_fn: Callable[[Any, Any], torch.Tensor] | None,
+    num_batches: int,
+    run_info: dict[str, Any] | None,
+    trace: str | Path | None,
+    cost_model: bool,
+    counters: bool,
+    users_model: bool,
+    resolved: tuple[StageRules | None, dict[str, Any] | None] | None = None,
+) -> Profile:
+    rules, machine = resolved or _resolve_files(cfg)
+    batches = _make_batches(inputs, cfg.batch_size, num_batches)
+    _check_devices(model, batches[0])
+    if cfg.mode == "train" and not any(p.requires_grad for p in model.parameters()):
+        raise ConfigError(
+            f"{type(model).__name__} has no trainable parameters, so there is nothing to train; "
+            "use mode inference", field="mode",
+        )
+    batch_size: int | None = cfg.batch_size
+    if users_model and "batch_size" not in cfg.model_fields_set:
+        # Not given: the batch says (recorded in run.config too, so it stays truthful).
+        batch_size = _infer_batch_size(batches[0])
+        if batch_size is not None:
+            cfg = cfg.updated(batch_size=batch_size)
+    info = dict(run_info or {})
+    info.setdefault("model", cfg.model or type(model).__name__)
+    info["config"] = cfg.model_dump(mode="json")
+    info["config_key"] = cfg.key()
+    opts = ProfileOptions(
+        cfg, stage_rules=rules, machine=machine, trace_path=str(trace) if trace else None,
+        run_info=info, cost_model=cost_model, counters=counters,
+    )
+    if not users_model:
+        return profile_model(model, batches, opts, loss_fn=loss_fn, batch_size=batch_size)
+    try:
+        return profile_model(model, batches, opts, loss_fn=loss_fn, batch_size=batch_size)
+    except Exception as exc:
+        err = as_user_error(exc, f"your model {type(model).__name__}")
+        if err is None:
+            raise
+        raise err from exc
+
+
+def _resolve_files(cfg: RunConfig) -> tuple[StageRules | None, dict[str, Any] | None]:
+    """Load the stage rules and the machine the config names (errors name the file and field)."""
+    rules = None
+    if isinstance(cfg.stage_rules, str):
+        rules = load_stage_rules(cfg.stage_rules)
+    elif isinstance(cfg.stage_rules, dict):
+        from recstack.config.loading import parse_config
+
+        rules = parse_config(StageRules, cfg.stage_rules, source="stage_rules")
+    return rules, resolve_machine(cfg.machine)
+
+
+def _check_keywords(**kw: Any) -> None:
+    """Type checks of the API's non-config keywords, so a bad one names itself."""
+    if "loss_fn" in kw and kw["loss_fn"] is not None and not callable(kw["loss_fn"]):
+        raise ConfigError(f"must be callable (got {type(kw['loss_fn']).__name__})", field="loss_fn")
+    nb = kw["num_batches"]
+    if not isinstance(nb, int) or isinstance(nb, bool) or not 1 <= nb <= ITERS_MAX:
+        raise ConfigError(f"must be an integer 1..{ITERS_MAX} (got {nb!r})", field="num_batches")
+    if kw["run_info"] is not None and not isinstance(kw["run_info"], dict):
+        raise ConfigError(f"must be a dict (got {type(kw['run_info']).__name__})", field="run_info")
+    if kw["trace"] is not None and not isinstance(kw["trace"], (str, Path)):
+        raise ConfigError(f"must be a file path (got {type(kw['trace']).__name__})", field="trace")
+    for name in ("cost_model", "counters"):
+        if not isinstance(kw[name], bool):
+            raise ConfigError(f"must be True or False (got {kw[name]!r})", field=name)
+
+
+def _tensors(obj: Any, depth: int = 0) -> Iterator[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif depth < 3 and isinstance(obj, (tuple, list)):
+        for o in obj:
+            yield from _tensors(o, depth + 1)
+    elif depth < 3 and isinstance(obj, dict):
+        for o in obj.values():
+            yield from _tensors(o, depth + 1)
+
+
+def _check_devices(model: nn.Module, batch: Any) -> None:
+    """Refuse the meta device: it has no data, so every timing would be made up."""
+    for t in list(model.parameters()) + list(model.buffers()):
+        if t.is_meta:
+            raise ConfigError(
+                f"{type(model).__name__} is on the meta device (no data to time); "
+                "materialise it first, e.g. model.to_empty(device='cpu') and initialise the weights",
+                field="model",
+            )
+    for t in _tensors(batch):
+        if t.is_meta:
+            raise ConfigError("a batch tensor is on the meta device (no data); make real tensors", field="inputs")
+
+
+def _make_batches(inputs: Any, batch_size: int, count: int) -> list[Any]:
+    """Pre-generate ``count`` batches so that generation never runs inside a timed region."""
+    if hasattr(inputs, "batch") and callable(inputs.batch):
+        return [inputs.batch(batch_size, i) for i in range(count)]
+    if callable(inputs):
+        try:
+            nparams = len(inspect.signature(inputs).parameters)
+        except (TypeError, ValueError):
+            nparams = 0
+        what = f"your batch function {name_of(inputs)}"
+        batches = [call_user(inputs, *((i,) if nparams >= 1 else ()), what=what) for i in range(count)]
+        for b in batches:
+            _check_batch(b, what)
+        return batches
+    if isinstance(inputs, (list, tuple)) and not isinstance(inputs, str):
+        if not inputs:
+            raise ConfigError("the list of batches is empty", field="inputs")
+        if any(b is None for b in inputs):
+            raise ConfigError("a batch in the list is None", field="inputs")
+        return list(inputs)
+    raise ConfigError(
+        "must be a workload (with .batch(batch_size, index)), a callable returning batches, or a list "
+        f"(got {type(inputs).__name__})",
+        field="inputs",
+    )
+
+
+def _check_batch(batch: Any, what: str) -> None:
+    if batch is None:
+        raise UserCodeError(f"{what} returned None; return a batch (a tensor, a tuple of arguments or a dict)",
+                            function=what)
+    if inspect.isgenerator(batch) or (isinstance(batch, Iterator) and not isinstance(batch, torch.Tensor)):
+        raise UserCodeError(f"{what} returned a {type(batch).__name__}; return one batch per call "
+                            "(a tensor, a tuple of arguments or a dict), not an iterator", function=what)
+
+
+def _infer_batch_size(batch: Any) -> int | None:
+    bs = getattr(batch, "batch_size", None)
+    if isinstance(bs, int) and not isinstance(bs, bool):
+        return bs
+    for t in _tensors(batch):
+        return int(t.shape[0]) if t.dim() >= 1 and t.shape[0] >= 1 else None
+    return None
+
+
+# -- files and factories ----------------------------------------------------------------
 def resolve_machine(machine: dict[str, Any] | str | Path | None) -> dict[str, Any] | None:
     """A machine dict, a machine JSON file, ``"auto"`` (this host's cached measurement, if any) or None."""
     if machine is None or isinstance(machine, dict):
@@ -166,6 +302,11 @@ def resolve_machine(machine: dict[str, Any] | str | Path | None) -> dict[str, An
     return load_machine(machine)
 
 
+def is_factory(model: str) -> bool:
+    """``package.module:factory`` (and not an existing file whose name has a colon)."""
+    return ":" in model and not Path(model).exists()
+
+
 def load_factory(spec: str) -> Callable[[int, int], tuple[nn.Module, Callable[..., Any]]]:
     """``package.module:factory`` -> the factory ``(batch_size, seed) -> (model, batch_fn)``."""
     mod_name, _, attr = spec.partition(":")
@@ -175,7 +316,34 @@ def load_factory(spec: str) -> Callable[[int, int], tuple[nn.Module, Callable[..
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
         raise ConfigError(f"cannot import {mod_name!r} ({exc}); is it on PYTHONPATH?", field="model") from None
+    except Exception as exc:
+        err = as_user_error(exc, f"importing {mod_name}")
+        if err is None:
+            raise
+        raise err from exc
     fn = getattr(mod, attr, None)
     if not callable(fn):
         raise ConfigError(f"{mod_name} has no callable {attr!r}", field="model")
     return fn
+
+
+def call_factory(
+    factory: Callable[..., Any], spec: str, batch_size: int, seed: int
+) -> tuple[nn.Module, Callable[..., Any]]:
+    """``factory(batch_size, seed)``, checked: it must return ``(nn.Module, batch function)``."""
+    out = call_user(factory, batch_size, seed, what=f"your factory {spec}")
+    if not (isinstance(out, tuple) and len(out) == 2):
+        got = f"a {len(out)}-tuple" if isinstance(out, tuple) else f"{type(out).__name__} {out!r}"[:80]
+        raise UserCodeError(f"your factory {spec} must return (model, batch_fn); it returned {got}", function=spec)
+    model, batch_fn = out
+    if not isinstance(model, nn.Module):
+        raise UserCodeError(
+            f"your factory {spec} must return (model, batch_fn) with model a torch.nn.Module "
+            f"(got {type(model).__name__})", function=spec,
+        )
+    if not callable(batch_fn) and not isinstance(batch_fn, list):
+        raise UserCodeError(
+            f"your factory {spec} must return (model, batch_fn) with batch_fn callable (got {type(batch_fn).__name__})",
+            function=spec,
+        )
+    return model, batch_fn

@@ -1,55 +1,52 @@
 """The `recstack` command line: a thin layer over the Python API.
 
-Bad input raises :class:`~recstack.errors.RecstackError`; ``main`` prints it on
-one line as ``error: ...`` and exits 2 (no traceback unless ``--debug``).
+``main(argv)`` maps every outcome to one exit code (the table in
+:mod:`recstack.errors`, also in the README):
+
+* a :class:`~recstack.errors.RecstackError` (bad input): one line ``error: ...``,
+  its ``exit_code`` (2; 3 for a contended ``--strict`` run, ...);
+* a :class:`~recstack.errors.UserCodeError`: that line, then the user's own
+  traceback frames (not recstack's or torch's);
+* anything else is recstack's bug: ``internal error: ...`` and exit 70;
+* Ctrl-C: 130; SIGTERM: 143.
+
+``--debug`` (before or after the sub-command) prints the full traceback as well;
+``--quiet`` (likewise) silences the progress lines on stderr.
+Commands import torch only when they need it, so ``recstack --help`` and
+``recstack zoo list`` start fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+import traceback
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from recstack.errors import RecstackError
+from recstack.cli_types import Parser, config_type, int_at_least, positive_float
+from recstack.errors import EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM, RecstackError, Terminated, UserCodeError
+
+SYNOPSIS_WIDTH = 100
+
+__all__ = ["Parser", "config_type", "exit_code_table", "int_at_least", "main", "positive_float", "synopsis"]
 
 
 def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
-def positive_float(name: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number (got {text!r})") from None
-        if not v > 0 or v != v or v == float("inf"):
-            raise argparse.ArgumentTypeError(f"{name} must be a positive number (got {text!r})")
-        return v
-
-    return parse
-
-
-def int_at_least(name: str, low: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer (got {text!r})") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"{name} must be >= {low} (got {v})")
-        return v
-
-    return parse
-
-
 # -- zoo ------------------------------------------------------------------------
 def cmd_zoo_list(args: argparse.Namespace) -> int:
-    from recstack.zoo import builtin_names, summary
+    from recstack.zoo.catalog import list_rows
 
-    rows = [summary(n, args.scale) for n in builtin_names()]
+    rows = list_rows(args.scale)
     if args.json:
         _print_json(rows)
         return 0
@@ -86,13 +83,13 @@ def _add_zoo(sub: argparse._SubParsersAction) -> None:
     zsub = zoo.add_subparsers(dest="zoo_cmd", required=True, metavar="{list,show}")
     p = zsub.add_parser("list", help="the eight models with their sizes")
     p.add_argument("--json", action="store_true", help="print a JSON list to stdout")
-    p.add_argument("--scale", type=positive_float("--scale"), default=1.0, help="scale table rows (default 1)")
+    p.add_argument("--scale", type=config_type("scale", "--scale"), default=1.0, help="scale table rows (default 1)")
     p.set_defaults(func=cmd_zoo_list)
     p = zsub.add_parser("show", help="one model's resolved config and module tree")
     p.add_argument("model", help="model id (rmc1, ..., dien) or a model YAML file")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--scale", type=positive_float("--scale"), default=1.0)
-    p.add_argument("--tasks", type=int_at_least("--tasks", 1), default=None, help="tasks (mtwnd only)")
+    p.add_argument("--scale", type=config_type("scale", "--scale"), default=1.0)
+    p.add_argument("--tasks", type=config_type("tasks", "--tasks"), default=None, help="tasks (mtwnd only)")
     p.add_argument("--depth", type=int_at_least("--depth", 0), default=3, help="module tree depth")
     p.set_defaults(func=cmd_zoo_show)
 
@@ -100,12 +97,13 @@ def _add_zoo(sub: argparse._SubParsersAction) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from recstack import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="recstack",
         description="Hierarchical, cross-stack profiler and benchmark suite for recommendation models.",
     )
     parser.add_argument("--version", action="version", version=f"recstack {__version__}")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for errors (before or after COMMAND)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr (before or after COMMAND)")
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     _add_zoo(sub)
     from recstack.workload.commands import register as register_workload
@@ -117,23 +115,121 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv
+# -- synopsis (README) -------------------------------------------------------------
+def _leaf_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield parser
+        return
+    for sp in dict.fromkeys(subs[0].choices.values()):
+        yield from _leaf_parsers(sp)
+
+
+def synopsis() -> str:
+    """One usage block per command, generated from the parser (the README's synopsis is this text)."""
+    blocks = []
+    for p in _leaf_parsers(build_parser()):
+        fmt = argparse.HelpFormatter(prog=p.prog, width=SYNOPSIS_WIDTH)
+        actions = [a for a in p._actions if not isinstance(a, argparse._HelpAction)]
+        fmt.add_usage(p.usage, actions, p._mutually_exclusive_groups, prefix="")
+        blocks.append(fmt.format_help().rstrip())
+    return "\n".join(blocks) + "\n"
+
+
+def exit_code_table() -> str:
+    """The exit-code table of :mod:`recstack.errors`'s docstring as a Markdown table (for the README)."""
+    from recstack import errors
+
+    rows = []
+    for line in (errors.__doc__ or "").splitlines():
+        head, _, rest = line.strip().partition(" ")
+        if head.isdigit() and rest.strip():
+            rows.append(f"| {head} | {rest.strip().replace('``', '`')} |")
+    return "| code | meaning |\n|---|---|\n" + "\n".join(rows) + "\n"
+
+
+# -- main ------------------------------------------------------------------------------
+def _on_sigterm(_signum: int, _frame: Any) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises Terminated in the main thread (so atomic writes clean up), restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        return int(args.func(args) or 0)
-    except RecstackError as exc:
-        if debug:
-            raise
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Python warnings print as one ``warning: ...`` line each (no file:line noise)."""
+    old = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        sys.stderr.write(f"warning: {message}\n")
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = old
+
+
+def _split_flag(argv: list[str], flag: str) -> tuple[list[str], bool]:
+    """Remove a global ``flag`` (``--debug``, ``--quiet``) wherever it stands before a ``--``."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    found = flag in argv[:end]
+    return [a for i, a in enumerate(argv) if not (i < end and a == flag)], found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv, debug = _split_flag(list(sys.argv[1:] if argv is None else argv), "--debug")
+    argv, quiet = _split_flag(argv, "--quiet")
+    try:
+        with _sigterm_raises(), _warnings_as_lines():
+            args = build_parser().parse_args(argv)
+            if quiet:
+                from recstack.render.progress import configure
+
+                configure(quiet=True)
+            return int(args.func(args) or 0)
+    except UserCodeError as exc:
         sys.stderr.write(f"error: {exc}\n")
+        if exc.user_frames and not debug:
+            sys.stderr.write("your code's frames (most recent call last; --debug shows all):\n")
+            sys.stderr.write(exc.user_frames + "\n")
+        if debug:
+            traceback.print_exc()
+        return exc.exit_code
+    except RecstackError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        if debug:
+            traceback.print_exc()
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
-        return 130
+        return EXIT_SIGINT
+    except Terminated:
+        sys.stderr.write("terminated\n")
+        return EXIT_SIGTERM
     except BrokenPipeError:
+        # The reader went away (| head); point stdout at /dev/null so the exit flush does not complain.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        what = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+        sys.stderr.write(f"internal error: {what}; please report it (run with --debug for the traceback)\n")
+        if debug:
+            traceback.print_exc()
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

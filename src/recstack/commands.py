@@ -1,55 +1,173 @@
-"""CLI commands beyond zoo and workload: profile, show, demo."""
+"""CLI commands beyond zoo and workload: profile, show, demo.
+
+The run options of ``recstack profile`` are generated from
+:class:`~recstack.config.run.RunConfig`'s fields by :func:`add_run_arguments`
+(flag ``--batch-size`` for field ``batch_size``, choices from ``Literal``
+types, help from the description, ranges checked by RunConfig so that errors
+name the flag); only output options (``-o``, ``--trace``, ``--depth``,
+``--top``, ``--strict``, ``--config``) are written here (``--quiet`` and
+``--debug`` are global: :mod:`recstack.cli`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import types
+import typing
 from pathlib import Path
+from typing import Any, Literal
 
-from recstack.cli import int_at_least, positive_float
+from recstack.cli_types import Parser, config_type, int_at_least
+from recstack.config.run import RunConfig, field_range
+from recstack.errors import ConfigError, ContendedRunError, RecstackError
+
+
+# -- generated run options ----------------------------------------------------------
+def flag_of(field: str) -> str:
+    """The CLI flag of a RunConfig field: ``batch_size`` -> ``--batch-size``."""
+    return "--" + field.replace("_", "-")
+
+
+def cli_name(field: str) -> str:
+    """How an error names a RunConfig field on the command line: its flag, or MODEL for the positional."""
+    return "MODEL" if (_cli_meta(field) or {}).get("positional") else flag_of(field)
+
+
+def _cli_meta(field: str) -> dict[str, Any] | None:
+    extra = RunConfig.model_fields[field].json_schema_extra or {}
+    cli = extra.get("cli", {}) if isinstance(extra, dict) else {}
+    return None if cli is False else dict(cli)
+
+
+def _kinds(annotation: Any) -> list[Any]:
+    """The member types of an annotation (``int | None`` -> [int]); Literal stays whole."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return [k for a in typing.get_args(annotation) for k in _kinds(a)]
+    return [] if annotation is type(None) else [annotation]
+
+
+def _parse_as(kind: Any, flag: str) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            return kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"must be {what} (got {text!r})") from None
+
+    return parse
+
+
+def cli_default(field: str) -> Any:
+    """The default the CLI shows and uses: the field's, unless its ``cli`` metadata says otherwise."""
+    meta = _cli_meta(field) or {}
+    return meta["default"] if "default" in meta else RunConfig.model_fields[field].default
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """One argument per RunConfig field. Values not given stay absent (argparse.SUPPRESS),
+    so that ``--config`` values are overridden only by flags really given."""
+    for name, info in RunConfig.model_fields.items():
+        meta = _cli_meta(name)
+        if meta is None:
+            continue
+        default = cli_default(name)
+        extras = [f"default: {default}"] if default is not None else []
+        allowed = field_range(name)
+        if allowed:
+            extras.append(f"allowed: {allowed}")
+        help_text = (info.description or "").replace("%", "%%") + (f" ({'; '.join(extras)})" if extras else "")
+        if meta.get("positional"):
+            parser.add_argument(name, nargs="?", default=argparse.SUPPRESS, metavar=meta.get("metavar"), help=help_text)
+            continue
+        kw: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": help_text}
+        kinds = _kinds(info.annotation)
+        literal = next((k for k in kinds if typing.get_origin(k) is Literal), None)
+        if literal is not None:
+            kw["choices"] = list(typing.get_args(literal))
+        elif bool in kinds:
+            kw["action"] = argparse.BooleanOptionalAction
+        elif int in kinds:
+            kw["type"] = _parse_as(int, flag_of(name))
+        elif float in kinds:
+            kw["type"] = _parse_as(float, flag_of(name))
+        if "metavar" in meta:
+            kw["metavar"] = meta["metavar"]
+        parser.add_argument(flag_of(name), **kw)
+
+
+def run_config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The RunConfig of a parsed command line: CLI defaults, then ``--config`` YAML, then the flags given."""
+    given = {n: getattr(args, n) for n in RunConfig.model_fields if hasattr(args, n)}
+    base = {n: cli_default(n) for n in RunConfig.model_fields if "default" in (_cli_meta(n) or {})}
+    if getattr(args, "config", None):
+        base.update(RunConfig.from_yaml(args.config).model_dump(exclude_unset=True))
+    cfg = RunConfig.build(base, given, name=cli_name)
+    if cfg.model is None:
+        raise ConfigError("give a zoo id (rmc1 ... dien), a model YAML or package.module:factory, "
+                          "or a --config whose model: names one", field="MODEL")
+    return cfg
+
+
+# -- profile ------------------------------------------------------------------------------
+def _save_atomic(prof: Any, path: Path) -> None:
+    from recstack.outputs import atomic_output
+
+    with atomic_output(path) as tmp:
+        prof.save(tmp)
+
+
+def strict_check(prof: Any, written: Path | None) -> None:
+    """``--strict``: a contended run (``environment.contention.detected``) is an error (exit 3), after writing."""
+    contention = prof.environment.get("contention") or {}
+    if isinstance(contention, dict) and contention.get("detected"):
+        evidence = "; ".join(str(e) for e in contention.get("evidence", [])[:2]) or "see environment.contention"
+        where = f" (the profile is written to {written})" if written else ""
+        raise ContendedRunError(f"--strict: the run was contended: {evidence}{where}")
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    from recstack.outputs import check_writable, write_with_fallback
+
+    # Everything that can be checked is checked before torch is imported or a model built.
+    if args.output:
+        check_writable(args.output, "-o/--output")
+    if args.trace:
+        check_writable(args.trace, "--trace")
+    cfg = run_config_from_args(args)
+
     from recstack import api
+
+    try:
+        prof = api.profile_config(cfg, trace=args.trace)
+    except ConfigError as exc:
+        if exc.field in RunConfig.model_fields and exc.source is None:
+            raise ConfigError(exc.detail, field=cli_name(exc.field)) from exc  # the flag the user typed
+        raise
+    written, why, failed = None, None, None
+    if args.output:
+        try:
+            written, why = write_with_fallback(args.output, lambda p: _save_atomic(prof, p))
+        except OSError as exc:
+            failed = exc
     from recstack.render.terminal import profile_tree
 
-    common = dict(
-        mode=args.mode,
-        iters=args.iters,
-        warmup=args.warmup,
-        op_iters=args.op_iters,
-        threads=args.threads,
-        dtype=args.dtype,
-        optimizer=args.optimizer,
-        stage_rules=args.stage_rules,
-        trace=args.trace,
-        seed=args.seed,
-        machine=None if args.machine == "none" else args.machine,
-    )
-    if ":" in args.model and not Path(args.model).exists():
-        factory = api.load_factory(args.model)
-        model, batch_fn = factory(args.batch_size, args.seed)
-        prof = api.profile(
-            model, batch_fn, batch_size=args.batch_size, run_info={"model": args.model, "backend": "user"}, **common
-        )
-    else:
-        prof = api.profile_zoo(
-            args.model,
-            scale=args.scale,
-            batch_size=args.batch_size,
-            workload=args.workload,
-            backend=args.backend,
-            table_dtype=args.table_dtype,
-            tasks=args.tasks,
-            **common,
-        )
-    if args.output:
-        prof.save(args.output)
     profile_tree(prof, depth=args.depth, top=args.top)
-    if args.output:
-        print(f"profile written to {args.output}")
+    if failed is not None:
+        raise RecstackError(f"cannot write the profile to {args.output} nor to a fallback file ({failed})")
+    if written is not None:
+        if why is not None:
+            print(f"cannot write {args.output} ({why}); profile written to {written} instead")
+        else:
+            print(f"profile written to {written}")
     if args.trace:
-        print(f"trace written to {args.trace} (open in Perfetto or chrome://tracing)")
+        trace = prof.run.get("trace")
+        if trace:
+            print(f"trace written to {trace} (open in Perfetto or chrome://tracing)")
+        else:
+            print(f"no trace written to {args.trace} (the op pass did not run)")
+    if args.strict:
+        strict_check(prof, written)
     return 0
 
 
@@ -62,14 +180,23 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from recstack.hardware.machine import get_machine
+    from recstack.outputs import check_writable
+    from recstack.zoo.config import load_model_config
 
     out = Path(args.out)
+    load_model_config(args.model)  # a bad --model fails before the folder exists
+    name = Path(args.model).stem
+    check_writable(out / f"{name}.profile.json", "--out")
     out.mkdir(parents=True, exist_ok=True)
     if args.machine == "auto":
+        from recstack.hardware.machine import get_machine
+
         print("recstack demo: measuring this machine (quick; cached per host) for the roofline ...")
         sys.stdout.flush()
-        get_machine(quick=True)
+        from recstack.render.progress import finish, reporter
+
+        get_machine(quick=True, progress=reporter())
+        finish()
     ns = build_profile_parser().parse_args(
         [
             args.model,
@@ -78,8 +205,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "--workload", "production",
             "--iters", "10",
             "--warmup", "3",
-            "-o", str(out / f"{args.model}.profile.json"),
-            "--trace", str(out / f"{args.model}.trace.json"),
+            "-o", str(out / f"{name}.profile.json"),
+            "--trace", str(out / f"{name}.trace.json"),
             "--machine", args.machine,
         ]
     )
@@ -95,44 +222,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if isinstance(prof.extra.get("machine"), dict):
         from recstack.render.roofline_chart import render_roofline
 
-        charts = render_roofline(prof, out / f"{args.model}.roofline.png")
+        charts = render_roofline(prof, out / f"{name}.roofline.png")
         print("roofline chart written to " + ", ".join(str(c) for c in charts))
-    html = write_report(prof, out / f"{args.model}.report.html")
+    html = write_report(prof, out / f"{name}.report.html")
     print(f"report written to {html.resolve()}")
     return 0
 
 
 def _add_profile_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="zoo id (rmc1 ... dien), a model YAML file, or package.module:factory")
-    p.add_argument("--scale", type=positive_float("--scale"), default=1.0, help="scale table rows (default 1)")
-    p.add_argument("--batch-size", type=int_at_least("--batch-size", 1), default=1024)
-    p.add_argument("--workload", default="uniform", help="preset (uniform, production) or a workload spec YAML")
-    p.add_argument("--mode", choices=("inference", "train"), default="inference")
-    p.add_argument("--optimizer", choices=("sgd", "adagrad"), default="sgd")
-    p.add_argument("--threads", type=int_at_least("--threads", 1), default=None)
-    p.add_argument("--backend", choices=("torch", "torchrec", "tbe"), default="torch")
-    p.add_argument("--table-dtype", choices=("fp32", "fp16", "int8"), default="fp32", help="tbe inference only")
-    p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32", help="dense-layer dtype")
-    p.add_argument("--tasks", type=int_at_least("--tasks", 1), default=None, help="tasks (mtwnd only)")
-    p.add_argument("--iters", type=int_at_least("--iters", 2), default=20, help="timed steps per pass")
-    p.add_argument("--warmup", type=int_at_least("--warmup", 0), default=5)
-    p.add_argument("--op-iters", type=int_at_least("--op-iters", 1), default=3, help="steps in the op pass")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--stage-rules", default=None, help="YAML with rules: [{match: <glob>, stage: <stage>}]")
+    add_run_arguments(p)
+    p.add_argument("--config", default=None, metavar="RUN.yaml",
+                   help="load the run options from YAML (RunConfig fields); flags given override them")
     p.add_argument("-o", "--output", default=None, help="write the profile JSON here")
     p.add_argument("--trace", default=None, help="write a Chrome/Perfetto trace here")
-    p.add_argument(
-        "--machine",
-        default="auto",
-        help="machine file for the roofline and bound classes (recstack machine --json > m.json); "
-        "'auto' (default) uses this host's cached measurement if present, 'none' skips",
-    )
     p.add_argument("--depth", type=int_at_least("--depth", 0), default=3, help="tree depth to print")
     p.add_argument("--top", type=int_at_least("--top", 1), default=8, help="children shown per node")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 3 if the run was contended (the profile is still written)")
 
 
 def build_profile_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="recstack profile")
+    p = Parser(prog="recstack profile")
     _add_profile_args(p)
     return p
 
@@ -152,9 +262,9 @@ def register_all(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("demo", help="the main job: profile a zoo model and write its profile and trace")
     p.add_argument("--model", default="rmc1")
-    p.add_argument("--scale", type=positive_float("--scale"), default=0.05)
-    p.add_argument("--batch-size", type=int_at_least("--batch-size", 1), default=512)
-    p.add_argument("--out", default="out/demo")
+    p.add_argument("--scale", type=config_type("scale", "--scale"), default=0.05)
+    p.add_argument("--batch-size", type=config_type("batch_size", "--batch-size"), default=512)
+    p.add_argument("--out", default="out/demo", help="folder for the profile, trace, roofline and report")
     p.add_argument("--machine", default="auto", help="machine file; 'auto' (default) measures this host once (quick)")
     p.set_defaults(func=cmd_demo)
 
@@ -162,4 +272,9 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.hardware.commands import register as register_hardware
 
     register_hardware(sub)
+    from recstack.analysis.commands import register as register_analyse
 
+    register_analyse(sub)
+    from recstack.schema.commands import register as register_schema
+
+    register_schema(sub)

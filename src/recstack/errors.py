@@ -43,6 +43,7 @@ class ConfigError(RecstackError):
     def __init__(self, message: str, *, source: str | None = None, field: str | None = None) -> None:
         self.source = source
         self.field = field
+        self.detail = message  # without the prefix: lets a caller re-name the field (API name -> CLI flag)
         prefix = ""
         if source:
             prefix += f"{source}: "
@@ -83,3 +84,11 @@ class PartialResultsError(RecstackError):
     """Some of the work failed (sweep points, ranks); what succeeded is kept; exit 4."""
 
     exit_code = EXIT_PARTIAL
+
+
+class Terminated(BaseException):
+    """Raised by the CLI's SIGTERM handler so that the run unwinds (no partial files) and exits 143.
+
+    A BaseException, like KeyboardInterrupt, so that ``except Exception`` in
+    user code does not swallow it.
+    """

@@ -12,6 +12,12 @@ written as strings. Missing values are ``None`` (empty in CSV, null in
 Parquet, NaN/None in pandas). CSV needs nothing beyond the standard library;
 Parquet needs ``pyarrow`` and :func:`to_dataframe` needs ``pandas``: a missing
 one raises :class:`~recstack.errors.RecstackError` naming the package.
+
+Files are written atomically (a temporary file renamed over the target), so a
+full disk leaves an existing export intact. In CSV, a text cell that a
+spreadsheet would run as a formula (it starts with ``=``, ``+``, ``-``, ``@``, a
+tab or a carriage return, and is not a number) gets a leading ``'``, as
+spreadsheets expect (:func:`spreadsheet_safe`); numbers are written as they are.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recstack.errors import DataError, RecstackError
+from recstack.outputs import atomic_output
 from recstack.tree import Node, Profile
 
 if TYPE_CHECKING:
@@ -45,6 +52,7 @@ BASE_COLUMNS = (
     "bound",
 )
 FORMATS = ("csv", "parquet")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 Scalar = None | bool | int | float | str
 
@@ -148,17 +156,27 @@ def to_dataframe(profile: Profile) -> pandas.DataFrame:
     return df
 
 
+def spreadsheet_safe(v: Scalar) -> Scalar:
+    """``v``, or for text a spreadsheet would read as a formula (``=HYPERLINK(...)``), ``'`` + ``v``."""
+    if not isinstance(v, str) or not v.startswith(FORMULA_START):
+        return v
+    try:
+        float(v)
+        return v  # a number written as text (a mixed column): not a formula
+    except ValueError:
+        return "'" + v
+
+
 def write_csv(profile: Profile, path: str | Path) -> Path:
-    """Write the node table as CSV (UTF-8, header row, empty cells for missing values)."""
+    """Write the node table as CSV (UTF-8, header row, empty cells for missing values), atomically."""
     rows = node_rows(profile)
     p = Path(path)
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        with p.open("w", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        with atomic_output(p) as tmp, tmp.open("w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=[spreadsheet_safe(c) for c in rows[0]])
             w.writeheader()
             for r in rows:
-                w.writerow({k: ("" if v is None else v) for k, v in r.items()})
+                w.writerow({spreadsheet_safe(k): ("" if v is None else spreadsheet_safe(v)) for k, v in r.items()})
     except OSError as exc:
         raise DataError(f"{p}: cannot write ({exc.strerror or exc})") from None
     return p
@@ -184,8 +202,8 @@ def write_parquet(profile: Profile, path: str | Path) -> Path:
     )
     p = Path(path)
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, p)
+        with atomic_output(p) as tmp:
+            pq.write_table(table, tmp)
     except OSError as exc:
         raise DataError(f"{p}: cannot write ({exc})") from None
     return p
@@ -200,4 +218,13 @@ def export(profile: Profile, path: str | Path, fmt: str) -> Path:
     raise DataError(f"export format must be one of {', '.join(FORMATS)} (got {fmt!r})")
 
 
-__all__ = ["BASE_COLUMNS", "FORMATS", "export", "node_rows", "to_dataframe", "write_csv", "write_parquet"]
+__all__ = [
+    "BASE_COLUMNS",
+    "FORMATS",
+    "export",
+    "node_rows",
+    "spreadsheet_safe",
+    "to_dataframe",
+    "write_csv",
+    "write_parquet",
+]

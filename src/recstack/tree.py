@@ -1,15 +1,19 @@
 """The Profile tree: one plain-data contract between collectors, analyses and renderers.
 
-A Profile is a versioned document (see docs/profile-schema.md). Nodes form one
-tree ``run -> stage -> module -> op (-> kernel)``; every node carries time,
-call count and the cost fields (``flops``, ``bytes``, ``intensity``: null
-until the cost model fills them, never 0 for unknown). Saving and loading is
-lossless: ``Profile.from_dict(p.to_dict()) == p``.
+A Profile is a versioned document (see docs/profile-schema.md; the typed
+contract is :mod:`recstack.schema`). Nodes form one tree
+``run -> stage -> module -> op (-> kernel)``; every node carries time, call
+count and the cost fields (``flops``, ``bytes``, ``intensity``: null until the
+cost model fills them, never 0 for unknown). Saving and loading is lossless:
+``Profile.from_dict(p.to_dict()) == p``. Every load is validated against the
+contract (the first bad field is named in a DataError); an older version is
+upgraded in memory and says so in ``Profile.notes``. Saving is atomic.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,10 +21,10 @@ from typing import Any
 
 from recstack.config.loading import read_json_file
 from recstack.errors import DataError
+from recstack.outputs import atomic_write_text
+from recstack.schema.profile_model import LEVELS, MAX_TREE_DEPTH, SCHEMA, SCHEMA_VERSION  # noqa: F401 (re-exported)
+from recstack.schema.validate import check_profile, stats_version, time_statistic
 
-SCHEMA = "recstack.profile"
-SCHEMA_VERSION = 1
-LEVELS = ("run", "stage", "module", "op", "kernel")
 NODE_KEYS = (
     "name",
     "path",
@@ -74,16 +78,16 @@ class Node:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], where: str = "root") -> Node:
-        try:
-            kw = {k: d[k] for k in NODE_KEYS}
-        except KeyError as exc:
-            raise DataError(f"profile node {where}: missing key {exc.args[0]!r}") from None
-        if kw["level"] not in LEVELS:
-            raise DataError(f"profile node {where}: level {kw['level']!r} is not one of {', '.join(LEVELS)}")
+    def from_dict(cls, d: dict[str, Any]) -> Node:
+        """A node tree from a dict that :func:`recstack.schema.check_profile` has validated."""
         extra = {k: v for k, v in d.items() if k not in NODE_KEYS and k != "children"}
-        children = [cls.from_dict(c, f"{where}/{i}") for i, c in enumerate(d.get("children", []))]
-        return cls(**kw, children=children, extra=extra)
+        children = [cls.from_dict(c) for c in d.get("children", [])]
+        return cls(**{k: d[k] for k in NODE_KEYS}, children=children, extra=extra)
+
+
+def single_process_ranks() -> list[dict[str, Any]]:
+    """``ranks`` of a single-process profile: rank 0, whose tree is the top-level ``root`` (``root: null``)."""
+    return [{"rank": 0, "root": None, "shards": []}]
 
 
 @dataclass
@@ -93,8 +97,9 @@ class Profile:
     environment: dict[str, Any]
     overhead: dict[str, Any]
     root: Node
-    ranks: list[dict[str, Any]] = field(default_factory=list)
+    ranks: list[dict[str, Any]] = field(default_factory=single_process_ranks)
     extra: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what loading said (an upgrade); never saved
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -112,37 +117,50 @@ class Profile:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "profile") -> Profile:
-        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
-            raise DataError(f"{source}: not a recstack profile (schema must be {SCHEMA!r})")
-        ver = d.get("schema_version")
-        if not isinstance(ver, int) or ver > SCHEMA_VERSION:
-            raise DataError(
-                f"{source}: schema_version {ver!r} is not supported (this recstack reads <= {SCHEMA_VERSION}); "
-                "upgrade recstack"
-            )
+        """Validate ``d`` against the contract (DataError naming the first bad field) and build the Profile.
+
+        An older version is upgraded in memory; ``notes`` says so.
+        """
+        d, notes = check_profile(d, source)
         known = {"schema", "schema_version", "run_id", "run", "environment", "overhead", "ranks", "root"}
-        try:
-            return cls(
-                run_id=d["run_id"],
-                run=d["run"],
-                environment=d["environment"],
-                overhead=d["overhead"],
-                ranks=d.get("ranks", []),
-                root=Node.from_dict(d["root"]),
-                extra={k: v for k, v in d.items() if k not in known},
-            )
-        except KeyError as exc:
-            raise DataError(f"{source}: missing top-level key {exc.args[0]!r}") from None
+        return cls(
+            run_id=d["run_id"],
+            run=d["run"],
+            environment=d["environment"],
+            overhead=d["overhead"],
+            ranks=d["ranks"],
+            root=Node.from_dict(d["root"]),
+            extra={k: v for k, v in d.items() if k not in known},
+            notes=notes,
+        )
 
     def save(self, path: str | Path) -> Path:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n", encoding="utf-8")
-        return p
+        """Write the profile JSON atomically (a temporary file renamed over ``path``)."""
+        return atomic_write_text(path, json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
-        return cls.from_dict(read_json_file(path, "profile"), source=str(path))
+        """Read and validate a profile file; notes (an upgraded older version) go to stderr."""
+        try:
+            data = read_json_file(path, "profile")
+        except RecursionError:
+            raise DataError(
+                f"{path}: JSON nested too deeply to read; a profile tree has at most {MAX_TREE_DEPTH} levels"
+            ) from None
+        prof = cls.from_dict(data, source=str(path))
+        for note in prof.notes:
+            print(f"note: {note}", file=sys.stderr)
+        return prof
+
+    @property
+    def stats_version(self) -> int:
+        """The schema version this profile's figures were measured under (older when upgraded)."""
+        return stats_version(self.extra | {"schema_version": SCHEMA_VERSION})
+
+    @property
+    def time_statistic(self) -> str:
+        """What the run and stage times are: ``interquartile mean`` (version 2) or ``median`` (old files)."""
+        return time_statistic(self.extra)
 
     def nodes(self) -> Iterator[Node]:
         return self.root.walk()

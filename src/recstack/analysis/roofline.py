@@ -18,8 +18,12 @@ Figures per node (``extra["roofline"]``): ``achieved_flops`` (flops/time_s),
 ``roof_bytes_per_s``, ``peak_flops``, ``ceiling_flops`` (min(peak, I x bandwidth)
 on the basis bytes), ``ceiling_fraction`` (achieved over ceiling; equals
 max(compute_fraction, memory fraction on the basis)), ``compute_fraction``,
-``memory_fraction_requested``, ``memory_fraction_unique``, ``per_call_s``
-and, for gathers, ``gather`` (row bytes, table bytes, where they came from).
+``memory_fraction_requested``, ``memory_fraction_unique``, ``per_call_s``,
+``roof_dtype`` (the dtype of the GEMM roof: the dtype the node's ops ran in,
+:func:`node_dtype`), ``roof_key`` (the roof of the ceiling: ``gemm.<dtype>``,
+``stream`` or ``gather``), ``roof_suspect`` (ceiling fraction above
+:data:`ROOF_SUSPECT_FRACTION`) with ``roof_suspect_reason``, and, for
+gathers, ``gather`` (row bytes, table bytes, where they came from).
 
 Which bandwidth: an op is *gather-like* when its name is an embedding/gather
 op (:data:`GATHER_OP_PATTERN`) or it carries the cost model's lookups or
@@ -65,13 +69,17 @@ from typing import Any
 import numpy as np
 
 from recstack.errors import DataError
+from recstack.hardware.bench import ROOF_STATISTIC
+from recstack.hardware.machine import latency_trusted, validate_machine
 from recstack.tree import Node, Profile
+from recstack.units import binary
 
-ROOF_STATISTIC = "max"
 TURN_TAPER_LOG2 = 2.0  # in-turn penalty tapers to none at 2**-2 of the smallest in-turn cell's table size
 OVERHEAD_PER_CALL_S = 5e-6
 OVERHEAD_ROOF_FRACTION = 0.10
 GATHER_DOMINANCE = 0.5
+ROOF_SUSPECT_FRACTION = 1.05  # a ceiling fraction above this is a roof problem, not a fast node
+ROOF_SUSPECT_REASON = "above the measured roof; the roof is probably under-measured"
 UNIQUE_BASIS_WHEN_REQUESTED_ABOVE = 1.0
 DEFAULT_ROW_BYTES = 128
 GATHER_OP_PATTERN = re.compile(r"embedding|index_select|gather|\btake\b", re.IGNORECASE)
@@ -82,6 +90,7 @@ THRESHOLDS = {
     "gather_dominance": GATHER_DOMINANCE,
     "unique_basis_when_requested_above": UNIQUE_BASIS_WHEN_REQUESTED_ABOVE,
     "roof_statistic": ROOF_STATISTIC,
+    "roof_suspect_fraction": ROOF_SUSPECT_FRACTION,
 }
 
 
@@ -112,6 +121,18 @@ class Roofs:
     notes: list[str] = field(default_factory=list)
     # (row bytes, table bytes) -> (bytes/s, footprint bytes): uniform cells with tables read in turn
     gather_turn_points: dict[tuple[int, int], tuple[float, int]] = field(default_factory=dict)
+
+    def peak_for(self, dtype: str) -> tuple[float, str, str]:
+        """(FLOP/s, label, dtype used) of the GEMM roof for ``dtype``; the main peak when the
+        machine has no figure for it."""
+        for r in self.compute_roofs:
+            if r["dtype"] == dtype:
+                where = f" at {self.threads} thread(s)" if self.device == "cpu" else ""
+                return float(r["flops"]), f"{r['label']}{where}", dtype
+        return self.peak_flops, self.peak_label, self.dtype if self.dtype in self.dtypes() else "fp32"
+
+    def dtypes(self) -> set[str]:
+        return {str(r["dtype"]) for r in self.compute_roofs}
 
     def gather_bw(self, row_bytes: float, table_bytes: float, footprint_bytes: float | None = None) -> float:
         """Gather bandwidth at (row, table), log-log interpolated over the grid and clamped to it.
@@ -313,23 +334,27 @@ def _shape_point(op: Node, elem: int) -> tuple[float, float, float] | None:
     return float(w[1] * elem), float(w[0] * w[1] * elem), max(lookups, 1.0)
 
 
-def _model_config_point(run: dict[str, Any], elem: int) -> tuple[float, float, float] | None:
-    cfg = run.get("model_config")
-    if not isinstance(cfg, dict):
-        return None
-    try:
-        from recstack.zoo.config import ModelConfig
+def tables_point(tables: Any) -> tuple[float, float, float] | None:
+    """(row bytes, per-table bytes, summed table bytes) from the profile's ``embedding_tables``
+    (:func:`recstack.zoo.embedding.table_stats`: row bytes include int8 rows' scale and bias).
 
-        tables = ModelConfig.model_validate(cfg).resolved_tables()
-    except Exception:
+    Row and per-table bytes are weighted by lookups (each lookup reads one row of one table);
+    tables without lookups count once each when no table has any."""
+    if not isinstance(tables, list):
         return None
-    if not tables:
+    rows = [
+        (float(t["row_bytes"]), float(t["table_bytes"]), max(0.0, float(t.get("lookups") or 0)))
+        for t in tables
+        if isinstance(t, dict) and _num(t.get("row_bytes")) and _num(t.get("table_bytes"))
+    ]
+    if not rows:
         return None
-    weight = sum(t.pooling for t in tables)
-    row = sum(t.pooling * t.dim * elem for t in tables) / weight
-    # Per-call footprint: each lookup walks one table, so weight table sizes by lookups; and the sum.
-    per_table = float(sum(t.pooling * t.rows * t.dim * elem for t in tables) / weight)
-    return row, per_table, float(sum(t.rows * t.dim * elem for t in tables))
+    if sum(w for *_x, w in rows) <= 0:
+        rows = [(r, tb, 1.0) for r, tb, _w in rows]
+    weight = sum(w for *_x, w in rows)
+    row = sum(r * w for r, _tb, w in rows) / weight
+    per_table = sum(tb * w for _r, tb, w in rows) / weight
+    return row, per_table, float(sum(tb for _r, tb, _w in rows))
 
 
 def tables_footprint(node: Node, elem: int) -> float | None:
@@ -355,18 +380,24 @@ def cost_extra(node: Node, key: str) -> float | None:
 
 
 def gather_point(
-    node: Node, run: dict[str, Any], roofs: Roofs, stage_footprint: tuple[float, str] | None = None
+    node: Node,
+    run: dict[str, Any],
+    roofs: Roofs,
+    stage_footprint: tuple[float, str] | None = None,
+    tables: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Row bytes and table footprint for a gather node, each with where it came from.
 
-    Row bytes, in order: ``extra["row_bytes"]``; the cost model's requested
-    row bytes over its lookups (``table_bytes / lookups``: exact for
-    quantised rows too); the 2-D weight shapes of the outermost embedding
-    ops (weighted by lookups); the run's model config; else
-    :data:`DEFAULT_ROW_BYTES`. Footprint (the table a lookup walks), in
-    order: ``extra["table_footprint_bytes"]``; the weight shapes (weighted
-    by lookups); the model config (lookup-weighted); else the largest
-    measured table (treated as far beyond the cache).
+    Row bytes: the node's own figure where it has one (``extra["row_bytes"]``,
+    else the cost model's requested bytes over its lookups, exact per op,
+    int8 rows included); else the one figure the profile carries for its
+    tables (``tables``: the profile's ``embedding_tables``, lookup-weighted,
+    see :func:`tables_point`); else, for profiles without table statistics
+    (models outside the zoo), the 2-D weight shapes of the outermost
+    embedding ops; else :data:`DEFAULT_ROW_BYTES`. Footprint (the table a
+    lookup walks), in order: ``extra["table_footprint_bytes"]``; the weight
+    shapes (weighted by lookups); the profile's tables (lookup-weighted);
+    else the largest measured table (treated as far beyond the cache).
 
     The footprint is per table, weighted by lookups, not the sum over tables:
     every lookup walks one table (per-table embedding_bag calls, and FBGEMM's
@@ -382,22 +413,22 @@ def gather_point(
     the sum of the tables read in turn): ``extra["footprint_bytes"]``; else
     ``stage_footprint`` (the enclosing stage's tables, passed by
     :func:`classify`, so that an op is held to the pattern it runs in);
-    else the node's own ops' tables; else the model config's tables
+    else the node's own ops' tables; else the profile's tables
     (see :meth:`Roofs.gather_bw`).
     """
     elem = ELEMENT_BYTES.get(str(run.get("table_dtype") or "fp32"), 4)
     pts = [(p, op.path) for op in _top_gather_ops(node) if (p := _shape_point(op, elem)) is not None]
-    mc = _model_config_point(run, elem)
+    mc = tables_point(tables)
     row, row_src = _num(node.extra.get("row_bytes")), "node"
     if row is None:
         req, looks = cost_extra(node, "table_bytes"), cost_extra(node, "lookups")
         if req and looks:
             row, row_src = req / looks, "cost model (requested row bytes / lookups)"
+    if row is None and mc is not None:
+        row, row_src = mc[0], "embedding tables"
     if row is None and pts:
         looks_total = sum(p[2] for p, _ in pts)
         row, row_src = sum(p[0] * p[2] for p, _ in pts) / looks_total, "op shapes"
-    if row is None and mc is not None:
-        row, row_src = mc[0], "model config"
     if row is None:
         row, row_src = float(DEFAULT_ROW_BYTES), "default"
     table, table_src = _num(node.extra.get("table_footprint_bytes")), "node"
@@ -405,7 +436,7 @@ def gather_point(
         looks_total = sum(p[2] for p, _ in pts)
         table, table_src = sum(p[1] * p[2] for p, _ in pts) / looks_total, "op shapes"
     if table is None and mc is not None:
-        table, table_src = mc[1], "model config"
+        table, table_src = mc[1], "embedding tables"
     if table is None:
         table, table_src = float(max(t for _, t in roofs.gather_points)), "default (largest measured table)"
     foot, foot_src = _num(node.extra.get("footprint_bytes")), "node"
@@ -414,7 +445,7 @@ def gather_point(
     if foot is None and (own := tables_footprint(node, elem)) is not None:
         foot, foot_src = own, "op shapes (sum of tables)"
     if foot is None and mc is not None:
-        foot, foot_src = mc[2], "model config (sum of tables)"
+        foot, foot_src = mc[2], "embedding tables (sum of tables)"
     if foot is None:
         foot, foot_src = table, "table"
     return {
@@ -448,11 +479,41 @@ def _num(x: Any) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
+def _major_dtype(counts: Any) -> str | None:
+    if not isinstance(counts, dict) or not counts:
+        return None
+    return str(max(counts, key=lambda k: counts[k]))
+
+
+def node_dtype(node: Node) -> str | None:
+    """The dtype ``node``'s work ran in: an op's most frequent floating input dtype (``extra["dtypes"]``,
+    recorded by the op pass); for other nodes, the dtype of most of the FLOPs of their outermost ops
+    (by call count where no op has FLOPs). None when no op recorded dtypes."""
+    if node.level == "op":
+        return _major_dtype(node.extra.get("dtypes"))
+    flops: dict[str, float] = {}
+    calls: dict[str, float] = {}
+    for op in _top_ops(node):
+        dt = _major_dtype(op.extra.get("dtypes"))
+        if dt is not None:
+            flops[dt] = flops.get(dt, 0.0) + (_num(op.flops) or 0.0)
+            calls[dt] = calls.get(dt, 0.0) + float(op.calls or 1)
+    if not calls:
+        return None
+    by = flops if max(flops.values()) > 0 else calls
+    return max(by, key=lambda k: by[k])
+
+
 def classify_node(
-    node: Node, roofs: Roofs, run: dict[str, Any], stage_footprint: tuple[float, str] | None = None
+    node: Node,
+    roofs: Roofs,
+    run: dict[str, Any],
+    stage_footprint: tuple[float, str] | None = None,
+    tables: list[dict[str, Any]] | None = None,
 ) -> None:
     """Annotate one node (see the module docstring for keys and rules); ``stage_footprint`` is the
-    enclosing stage's summed table bytes and where they came from (see :func:`gather_point`)."""
+    enclosing stage's summed table bytes and where they came from (see :func:`gather_point`);
+    ``tables`` the profile's ``embedding_tables``."""
     ex = node.extra
     flops, nbytes, t = _num(node.flops), _num(node.bytes), _num(node.time_s)
     unique, unique_source = cost_extra(node, "unique_bytes"), "cost model"
@@ -460,7 +521,8 @@ def classify_node(
         unique, unique_source = summed_unique_bytes(node), "summed from embedding ops"
     share = gather_share(node)
     is_gather = is_gather_like(node, share)
-    info: dict[str, Any] = {"roof": "gather" if is_gather else "stream", "peak_flops": roofs.peak_flops}
+    peak, peak_label, roof_dtype = roofs.peak_for(node_dtype(node) or roofs.dtype)
+    info: dict[str, Any] = {"roof": "gather" if is_gather else "stream", "peak_flops": peak, "roof_dtype": roof_dtype}
     ex["roofline"] = info
     ex["bound"] = None
     ex["bound_basis"] = None
@@ -482,7 +544,7 @@ def classify_node(
         ex["bound_reason"] = "no time measured for this node"
         return
     if is_gather:
-        gp = gather_point(node, run, roofs, stage_footprint)
+        gp = gather_point(node, run, roofs, stage_footprint, tables)
         gp["share"] = share
         info["gather"] = gp
         bw = roofs.gather_bw(gp["row_bytes"], gp["table_bytes"], gp["footprint_bytes"])
@@ -492,7 +554,7 @@ def classify_node(
     calls = max(1, int(node.calls or 1))
     ach_f, ach_b = flops / t, nbytes / t
     ach_u = unique / t if unique is not None else None
-    frac_c = ach_f / roofs.peak_flops if roofs.peak_flops > 0 else 0.0
+    frac_c = ach_f / peak if peak > 0 else 0.0
     frac_req = ach_b / bw if bw > 0 else 0.0
     frac_uni = ach_u / bw if ach_u is not None and bw > 0 else None
     basis = "requested bytes"
@@ -503,7 +565,8 @@ def classify_node(
     if intensity is None and nbytes > 0:
         intensity = flops / nbytes
     basis_intensity = flops / basis_bytes if basis_bytes > 0 else None
-    ceiling = min(roofs.peak_flops, basis_intensity * bw) if basis_intensity is not None else None
+    ceiling = min(peak, basis_intensity * bw) if basis_intensity is not None else None
+    memory_ceiling = basis_intensity is not None and basis_intensity * bw < peak
     if unique is not None:
         info["unique_bytes_source"] = unique_source
     info.update(
@@ -512,15 +575,19 @@ def classify_node(
         achieved_unique_bytes_per_s=ach_u,
         intensity=intensity,
         roof_bytes_per_s=bw,
-        ridge_intensity=roofs.peak_flops / bw if bw > 0 else None,
+        ridge_intensity=peak / bw if bw > 0 else None,
         ceiling_flops=ceiling,
         ceiling_fraction=max(frac_c, frac_mem),
+        roof_key=info["roof"] if memory_ceiling else f"gemm.{roof_dtype}",
         compute_fraction=frac_c,
         memory_fraction_requested=frac_req,
         memory_fraction_unique=frac_uni,
         per_call_s=t / calls,
     )
     ex["bound_basis"] = basis
+    info["roof_suspect"] = info["ceiling_fraction"] > ROOF_SUSPECT_FRACTION
+    if info["roof_suspect"]:
+        info["roof_suspect_reason"] = ROOF_SUSPECT_REASON
     per_call = t / calls
     best_mem = max(frac_req, frac_uni or 0.0)
     if flops == 0 and nbytes == 0:
@@ -540,7 +607,7 @@ def classify_node(
         )
     elif frac_c > frac_mem:
         ex["bound"] = "compute"
-        ex["bound_reason"] = f"{frac_c:.0%} of {roofs.peak_label}; intensity right of the ridge"
+        ex["bound_reason"] = f"{frac_c:.0%} of {peak_label}; intensity right of the ridge"
     else:
         ex["bound"] = "memory"
         ex["bound_reason"] = f"{frac_mem:.0%} of the {info['roof']} bandwidth on {basis}" + (
@@ -548,34 +615,36 @@ def classify_node(
             if basis == "unique bytes"
             else ""
         )
+    if info["roof_suspect"]:
+        ex["bound_reason"] += f" ({ROOF_SUSPECT_REASON})"
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**20:.0f} MiB" if n < 2**30 else f"{n / 2**30:.1f} GiB"
+def _ns_to_s(ns: float | None) -> float | None:
+    return ns * 1e-9 if ns is not None else None
 
 
 def classify(profile: Profile, machine: dict[str, Any]) -> None:
     """Classify every node of ``profile`` against ``machine`` (mutates; see the module docstring)."""
-    from recstack.hardware.machine import validate_machine
-
     validate_machine(machine, "machine")
     run = profile.run or {}
     roofs = build_roofs(machine, run)
     elem = ELEMENT_BYTES.get(str(run.get("table_dtype") or "fp32"), 4)
-    classify_node(profile.root, roofs, run)
+    tables = profile.extra.get("embedding_tables")
+    tables = tables if isinstance(tables, list) else None
+    classify_node(profile.root, roofs, run, tables=tables)
     for stage in profile.root.children:
         fp = tables_footprint(stage, elem)
         footprint = (fp, f"stage {stage.name}: op shapes (sum of tables)") if fp else None
         for node in stage.walk():
-            classify_node(node, roofs, run, footprint)
+            classify_node(node, roofs, run, footprint, tables)
     gather_roofs: dict[float, dict[str, Any]] = {}
     for stage in profile.root.children:
         g = stage.extra.get("roofline", {}).get("gather")
         bw = stage.extra.get("roofline", {}).get("roof_bytes_per_s")
         if g and bw:
-            label = f"gather {g['row_bytes']:.0f} B rows, {_gib(g['table_bytes'])}"
+            label = f"gather {g['row_bytes']:.0f} B rows, {binary(g['table_bytes'])}"
             if g.get("footprint_bytes", 0) > g["table_bytes"]:
-                label += f" tables, {_gib(g['footprint_bytes'])} in turn"
+                label += f" tables, {binary(g['footprint_bytes'])} in turn"
             label += f" ({stage.name})"
             gather_roofs.setdefault(round(bw, -6), {"label": label, "bytes_per_s": bw})
     gvals = list(roofs.gather_points.values())
@@ -594,7 +663,10 @@ def classify(profile: Profile, machine: dict[str, Any]) -> None:
         "stream_label": roofs.stream_label,
         "gather_bandwidth_range": [min(gvals), max(gvals)],
         "gather_roofs": list(gather_roofs.values()),
-        "latency_ns": _num(machine.get("latency_ns", {}).get("dram", {}).get("median")),
+        # only a native measurement (a Python-loop figure is shown by `recstack machine`, never used)
+        "dram_latency_s": _ns_to_s(_num(machine["latency_ns"]["dram"].get("median")))
+        if latency_trusted(machine)
+        else None,
         "ridge_intensity": roofs.peak_flops / roofs.stream_bw if roofs.stream_bw > 0 else None,
         "thresholds": dict(THRESHOLDS),
         "notes": roofs.notes,

@@ -15,8 +15,9 @@ SEED_MIN = 0
 SEED_MAX = 2**63 - 1
 """Seeds: 0 .. 2**63-1 (numpy and torch both accept any non-negative int64). One rule for every command."""
 
-BATCH_SIZE_MAX = 2**31 - 1
-"""Samples per batch: per-sample lengths and offsets are int32."""
+BATCH_SIZE_MAX = 2**24
+"""Samples per batch (RunConfig.batch_size, workload stats --batch-size, BuildOptions); 16.7M, far above serving
+and training batches (a larger batch is refused here; whether a smaller one fits is the preflight's call)."""
 
 TABLE_ROWS_MAX = 10**12
 """Rows of one embedding table, after ``scale`` (the largest production tables hold ~1e10)."""
@@ -37,12 +38,12 @@ DENSE_FEATURES_MAX = 1_048_576
 """Dense (continuous) input features of a model."""
 
 TASKS_MAX = 1_024
-"""Tasks of a multi-task model."""
+"""Tasks of a multi-task model (config ``tasks`` and ``--tasks``)."""
 
 SIZE_MAX = 2**31 - 1
 """Per-sample sizes (pooling factors, sequence lengths, ``max_length``, query sizes): lengths are int32."""
 
-SCALE_MAX = 1e6
+CONFIG_SCALE_MAX = 1e6
 """``scale`` of a model config (rows are also checked against TABLE_ROWS_MAX after scaling)."""
 
 CONFIG_BYTES_MAX = 8 * 2**20

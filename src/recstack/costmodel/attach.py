@@ -45,15 +45,16 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import nn
 
-from recstack.costmodel.counter import BACKWARD, CostSum, OpCount
+from recstack.costmodel.counter import BACKWARD, CostCounter, CostSum, OpCount
 from recstack.costmodel.ops_memory import NO_DATA_OPS, VIEW_OPS
-from recstack.tree import Node
+from recstack.tree import Node, Profile
 
 FREE_OPS = frozenset(VIEW_OPS) | frozenset(NO_DATA_OPS)
 
@@ -121,6 +122,19 @@ def attach_costs(root: Node, counts: Mapping[tuple[str, str], OpCount], steps: i
         "flops": root.flops,
         "bytes": root.bytes,
     }
+
+
+def attach_model_costs(profile: Profile, model: nn.Module, run_step: Callable[[], Any]) -> dict[str, Any]:
+    """Count one ``run_step()`` of ``model`` under :class:`CostCounter`, attach the costs to ``profile``'s
+    tree (:func:`attach_costs`) and store the summary as ``profile.extra["cost_model"]``; return it.
+
+    This runs the model, so it is a collecting step (the runner calls it, outside the timed passes);
+    the analyses of :mod:`recstack.analysis.pipeline` read what it wrote."""
+    with CostCounter(model) as counter:
+        run_step()
+    summary = attach_costs(profile.root, counter.counts, steps=1)
+    profile.extra["cost_model"] = summary
+    return summary
 
 
 # --- walking the tree ------------------------------------------------------------------------

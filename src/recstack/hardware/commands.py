@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from recstack.errors import ConfigError
+from recstack.units import binary, si
 
 
 def _stderr_progress() -> Callable[[str], None]:
@@ -31,24 +32,9 @@ def _stderr_progress() -> Callable[[str], None]:
     return say
 
 
-def _si(v: float | None, unit: str) -> str:
-    if v is None:
-        return "n/a"
-    for div, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.1f} {p}{unit}"
-    return f"{v:.1f} {unit}"
-
-
 def _stat(st: dict[str, Any], unit: str) -> str:
-    return f"{_si(st['median'], unit)} [{_si(st['min'], unit)} .. {_si(st['max'], unit)}, n={st['repeats']}]"
-
-
-def _size(n: float) -> str:
-    for div, p in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if n >= div:
-            return f"{n / div:g} {p}"
-    return f"{n:g} B"
+    med, lo, hi = (si(st[k], unit, digits=4, missing="n/a") for k in ("median", "min", "max"))
+    return f"{med} [{lo} .. {hi}, n={st['repeats']}]"
 
 
 def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) -> str:
@@ -63,7 +49,7 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
     out.append(
         "caches: "
         + ", ".join(
-            f"L{c['level']} {c['type']} {_size(c['size_bytes'])} x{c['instances']}" for c in m["caches"]
+            f"L{c['level']} {c['type']} {binary(c['size_bytes'])} x{c['instances']}" for c in m["caches"]
         )
     )
     out.append("GEMM FLOP/s  median [min .. max, repeats]:")
@@ -74,7 +60,7 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
         for t, st in sorted(entry["by_threads"].items(), key=lambda kv: int(kv[0])):
             out.append(f"  {dt}{tag:11s} {int(t):3d} thread(s): {_stat(st, 'FLOP/s')}  n={st.get('n')}")
     sb = m["stream_bandwidth"]
-    out.append(f"stream bandwidth ({_size(sb.get('array_bytes', 0))} arrays):")
+    out.append(f"stream bandwidth ({binary(sb.get('array_bytes', 0))} arrays):")
     for t, kinds in sorted(sb["by_threads"].items(), key=lambda kv: int(kv[0])):
         out.append(
             f"  {int(t):3d} thread(s): copy {_stat(kinds['copy'], 'B/s')}  triad {_stat(kinds['triad'], 'B/s')}"
@@ -83,19 +69,35 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
     out.append(f"gather bandwidth ({gb.get('kernel', 'index_select')}), median bytes/s [min .. max]:")
     for c in gb["grid"]:
         turn = int(c.get("tables_in_turn", 1))
-        what = f"{_size(c['table_bytes']):>9s} table" + (f" x {turn} in turn" if turn > 1 else "")
+        what = f"{binary(c['table_bytes']):>9s} table" + (f" x {turn} in turn" if turn > 1 else "")
         out.append(
             f"  {c['threads']:3d} thr {c['dist']:7s} {c['row_bytes']:4d} B rows  {what}: "
             f"{_stat(c['bandwidth'], 'B/s')}  unique {c.get('unique_fraction', 0):.0%}"
         )
     lat = m["latency_ns"]
+    how = lat.get("method") if lat.get("method") in ("native", "python-fallback") else "Python loop (older file)"
+    trust = "" if lat.get("trusted") else "; not trusted, not used for classification"
     out.append(
-        "latency (ns per dependent access): "
+        f"latency (ns per dependent load, {how}{trust}): "
         + ", ".join(
-            f"{_size(s['bytes'])}: {s['ns']['median']:.0f} [{s['ns']['min']:.0f} .. {s['ns']['max']:.0f}]"
+            f"{s.get('level', '')} {binary(s['bytes'])}: {s['ns']['median']:.1f} [{s['ns']['min']:.1f} .. {s['ns']['max']:.1f}]".strip()
             for s in lat.get("by_size", [])
         )
     )
+    stops = [
+        (name, st)
+        for name, st in (
+            ("fp32 GEMM", m["gemm_flops"].get("fp32", {}).get("stopping")),
+            ("bf16 GEMM", (m["gemm_flops"].get("bf16") or {}).get("stopping")),
+            ("stream", sb.get("stopping")),
+            ("gather", gb.get("stopping")),
+        )
+        if st
+    ]
+    if stops:
+        out.append(
+            "repeats: " + ", ".join(f"{name} {st['rounds']} rounds ({st['stopped_by']})" for name, st in stops)
+        )
     gpu = m.get("gpu")
     if gpu:
         out.append(f"gpu: {gpu['name']}  HBM copy {_stat(gpu['hbm_bandwidth']['copy'], 'B/s')}")
@@ -111,6 +113,65 @@ def format_machine(m: dict[str, Any], counters: dict[str, Any] | None = None) ->
     return "\n".join(out)
 
 
+def roof_keys_used(profile: Any, machine: dict[str, Any]) -> set[str]:
+    """The ``roofline.roof_key`` of every classified node (classifying against ``machine`` first when
+    the profile carries none, e.g. one saved before roof keys existed)."""
+    from recstack.analysis.pipeline import analyse
+
+    def keys() -> set[str]:
+        return {
+            str(k) for n in profile.root.walk() if (k := n.extra.get("roofline", {}).get("roof_key")) is not None
+        }
+
+    if not keys():
+        analyse(profile, machine, steps=["roofline"])
+    return keys()
+
+
+def _figure_matches(row: dict[str, Any], keys: set[str]) -> bool:
+    if row["group"] == "gemm":
+        return any(k.startswith("gemm.") and row["figure"].startswith(k.split(".", 1)[1] + " GEMM") for k in keys)
+    return row["group"] in keys
+
+
+def format_old_vs_new(cmp: dict[str, Any], keys: set[str], old_file: str) -> str:
+    """Old vs new value of every re-measured roof figure at the roof statistic."""
+    rows = [r for r in cmp["figures"] if r["stat"] == cmp["roof_statistic"] and _figure_matches(r, keys)]
+    units = {"gemm": "FLOP/s", "stream": "B/s", "gather": "B/s"}
+    out = [f"re-measured the roofs the profile used ({', '.join(sorted(keys))}); old = {old_file}, best repeat:"]
+    width = max((len(r["figure"]) for r in rows), default=10)
+    for r in rows:
+        u = units.get(r["group"], "")
+        old, new = (si(r[k], u, digits=4, missing="n/a") for k in ("before", "now"))
+        out.append(f"  {r['figure']:{width}s}  old {old:>12s}  new {new:>12s}  {r['change']:+.1%}")
+    if not rows:
+        out.append("  (no figure of these roofs in common)")
+    return "\n".join(out)
+
+
+def cmd_machine_compare_profile(args: argparse.Namespace) -> int:
+    """``machine --compare FILE --profile PROFILE``: re-measure only the roofs the profile used."""
+    from recstack.hardware.machine import remeasure
+    from recstack.hardware.repeatability import compare_machines
+    from recstack.tree import Profile
+
+    if not args.compare:
+        raise ConfigError("needs --compare FILE (the machine file whose roofs the profile was held to)", field="--profile")
+    from recstack.hardware.machine import load_machine
+
+    old = load_machine(args.compare)
+    profile = Profile.load(args.profile)
+    keys = roof_keys_used(profile, old)
+    new = remeasure(old, keys, progress=_stderr_progress())
+    cmp = compare_machines(new, old)
+    cmp["figures"] = [r for r in cmp["figures"] if _figure_matches(r, keys)]
+    if args.json:
+        sys.stdout.write(json.dumps({"roof_keys": sorted(keys), "remeasured": new["remeasured"], "comparison": cmp}, indent=1) + "\n")
+        return 0
+    print(format_old_vs_new(cmp, keys, args.compare))
+    return 0
+
+
 def cmd_machine(args: argparse.Namespace) -> int:
     from recstack.hardware.counters import detect_perf
     from recstack.hardware.machine import cache_path, get_machine, load_machine
@@ -121,9 +182,14 @@ def cmd_machine(args: argparse.Namespace) -> int:
         within_run_spread,
     )
 
+    if getattr(args, "profile", None):
+        return cmd_machine_compare_profile(args)
     other = load_machine(args.compare) if args.compare else None  # a bad file fails before measuring
-    progress = _stderr_progress()
+    from recstack.render.progress import finish, reporter
+
+    progress = reporter(_stderr_progress())  # a progress phase per benchmark group, besides the lines
     machine = get_machine(refresh=args.refresh, quick=args.quick, progress=progress)
+    finish()
     counters = detect_perf().to_dict()
     comparison = compare_machines(machine, other) if other is not None else machine.get("repeatability")
     if args.json:
@@ -142,31 +208,26 @@ def cmd_machine(args: argparse.Namespace) -> int:
 
 
 def cmd_roofline(args: argparse.Namespace) -> int:
-    from recstack.analysis.roofline import classify
-    from recstack.hardware.machine import get_machine, load_machine
+    """Draw the classification stored in the profile; with ``--machine`` (or when the profile has
+    none: this host's figures) the analysis pipeline classifies it first."""
+    from recstack.analysis.commands import HOST, machine_arg, stage_bound_lines
+    from recstack.analysis.pipeline import analyse, is_classified
     from recstack.render.roofline_chart import output_paths, render_roofline
     from recstack.tree import Profile
 
     if args.top < 0:
         raise ConfigError(f"must be >= 0 (got {args.top})", field="--top")
     output_paths(args.output)  # reject a bad extension before any measuring
+    from recstack.outputs import check_writable
+
+    check_writable(args.output, "-o/--output")
+    if args.save_profile:
+        check_writable(args.save_profile, "--save-profile")
     profile = Profile.load(args.profile)
-    machine = (
-        load_machine(args.machine) if args.machine else get_machine(quick=True, progress=_stderr_progress())
-    )
-    classify(profile, machine)
+    if args.machine is not None or not is_classified(profile):
+        analyse(profile, machine_arg(args.machine or HOST), steps=["roofline"])
     written = render_roofline(profile, args.output, top_ops=args.top)
-    for stage in profile.root.children:
-        r = stage.extra.get("roofline", {})
-        frac = r.get("ceiling_fraction")
-        print(
-            f"{stage.name:20s} {str(stage.extra.get('bound')):9s} "
-            + (
-                f"{frac:6.1%} of the {r.get('roof')} roofline ceiling"
-                if frac is not None
-                else f"({stage.extra.get('bound_reason')})"
-            )
-        )
+    print("\n".join(stage_bound_lines(profile)))
     if args.save_profile:
         profile.save(args.save_profile)
         print(f"classified profile written to {args.save_profile}")
@@ -191,11 +252,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="compare every figure with this machine JSON (a --refresh compares with the replaced cache itself)",
     )
+    p.add_argument(
+        "--profile",
+        default=None,
+        metavar="PROFILE",
+        help="with --compare FILE: re-measure only the roofs this profile's nodes were held to and print old vs new",
+    )
     p.set_defaults(func=cmd_machine)
     p = subparsers.add_parser(
         "roofline",
-        help="classify a profile's nodes against the machine's roofs and draw a roofline chart",
-        description="Classify every node as memory-, compute- or overhead-bound and plot stages and top ops.",
+        help="draw a profile's roofline chart (classifying it against a machine file first if asked)",
+        description="Plot stages and top ops against the roofs the profile was classified against "
+        "(memory-, compute- or overhead-bound); see also `recstack analyse`.",
     )
     p.add_argument("profile", help="profile JSON (from recstack profile -o)")
     p.add_argument(
@@ -204,7 +272,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--machine",
         default=None,
-        help="machine JSON (default: this host's cache, measured --quick if absent)",
+        help="classify against this machine JSON first (default: draw the profile's own classification; "
+        "if it has none, this host's cache, measured --quick if absent)",
     )
     p.add_argument(
         "--top", type=int, default=10, help="how many top ops to plot beside the stages (default 10)"

@@ -31,15 +31,16 @@ and restores the torch thread count it found.
   so and why (that kernel reaches well under the embedding operators'
   bandwidth on large tables, so the roof is then too low).
 * **Latency**: one random cyclic permutation over cache lines (one 8-byte
-  entry per 64-byte line) walked as a dependent chain ``p = mv[p]`` through
-  a ``memoryview`` in a Python loop unrolled eight times. The interpreter's
-  cost per step (about 20-60 ns) is measured by walking an L1-resident chain
-  in the same loop, interleaved with every repeat, and subtracted; the clock
-  is this thread's CPU time, so being descheduled by other processes does
-  not count. Limits: the out-of-order core overlaps part of the interpreter
-  work with the miss, so the figure is a slight *under*-estimate of the load
-  latency; TLB misses are included (as they are for a real gather), and
-  transparent huge pages change them.
+  entry per 64-byte line) walked as a dependent chain ``p = next[p]`` in
+  native code (``recstack_chase`` in ``gather.c``, built and loaded like the
+  gather kernel), ns per load = thread CPU time of the walk / loads. Chains
+  of half the L1, L2 and LLC and one of at least 8x the LLC (DRAM); rounds
+  interleaved over the chains. TLB misses are included (as they are for a
+  real gather), and transparent huge pages change them. Where no compiler
+  works, the walk runs in a Python loop minus the interpreter's cost per step
+  (measured on an L1-resident chain): the result then carries
+  ``method: "python-fallback"`` and ``trusted: false`` (the interpreter's
+  cost, 20-60 ns, swamps the difference; the figure is shown, never used).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ import numpy as np
 import torch
 
 from recstack.hardware import gather_kernel
-from recstack.hardware.bench import interleaved, rates, summarize
+from recstack.hardware.bench import StopRule, interleaved, rates, summarize
 from recstack.hardware.plan import ZIPF_EXPONENT, Plan
 
 LINE_BYTES = 64
@@ -78,9 +79,16 @@ def _at(threads: int, fn: Callable[[], Any]) -> Callable[[], Any]:
 
 
 def gemm_flops(
-    dtype: torch.dtype, sizes: list[int], threads: list[int], repeats: int, budget_s: float
+    dtype: torch.dtype,
+    sizes: list[int],
+    threads: list[int],
+    stop: StopRule,
+    info: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """FLOP/s of ``torch.mm`` per thread count (key: ``str(threads)``), the best size kept (``n``)."""
+    """FLOP/s of ``torch.mm`` per thread count (key: ``str(threads)``), the best size kept (``n``).
+
+    Rounds follow ``stop`` (:class:`~recstack.hardware.bench.StopRule`, its
+    warm-up included); ``info`` receives the rounds taken and why they stopped."""
     old = torch.get_num_threads()
     gen = torch.Generator().manual_seed(0)
     cases: dict[tuple[int, int], Callable[[], Any]] = {}
@@ -90,7 +98,7 @@ def gemm_flops(
         for t in threads:
             cases[(n, t)] = _at(t, lambda a=a, b=b, c=c: torch.mm(a, b, out=c))
     try:
-        secs = interleaved(cases, rounds=repeats, budget_s=budget_s * len(threads))
+        secs = interleaved(cases, stop=stop, info=info)
     finally:
         torch.set_num_threads(old)
     out: dict[str, dict[str, Any]] = {}
@@ -102,8 +110,8 @@ def gemm_flops(
     return {str(t): out[str(t)] for t in threads}
 
 
-def stream_bandwidth(nbytes: int, threads: list[int], repeats: int) -> dict[str, Any]:
-    """Copy and triad bytes/s per thread count on three fp32 arrays of ``nbytes`` each."""
+def stream_bandwidth(nbytes: int, threads: list[int], stop: StopRule) -> dict[str, Any]:
+    """Copy and triad bytes/s per thread count on three fp32 arrays of ``nbytes`` each (rounds by ``stop``)."""
     n = max(1024, nbytes // 4)
     a = torch.empty(n).fill_(1.0)
     b = torch.empty(n).fill_(2.0)
@@ -113,8 +121,9 @@ def stream_bandwidth(nbytes: int, threads: list[int], repeats: int) -> dict[str,
     for t in threads:
         cases[(t, "copy")] = _at(t, lambda: b.copy_(a))
         cases[(t, "triad")] = _at(t, lambda: torch.add(b, c, alpha=3.0, out=a))
+    info: dict[str, Any] = {}
     try:
-        secs = interleaved(cases, rounds=repeats)
+        secs = interleaved(cases, stop=stop, info=info)
     finally:
         torch.set_num_threads(old)
     moved = {"copy": 2.0 * n * 4, "triad": 3.0 * n * 4}
@@ -127,6 +136,7 @@ def stream_bandwidth(nbytes: int, threads: list[int], repeats: int) -> dict[str,
         "by_threads": by_threads,
         "method": "copy: b.copy_(a), 2 x 4n bytes; triad: torch.add(b, c, alpha=3, out=a), 3 x 4n bytes; "
         "fp32 arrays; write-allocate traffic not counted; repeats interleaved across thread counts",
+        "stopping": info,
     }
 
 
@@ -275,13 +285,18 @@ def gather_bandwidth(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
                     "unique_fraction": unique / (per_call * n_tables),
                     "lookups_per_call": per_call,
                 }
+    info: dict[str, Any] = {}
+    stop = plan.gather_stop
+    # No timed warm-up per cell (a cell's call is long); each timed call is preceded by a short warm call.
+    stop = StopRule(stop.block, stop.margin, stop.min_rounds, stop.max_rounds, stop.budget_s, 0.0)
     try:
         secs = interleaved(
             cases,
-            rounds=plan.gather_repeats,
             warmup=0,
             before=warms,
-            progress=lambda i: progress(f"gather round {i + 1}/{plan.gather_repeats} ({len(cases)} cells)"),
+            stop=stop,
+            info=info,
+            progress=lambda i: progress(f"gather round {i + 1} ({len(cases)} cells)"),
         )
     finally:
         torch.set_num_threads(old)
@@ -325,6 +340,7 @@ def gather_bandwidth(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
         "tables_in_turn": sorted({c["tables_in_turn"] for c in cells}),
         "threads": list(plan.gather_threads),
         "chunk_output_bytes": None if fallback is None else GATHER_CHUNK_BYTES,
+        "stopping": info,
         "grid": cells,
     }
 
@@ -347,47 +363,94 @@ def _walk(mv: memoryview, steps: int) -> int:
     return p
 
 
-def memory_latency(plan: Plan, progress: Progress = _quiet) -> dict[str, Any]:
-    """ns per dependent access at each working-set size (see the module docstring for the method).
+def _by_size(points: list[tuple[str, np.ndarray]], ns: list[list[float]]) -> list[dict[str, Any]]:
+    return [
+        {"level": level, "bytes": int(arr.nbytes), "ns": summarize(d)}
+        for (level, arr), d in zip(points, ns, strict=True)
+    ]
 
-    Rounds are interleaved over sizes; within a round each size's walk is
-    paired with a baseline walk right before it, and the per-step difference
-    is one repeat.
+
+def memory_latency(
+    plan: Plan, progress: Progress = _quiet, clock: Callable[[], int] = time.thread_time_ns
+) -> dict[str, Any]:
+    """ns per dependent load at each level's chain (native walk; see the module docstring).
+
+    Rounds are interleaved over the chains; each walk continues where the
+    previous one of its chain stopped. Without a working compiler, the
+    Python fallback (:func:`python_latency`) with ``trusted: false``.
     """
+    try:
+        _lib, build_info = gather_kernel.load()
+    except gather_kernel.KernelUnavailable as exc:
+        progress(f"latency: native kernel unavailable ({exc}); Python fallback (not trusted)")
+        return python_latency(plan, progress, reason=str(exc))
     rng = np.random.default_rng(1)
-    base_arr = cyclic_chain(plan.latency_base_bytes, rng)
-    base = memoryview(base_arr)
-    steps = max(8, plan.latency_steps // 8 * 8)
-    clock = time.thread_time_ns
-    chains = []
-    for size in plan.latency_bytes:
-        progress(f"latency setup {size >> 10} KiB chain")
-        arr = cyclic_chain(size, rng)
-        chains.append((arr, memoryview(arr)))
-        _walk(chains[-1][1], steps)  # touch pages and TLB as a steady-state walk would
-    diffs: list[list[float]] = [[] for _ in chains]
-    overhead: list[float] = []
+    steps = max(8, plan.latency_steps)
+    points: list[tuple[str, np.ndarray]] = []
+    pos: list[int] = []
+    for level, size in plan.latency_points:
+        progress(f"latency setup {level} {size >> 10} KiB chain")
+        points.append((level, cyclic_chain(size, rng)))
+        pos.append(gather_kernel.chase(points[-1][1], 0, min(steps, points[-1][1].size)))  # warm caches, TLB
+    ns: list[list[float]] = [[] for _ in points]
     for r in range(plan.latency_repeats):
         progress(f"latency round {r + 1}/{plan.latency_repeats}")
-        for i, (_arr, mv) in enumerate(chains):
+        for i, (_level, arr) in enumerate(points):
+            t0 = clock()
+            pos[i] = gather_kernel.chase(arr, pos[i], steps)
+            ns[i].append(max(clock() - t0, 1) / steps)
+    by_size = _by_size(points, ns)
+    return {
+        "method": "native",
+        "trusted": True,
+        "description": "dependent loads p = next[p] over a random cyclic permutation of cache lines, in C "
+        "(recstack_chase, unrolled by 8); thread CPU time per load; rounds interleaved over chains",
+        "build": build_info,
+        "by_size": by_size,
+        "dram": by_size[-1]["ns"],
+        "dram_bytes": by_size[-1]["bytes"],
+        "steps": steps,
+    }
+
+
+def python_latency(plan: Plan, progress: Progress = _quiet, reason: str = "") -> dict[str, Any]:
+    """The fallback: the chain walked by a Python loop minus the interpreter's cost per step.
+
+    Not trusted (``trusted: false``): the interpreter's 20-60 ns per step is
+    as large as the figure, so the difference is mostly noise; shown, never
+    used for classification.
+    """
+    rng = np.random.default_rng(1)
+    base = memoryview(cyclic_chain(plan.latency_base_bytes, rng))
+    steps = max(8, min(plan.latency_steps, 40_000) // 8 * 8)
+    clock = time.thread_time_ns
+    points = [(level, cyclic_chain(size, rng)) for level, size in plan.latency_points]
+    views = [memoryview(arr) for _level, arr in points]
+    for mv in views:
+        _walk(mv, steps)
+    diffs: list[list[float]] = [[] for _ in points]
+    overhead: list[float] = []
+    for r in range(plan.latency_repeats):
+        progress(f"latency round {r + 1}/{plan.latency_repeats} (Python fallback)")
+        for i, mv in enumerate(views):
             t0 = clock()
             _walk(base, steps)
             t1 = clock()
             _walk(mv, steps)
             t2 = clock()
             overhead.append((t1 - t0) / steps)
-            diffs[i].append(max(0.0, ((t2 - t1) - (t1 - t0)) / steps))
-    by_size = [
-        {"bytes": int(arr.nbytes), "ns": summarize(d)} for (arr, _mv), d in zip(chains, diffs, strict=True)
-    ]
+            # floored at 0.01 ns: a figure must stay positive even when the noise cancels it
+            diffs[i].append(max(0.01, ((t2 - t1) - (t1 - t0)) / steps))
+    by_size = _by_size(points, diffs)
     return {
-        "method": "dependent chain over a random cyclic permutation of cache lines, walked via memoryview in a "
-        "Python loop; per-step interpreter cost measured on an L1-resident chain right before each walk and "
-        "subtracted (thread CPU time); rounds interleaved over sizes",
+        "method": "python-fallback",
+        "trusted": False,
+        "fallback_reason": reason,
+        "description": "Python loop over a memoryview minus the per-step cost of an L1-resident chain "
+        "(not trusted: the interpreter's cost swamps the load latency)",
         "by_size": by_size,
         "dram": by_size[-1]["ns"],
         "dram_bytes": by_size[-1]["bytes"],
         "overhead_ns": summarize(overhead),
-        "baseline_bytes": int(base_arr.nbytes),
         "steps": steps,
     }

@@ -161,3 +161,22 @@ int recstack_gather_openmp(void) {
     return 0;
 #endif
 }
+
+/* Memory latency: walk a dependent chain `p = next[p]` for `steps` loads.
+ *
+ * `next` holds one random cyclic permutation over cache lines (entry 8 * line
+ * is the index of the next line's entry), so every load's address depends on
+ * the previous load's value: the core cannot overlap them and the hardware
+ * prefetchers cannot predict them. Unrolled by 8 to keep the loop overhead
+ * far below one load. Returns the final position (so the walk cannot be
+ * optimised away, and the next walk can continue from it). */
+int64_t recstack_chase(const int64_t *next, int64_t start, int64_t steps) {
+    int64_t p = start;
+    int64_t n = steps / 8;
+    for (int64_t i = 0; i < n; ++i) {
+        p = next[p]; p = next[p]; p = next[p]; p = next[p];
+        p = next[p]; p = next[p]; p = next[p]; p = next[p];
+    }
+    for (int64_t i = n * 8; i < steps; ++i) p = next[p];
+    return p;
+}

@@ -9,6 +9,12 @@ It is loaded with :mod:`ctypes` (no torch headers, no Python extension ABI).
 The build tries ``-fopenmp`` first (persistent worker threads) and, where the
 compiler has no OpenMP, builds with one POSIX thread per range and call.
 
+The same library carries ``recstack_chase``, the dependent-load walk of the
+memory-latency benchmark (:func:`chase`).
+
+Setting ``RECSTACK_NO_NATIVE=1`` disables the native build (as if no compiler
+existed), so the fallbacks can be exercised on any host.
+
 Where no compiler works, :func:`load` raises :class:`KernelUnavailable` with
 the reason; the machine measurement then falls back to ``torch.index_select``
 and records the reason in the machine file (that kernel is slower than the
@@ -29,6 +35,7 @@ from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from recstack.hardware import sysinfo
@@ -37,6 +44,8 @@ FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-pthread", "-std=c11"]
 OPENMP_FLAG = "-fopenmp"  # tried first; without it the kernel starts POSIX threads per call
 DEFAULT_DISTANCE = 24  # rows of read-ahead per thread (best or within noise of best for 64..512 B rows here)
 SYMBOL = "recstack_gather_sum_f32"
+CHASE_SYMBOL = "recstack_chase"
+DISABLE_ENV = "RECSTACK_NO_NATIVE"  # "1": behave as if no C compiler existed (tests, comparisons)
 
 
 class KernelUnavailable(RuntimeError):
@@ -49,6 +58,8 @@ def _source() -> str:
 
 def _compiler() -> list[str]:
     """The compiler command (``$CC`` may carry arguments, e.g. ``ccache gcc``)."""
+    if os.environ.get(DISABLE_ENV) == "1":
+        raise KernelUnavailable(f"native kernels disabled ({DISABLE_ENV}=1)")
     env = os.environ.get("CC")
     if env:
         cmd = shlex.split(env)
@@ -69,9 +80,7 @@ def _compiler_version(cc: list[str]) -> str:
 
 
 def kernel_dir() -> Path:
-    from recstack.hardware.machine import cache_dir
-
-    return cache_dir() / "kernels"
+    return sysinfo.cache_dir() / "kernels"
 
 
 _LOADED: list[tuple[ctypes.CDLL, dict[str, str]]] = []  # the process's one loaded build
@@ -127,6 +136,7 @@ def _bind(lib_path: Path, info: dict[str, str]) -> tuple[ctypes.CDLL, dict[str, 
         lib = ctypes.CDLL(str(lib_path))
         fn = getattr(lib, SYMBOL)
         openmp = lib.recstack_gather_openmp
+        chase_fn = getattr(lib, CHASE_SYMBOL)
     except (OSError, AttributeError) as exc:
         raise KernelUnavailable(f"loading {lib_path} failed: {exc}") from exc
     fn.restype = ctypes.c_int
@@ -141,6 +151,8 @@ def _bind(lib_path: Path, info: dict[str, str]) -> tuple[ctypes.CDLL, dict[str, 
         ctypes.c_int,
     ]
     openmp.restype = ctypes.c_int
+    chase_fn.restype = ctypes.c_int64
+    chase_fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
     info = {**info, "threads": "openmp" if openmp() else "pthreads (one per range and call; no OpenMP)"}
     return lib, info
 
@@ -150,6 +162,8 @@ def load() -> tuple[ctypes.CDLL, dict[str, str]]:
 
     A variant that compiles but does not load (e.g. an OpenMP runtime the
     loader cannot find) is skipped for the next one."""
+    if os.environ.get(DISABLE_ENV) == "1":
+        raise KernelUnavailable(f"native kernels disabled ({DISABLE_ENV}=1)")
     if not _LOADED:
         errors = []
         for lib_path, info in builds():
@@ -209,3 +223,17 @@ def gather_sum(
     if rc:
         raise KernelUnavailable(f"gather kernel: thread {rc - 1} could not be started")
     return out
+
+
+def chase(chain: np.ndarray, start: int, steps: int) -> int:
+    """Walk ``steps`` dependent loads ``p = chain[p]`` from ``start`` in native code; the final position.
+
+    ``chain`` must be a C-contiguous int64 array holding indices into itself
+    (:func:`recstack.hardware.cpu_bench.cyclic_chain`); indices are not checked.
+    """
+    if chain.dtype != np.int64 or chain.ndim != 1 or not chain.flags["C_CONTIGUOUS"]:
+        raise ValueError(f"chain must be a contiguous 1-D int64 array (got {chain.dtype}, {chain.shape})")
+    if not 0 <= start < chain.size:
+        raise ValueError(f"start must be in [0, {chain.size}) (got {start})")
+    lib, _ = load()
+    return int(lib.recstack_chase(chain.ctypes.data, int(start), max(0, int(steps))))

@@ -8,12 +8,15 @@ cached host or CPU model differs, when it is from an older schema or a
 smaller mode than requested, or when ``refresh`` is set. The cache lives in
 ``$RECSTACK_CACHE_DIR`` (default ``~/.cache/recstack``) as
 ``machine-<host>-<cpu hash>.json``. ``load_machine(path)`` validates a file
-and raises :class:`~recstack.errors.DataError` naming the first missing key.
+(:mod:`recstack.hardware.machine_schema`) and raises :class:`~recstack.errors.DataError`
+naming the first missing key, or :class:`~recstack.errors.ConfigError` naming an
+impossible value. ``remeasure(old, keys)`` measures only some roofs again.
 
 Keys (all figures carry median/min/max/p10/p90/repeats):
 ``gemm_flops.<dtype>.by_threads.<n>`` (FLOP/s), ``stream_bandwidth.by_threads.<n>.{copy,triad}``
 (bytes/s), ``gather_bandwidth.grid[]`` (bytes/s per threads/dist/row/table),
-``latency_ns.by_size[]`` and ``latency_ns.dram``, ``caches[]``, ``gpu`` (or null),
+``latency_ns.by_size[]`` (per ``level``) and ``latency_ns.dram`` (ns; ``method``, ``trusted``),
+``caches[]``, ``gpu`` (or null), ``*.stopping`` (rounds and why they stopped),
 plus ``host``, ``cpu_model``, ``cpu_hash``, ``measured_at``, ``quick``, ``mode``.
 """
 
@@ -32,11 +35,14 @@ import torch
 
 from recstack.errors import DataError
 from recstack.hardware import cpu_bench, sysinfo
-from recstack.hardware.bench import STAT_KEYS
 from recstack.hardware.plan import make_plan
+from recstack.hardware.sysinfo import cache_dir
+from recstack.outputs import atomic_write_text
 
 SCHEMA = "recstack.machine"
-SCHEMA_VERSION = 2  # 2: gather grid measured by the native pooled kernel (1: torch.index_select)
+# 3: latency by native dependent loads (``latency_ns.method``/``trusted``), stopping rule per group;
+# 2: gather grid measured by the native pooled kernel (1: torch.index_select). All three load.
+SCHEMA_VERSION = 3
 REQUIRED_KEYS = (
     "host",
     "cpu_model",
@@ -64,6 +70,8 @@ def measure_machine(
     quick: bool = False, *, tiny: bool = False, progress: Progress | None = None
 ) -> dict[str, Any]:
     """Measure this host now (``quick``: under a minute on 2 cores; ``tiny``: seconds, for tests)."""
+    from recstack.hardware.probe import machine_probe
+
     say = progress or _quiet
     mode = _mode(quick, tiny)
     t_start = time.perf_counter()
@@ -75,21 +83,23 @@ def measure_machine(
     native = sysinfo.native_bf16()
     try:
         say(f"fp32 GEMM at {plan.threads} threads")
-        fp32 = cpu_bench.gemm_flops(
-            torch.float32, plan.gemm_sizes, plan.threads, plan.gemm_repeats, plan.gemm_budget_s
-        )
+        fp32_stop: dict[str, Any] = {}
+        fp32 = cpu_bench.gemm_flops(torch.float32, plan.gemm_sizes, plan.threads, plan.gemm_stop, fp32_stop)
         say("bf16 GEMM" + ("" if native else " (emulated: no native bf16 on this CPU)"))
+        bf16_stop: dict[str, Any] = {}
         bf16 = cpu_bench.gemm_flops(
             torch.bfloat16,
             plan.gemm_sizes if native else plan.gemm_sizes_emulated,
             plan.threads,
-            plan.gemm_repeats,
-            plan.gemm_budget_s,
+            plan.gemm_stop,
+            bf16_stop,
         )
         say(f"stream bandwidth ({plan.stream_bytes >> 20} MiB arrays)")
-        stream = cpu_bench.stream_bandwidth(plan.stream_bytes, plan.threads, plan.stream_repeats)
+        stream = cpu_bench.stream_bandwidth(plan.stream_bytes, plan.threads, plan.stream_stop)
         gather = cpu_bench.gather_bandwidth(plan, say)
         latency = cpu_bench.memory_latency(plan, say)
+        say("capacity probe (compared with every profile's probe)")
+        probe = machine_probe(plan.threads, rounds=2 if tiny else 5)
         gpu = None
         if torch.cuda.is_available():
             from recstack.hardware.gpu_bench import measure_gpu
@@ -121,7 +131,7 @@ def measure_machine(
         "caches": caches,
         "llc_bytes": sysinfo.llc_bytes(caches),
         "gemm_flops": {
-            "fp32": {"native": True, "by_threads": fp32},
+            "fp32": {"native": True, "by_threads": fp32, "stopping": fp32_stop},
             "bf16": {
                 "native": native,
                 "emulated": not native,
@@ -130,14 +140,59 @@ def measure_machine(
                 if native
                 else "emulated: no avx512_bf16/amx_bf16 in /proc/cpuinfo",
                 "by_threads": bf16,
+                "stopping": bf16_stop,
             },
             "method": "torch.mm(a, b, out=c), square n x n, 2 n^3 FLOPs; best size kept (n)",
         },
         "stream_bandwidth": stream,
         "gather_bandwidth": gather,
         "latency_ns": latency,
+        "probe": probe,
         "gpu": gpu,
     }
+
+
+ROOF_GROUPS = ("gemm.fp32", "gemm.bf16", "stream", "gather")  # the roofline's ``roof_key`` values
+
+
+def remeasure(
+    old: dict[str, Any], keys: set[str], mode: str | None = None, progress: Progress | None = None
+) -> dict[str, Any]:
+    """A copy of ``old`` with only the roofs named by ``keys`` (``roof_key`` values of a classified
+    profile: ``gemm.<dtype>``, ``stream``, ``gather``) measured again on this host, in ``old``'s mode
+    (or ``mode``); every other figure is ``old``'s. ``remeasured`` lists what was measured."""
+    import copy
+
+    say = progress or _quiet
+    mode = mode or old.get("mode") or ("quick" if old.get("quick") else "full")
+    plan = make_plan(mode, sysinfo.cache_levels(), sysinfo.usable_cpus(), sysinfo.available_memory_bytes())
+    new = copy.deepcopy(old)
+    done = []
+    old_threads = torch.get_num_threads()
+    try:
+        for key in sorted(keys):
+            if key.startswith("gemm."):
+                dt = key.split(".", 1)[1]
+                if dt not in ("fp32", "bf16") or dt not in old["gemm_flops"]:
+                    continue
+                say(f"{dt} GEMM at {plan.threads} threads")
+                sizes = plan.gemm_sizes if dt == "fp32" or sysinfo.native_bf16() else plan.gemm_sizes_emulated
+                info: dict[str, Any] = {}
+                dtype = torch.float32 if dt == "fp32" else torch.bfloat16
+                by_threads = cpu_bench.gemm_flops(dtype, sizes, plan.threads, plan.gemm_stop, info)
+                new["gemm_flops"][dt].update(by_threads=by_threads, stopping=info)
+            elif key == "stream":
+                say(f"stream bandwidth ({plan.stream_bytes >> 20} MiB arrays)")
+                new["stream_bandwidth"] = cpu_bench.stream_bandwidth(plan.stream_bytes, plan.threads, plan.stream_stop)
+            elif key == "gather":
+                new["gather_bandwidth"] = cpu_bench.gather_bandwidth(plan, say)
+            else:
+                continue
+            done.append(key)
+    finally:
+        torch.set_num_threads(old_threads)
+    new.update(measured_at=datetime.now(UTC).isoformat(timespec="seconds"), remeasured=done, mode=mode)
+    return new
 
 
 def _loadavg() -> list[float] | None:
@@ -148,78 +203,19 @@ def _loadavg() -> list[float] | None:
 
 
 # -- validation -----------------------------------------------------------------
-def _need(d: Any, key: str, where: str, source: str) -> Any:
-    if not isinstance(d, dict) or key not in d:
-        path = f"{where}.{key}" if where else key
-        raise DataError(f"{source}: machine file is missing key {path!r}")
-    return d[key]
-
-
-def _check_stat(st: Any, where: str, source: str) -> None:
-    if not isinstance(st, dict):
-        raise DataError(f"{source}: {where} must be a figure with {', '.join(STAT_KEYS)}")
-    for k in ("median", "max"):
-        v = _need(st, k, where, source)
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or v != v:
-            raise DataError(f"{source}: {where}.{k} must be a number (got {v!r})")
-
-
-def _check_by_threads(d: Any, where: str, source: str, inner: tuple[str, ...] = ()) -> None:
-    if not isinstance(d, dict) or not d:
-        raise DataError(f"{source}: {where} must map thread counts to figures (got {d!r})")
-    for t, st in d.items():
-        if not str(t).isdigit():
-            raise DataError(f"{source}: {where} key {t!r} is not a thread count")
-        if inner:
-            for k in inner:
-                _check_stat(_need(st, k, f"{where}.{t}", source), f"{where}.{t}.{k}", source)
-        else:
-            _check_stat(st, f"{where}.{t}", source)
-
-
 def validate_machine(d: Any, source: str = "machine") -> dict[str, Any]:
-    """Return ``d`` if it is a usable machine dict, else raise DataError naming the missing or bad key."""
-    if not isinstance(d, dict):
-        raise DataError(f"{source}: a machine file must hold a JSON object")
-    for key in REQUIRED_KEYS:
-        _need(d, key, "", source)
-    ver = d.get("schema_version", SCHEMA_VERSION)
-    if not isinstance(ver, int) or ver > SCHEMA_VERSION:
-        raise DataError(
-            f"{source}: schema_version {ver!r} is newer than this recstack reads ({SCHEMA_VERSION})"
-        )
-    fp32 = _need(d["gemm_flops"], "fp32", "gemm_flops", source)
-    _check_by_threads(
-        _need(fp32, "by_threads", "gemm_flops.fp32", source), "gemm_flops.fp32.by_threads", source
-    )
-    for dtype, entry in d["gemm_flops"].items():
-        if isinstance(entry, dict) and dtype != "fp32":
-            _check_by_threads(
-                _need(entry, "by_threads", f"gemm_flops.{dtype}", source),
-                f"gemm_flops.{dtype}.by_threads",
-                source,
-            )
-    _check_by_threads(
-        _need(d["stream_bandwidth"], "by_threads", "stream_bandwidth", source),
-        "stream_bandwidth.by_threads",
-        source,
-        ("copy", "triad"),
-    )
-    grid = _need(d["gather_bandwidth"], "grid", "gather_bandwidth", source)
-    if not isinstance(grid, list) or not grid:
-        raise DataError(f"{source}: gather_bandwidth.grid must be a non-empty list of measured cells")
-    for i, cell in enumerate(grid):
-        for k in ("threads", "dist", "row_bytes", "table_bytes"):
-            _need(cell, k, f"gather_bandwidth.grid[{i}]", source)
-        _check_stat(
-            _need(cell, "bandwidth", f"gather_bandwidth.grid[{i}]", source),
-            f"gather_bandwidth.grid[{i}]",
-            source,
-        )
-    _check_stat(_need(d["latency_ns"], "dram", "latency_ns", source), "latency_ns.dram", source)
-    if not isinstance(d["caches"], list):
-        raise DataError(f"{source}: caches must be a list of cache levels")
+    """Return ``d`` if it is a usable machine dict (:mod:`recstack.hardware.machine_schema`), else raise
+    DataError naming the missing or malformed key, or ConfigError naming an impossible value."""
+    from recstack.hardware.machine_schema import check_machine
+
+    check_machine(d, source, SCHEMA_VERSION)
     return d
+
+
+def latency_trusted(machine: dict[str, Any]) -> bool:
+    """True when the machine's latency came from native dependent loads (v1/v2 files: a Python loop)."""
+    lat = machine.get("latency_ns")
+    return isinstance(lat, dict) and lat.get("trusted") is True
 
 
 def load_machine(path: str | Path) -> dict[str, Any]:
@@ -230,20 +226,10 @@ def load_machine(path: str | Path) -> dict[str, Any]:
 
 
 def save_machine(machine: dict[str, Any], path: str | Path) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(machine, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    tmp.replace(p)
-    return p
+    return atomic_write_text(path, json.dumps(machine, indent=1, allow_nan=False) + "\n")
 
 
 # -- cache ----------------------------------------------------------------------
-def cache_dir() -> Path:
-    env = os.environ.get("RECSTACK_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "recstack"
-
-
 def _safe(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
 

@@ -8,7 +8,7 @@ comparison in the machine file under ``repeatability``; ``recstack machine
 --compare FILE`` compares the current figures with any machine file.
 
 Compared figures: every roof figure at the statistic the roofs use
-(:data:`recstack.analysis.roofline.ROOF_STATISTIC`, the best repeat) and its
+(:data:`recstack.hardware.bench.ROOF_STATISTIC`, the best repeat) and its
 median: fp32/bf16 GEMM per thread count, stream copy and triad per thread
 count, every gather grid cell, and the DRAM latency (median only; latency is
 not a roof). Change = ``(now - before) / before``; a figure *repeats* when
@@ -20,11 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from recstack.hardware.bench import ROOF_STATISTIC
+from recstack.units import binary
+
 TOLERANCE = 0.10
-
-
-def _size(n: int) -> str:
-    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
 def roof_figures(m: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -38,7 +37,7 @@ def roof_figures(m: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]
             yield "stream", f"stream {k} {t} thread(s)", kinds[k]
     for c in m["gather_bandwidth"]["grid"]:
         turn = int(c.get("tables_in_turn", 1))
-        tables = _size(int(c["table_bytes"])) + (f" x {turn} tables in turn" if turn > 1 else "")
+        tables = binary(c["table_bytes"]) + (f" x {turn} tables in turn" if turn > 1 else "")
         name = f"gather {c['dist']} {c['row_bytes']} B rows {tables} {c['threads']} thread(s)"
         yield "gather", name, c["bandwidth"]
     yield "latency", "DRAM latency", m["latency_ns"]["dram"]
@@ -67,8 +66,6 @@ def within_run_spread(m: dict[str, Any]) -> dict[str, Any]:
 
 def compare_machines(now: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
     """Per-figure relative change from ``before`` to ``now`` and a summary per group and statistic."""
-    from recstack.analysis.roofline import ROOF_STATISTIC
-
     old = {name: st for _g, name, st in roof_figures(before)}
     rows = []
     for group, name, st in roof_figures(now):

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import re
 import socket
 from pathlib import Path
 from typing import Any
-
-from recstack.profiling.environment import cpu_flags, cpu_model, native_bf16
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 DEFAULT_LLC_BYTES = 32 << 20  # used only when the OS reports no cache sizes
@@ -24,7 +23,9 @@ __all__ = [
     "BF16_FLAGS",
     "available_memory_bytes",
     "bf16_flags",
+    "cache_dir",
     "cache_levels",
+    "cpu_flags",
     "cpu_hash",
     "cpu_model",
     "host",
@@ -33,6 +34,40 @@ __all__ = [
     "parse_size",
     "usable_cpus",
 ]
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def native_bf16() -> bool:
+    """True when the CPU has bf16 arithmetic (AVX512-BF16 or AMX-BF16); otherwise PyTorch emulates it."""
+    flags = cpu_flags()
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def cache_dir() -> Path:
+    """Where recstack keeps what it measured or built for this host: ``$RECSTACK_CACHE_DIR``, else ``~/.cache/recstack``."""
+    env = os.environ.get("RECSTACK_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "recstack"
 
 
 def host() -> str:

@@ -9,38 +9,14 @@ from typing import Any
 
 import torch
 
+from recstack.hardware.sysinfo import cpu_flags, cpu_model, native_bf16
+from recstack.version import __version__
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+__all__ = ["cpu_flags", "cpu_model", "environment", "native_bf16"]
 
 
-def cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def native_bf16() -> bool:
-    """True when the CPU has bf16 arithmetic (AVX512-BF16 or AMX-BF16); otherwise PyTorch emulates it."""
-    flags = cpu_flags()
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
-
-
-def environment() -> dict[str, Any]:
-    from recstack import __version__
-
+def environment(contention: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Versions, CPU and host; ``contention`` (from :mod:`recstack.profiling.contention`) is stored as given."""
     env: dict[str, Any] = {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -66,4 +42,6 @@ def environment() -> dict[str, Any]:
         env["fbgemm_gpu"] = None
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(0)
+    if contention is not None:
+        env["contention"] = contention
     return env

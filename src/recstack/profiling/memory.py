@@ -39,7 +39,7 @@ def _stage_of(path: str, smap: StageMap) -> str:
 
 
 def resident_by_stage(model: nn.Module, smap: StageMap, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
-    """``{stage: {"parameters": bytes, "buffers": bytes, "optimizer_state": bytes}}`` (computed)."""
+    """``{stage: {"parameters_bytes", "buffers_bytes", "optimizer_state_bytes"}}`` (computed)."""
     out: dict[str, dict[str, int]] = {}
     owner: dict[int, str] = {}
     seen: set[int] = set()
@@ -50,19 +50,19 @@ def resident_by_stage(model: nn.Module, smap: StageMap, optimizer: torch.optim.O
                 continue
             seen.add(id(p))
             owner[id(p)] = stage
-            out.setdefault(stage, {"parameters": 0, "buffers": 0, "optimizer_state": 0})["parameters"] += _tensor_bytes(p)
+            out.setdefault(stage, {"parameters_bytes": 0, "buffers_bytes": 0, "optimizer_state_bytes": 0})["parameters_bytes"] += _tensor_bytes(p)
         # Registered buffers, and plain tensor attributes (FBGEMM's inference kernel keeps its tables so).
         plain = [v for v in vars(mod).values() if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter)]
         for b in list(mod.buffers(recurse=False)) + plain:
             if id(b) in seen:
                 continue
             seen.add(id(b))
-            out.setdefault(stage, {"parameters": 0, "buffers": 0, "optimizer_state": 0})["buffers"] += _tensor_bytes(b)
+            out.setdefault(stage, {"parameters_bytes": 0, "buffers_bytes": 0, "optimizer_state_bytes": 0})["buffers_bytes"] += _tensor_bytes(b)
     if optimizer is not None:
         for p, state in optimizer.state.items():
             stage = owner.get(id(p), "other")
             n = sum(_tensor_bytes(v) for v in state.values() if isinstance(v, torch.Tensor))
-            out.setdefault(stage, {"parameters": 0, "buffers": 0, "optimizer_state": 0})["optimizer_state"] += n
+            out.setdefault(stage, {"parameters_bytes": 0, "buffers_bytes": 0, "optimizer_state_bytes": 0})["optimizer_state_bytes"] += n
     return out
 
 

@@ -76,6 +76,7 @@ class RawNode:
     calls: int = 0
     children: dict[tuple[str, str], RawNode] = field(default_factory=dict)
     shapes: dict[str, int] = field(default_factory=dict)
+    dtypes: dict[str, int] = field(default_factory=dict)  # first floating input dtype -> calls (roof per dtype)
     device_us: float = 0.0
     nested_us: float = 0.0  # time of nested stage ranges inside this stage range
 
@@ -89,6 +90,14 @@ class RawNode:
 
 def _dur(evt: Any) -> float:
     return float(evt.time_range.end - evt.time_range.start)
+
+
+FLOAT_DTYPES = {"float": "fp32", "c10::BFloat16": "bf16", "c10::Half": "fp16", "double": "fp64"}
+
+
+def _dtype_key(evt: Any) -> str | None:
+    """The op's first floating-point input dtype (``fp32``, ``bf16``, ...), from ``record_shapes``."""
+    return next((FLOAT_DTYPES[d] for d in getattr(evt, "input_dtypes", None) or [] if d in FLOAT_DTYPES), None)
 
 
 def _shape_key(evt: Any) -> str | None:
@@ -152,6 +161,8 @@ class Folder:
             key = _shape_key(evt)
             if key is not None and (key in node.shapes or len(node.shapes) < MAX_SHAPES):
                 node.shapes[key] = node.shapes.get(key, 0) + 1
+            if (dt := _dtype_key(evt)) is not None:
+                node.dtypes[dt] = node.dtypes.get(dt, 0) + 1
             seq = int(getattr(evt, "sequence_nr", -1))
             if seq >= 0 and not in_backward and stage is not None:
                 self.seq_stage[seq] = stage  # the last op with this number created the autograd node

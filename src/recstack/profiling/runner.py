@@ -25,15 +25,18 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
+from recstack.config.run import RunConfig
 from recstack.errors import ConfigError
+from recstack.profiling.contention import ContentionWatch
 from recstack.profiling.environment import environment, native_bf16
+from recstack.profiling.native_stderr import quiet_native
 from recstack.profiling.oppass import (
     STAGE,
     STEP,
@@ -44,46 +47,84 @@ from recstack.profiling.oppass import (
 )
 from recstack.profiling.rules import FORWARD_STAGES, StageMap, StageRules, detect_stages
 from recstack.profiling.stats import bootstrap_ci, central_mean, central_steps, median, percentile
-from recstack.profiling.timing import StageTimer, _Region, cuda_sync, install_stage_hooks
+from recstack.profiling.timing import StageTimer, _Region, attach_stage_rusage, cuda_sync, install_stage_hooks
+from recstack.render import progress
 from recstack.tree import Node, Profile
 
 STAGE_ORDER = FORWARD_STAGES + ("loss", "backward", "optimizer", "communication", "other")
 
 
-@dataclass
 class ProfileOptions:
-    mode: str = "inference"
-    iters: int = 20
-    warmup: int = 5
-    op_iters: int = 3
-    threads: int | None = None
-    dtype: str = "fp32"
-    optimizer: str = "sgd"
-    learning_rate: float = 0.01
-    stage_rules: StageRules | None = None
-    trace_path: str | None = None
-    seed: int = 0
-    op_pass: bool = True
-    cost_model: bool = True
-    counters: bool = True
-    machine: dict[str, Any] | None = None
-    run_info: dict[str, Any] = field(default_factory=dict)
+    """The resolved runtime options of one run: a validated RunConfig plus what it resolved to.
+
+    Every RunConfig field reads as an attribute (``opts.mode``, ``opts.iters``, ...);
+    ``stage_rules`` and ``machine`` are the loaded rules and machine dict (the
+    config holds their file names). ``ProfileOptions(mode="train")`` builds the
+    config from keyword fields, validated by RunConfig.
+    """
+
+    def __init__(
+        self,
+        config: RunConfig | None = None,
+        *,
+        stage_rules: StageRules | None = None,
+        machine: dict[str, Any] | None = None,
+        trace_path: str | None = None,
+        run_info: dict[str, Any] | None = None,
+        op_pass: bool = True,
+        cost_model: bool = True,
+        counters: bool = True,
+        **fields: Any,
+    ) -> None:
+        self.config = RunConfig.build(config, fields) if fields or config is None else config
+        self.stage_rules = stage_rules
+        self.machine = machine
+        self.trace_path = trace_path
+        self.run_info: dict[str, Any] = dict(run_info or {})
+        self.op_pass = op_pass
+        self.cost_model = cost_model
+        self.counters = counters
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names that are not instance attributes: the config's fields.
+        if name != "config" and name in RunConfig.model_fields:
+            return getattr(self.config, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def validate(self) -> None:
-        if self.mode not in ("inference", "train"):
-            raise ConfigError(f"must be inference or train (got {self.mode!r})", field="--mode")
-        if self.iters < 2:
-            raise ConfigError(f"must be >= 2 (got {self.iters})", field="--iters")
-        if self.warmup < 0:
-            raise ConfigError(f"must be >= 0 (got {self.warmup})", field="--warmup")
-        if self.op_iters < 1:
-            raise ConfigError(f"must be >= 1 (got {self.op_iters})", field="--op-iters")
-        if self.dtype not in ("fp32", "bf16"):
-            raise ConfigError(f"must be fp32 or bf16 (got {self.dtype!r})", field="--dtype")
-        if self.optimizer not in ("sgd", "adagrad"):
-            raise ConfigError(f"must be sgd or adagrad (got {self.optimizer!r})", field="--optimizer")
-        if self.threads is not None and self.threads < 1:
-            raise ConfigError(f"must be >= 1 (got {self.threads})", field="--threads")
+        """RunConfig validated every field; what is left is the resolved objects' types."""
+        if self.stage_rules is not None and not isinstance(self.stage_rules, StageRules):
+            raise ConfigError("must be loaded StageRules (recstack.profiling.load_stage_rules)", field="stage_rules")
+
+    def write_trace(self, prof: Any) -> None:
+        """Export the op pass's Chrome trace to ``trace_path`` atomically, never failing the run.
+
+        torch.profiler exports a trace only once, so it is staged in the temp
+        folder first, then copied into place; if that fails, the staged file is
+        where the trace stays (a warning names it). ``run_info["trace"]`` (so
+        ``run.trace``) records the file really written, and is absent if none was.
+        """
+        import shutil
+
+        from recstack.outputs import atomic_output, fallback_path
+
+        staged = fallback_path(self.trace_path)
+        try:
+            prof.export_chrome_trace(str(staged))
+        except OSError as exc:
+            staged.unlink(missing_ok=True)
+            warnings.warn(f"trace: not written ({exc.strerror or exc})", stacklevel=2)
+            return
+        try:
+            with atomic_output(self.trace_path) as tmp:
+                shutil.copyfile(staged, tmp)
+        except OSError as exc:
+            warnings.warn(f"trace: cannot write {self.trace_path} ({exc.strerror or exc}); written to {staged}",
+                          stacklevel=2)
+            self.run_info["trace"] = str(staged)
+            return
+        staged.unlink(missing_ok=True)
+        self.run_info["trace"] = str(self.trace_path)
 
 
 def call_model(model: nn.Module, batch: Any) -> Any:
@@ -202,6 +243,8 @@ def _to_node(raw: RawNode, parent_path: str, factor: float, steps: int) -> Node:
     if raw.level == "op":
         node.extra["shapes"] = [eval_shape(k) for k in raw.shapes]
         node.extra["distinct_shapes"] = len(raw.shapes)
+        if raw.dtypes:
+            node.extra["dtypes"] = dict(raw.dtypes)  # input dtype -> calls (the roofline's roof_dtype)
         node.extra["op_pass_time_s"] = raw.us * 1e-6 / max(steps, 1)
         if raw.device_us:
             node.extra["device_time_s"] = raw.device_us * 1e-6 / max(steps, 1)
@@ -246,6 +289,7 @@ def profile_model(
     try:
         return _profile(model, batches, opts, loss_fn, batch_size, dtype_note)
     finally:
+        progress.finish()
         torch.set_num_threads(old_threads)
 
 
@@ -263,6 +307,7 @@ def _profile(
     wall0 = time.perf_counter()
 
     # Warm-up (the first step also records the top-level call order for stage rules).
+    progress.advance("warm-up")
     order = _discover_call_order(model, step, batches[0])
     for i in range(max(0, opts.warmup - 1)):
         step.run(batches[(i + 1) % n])
@@ -275,6 +320,8 @@ def _profile(
     timed: list[float] = []
     stage_samples: dict[str, list[float]] = {}
     region = (lambda s: _Region(timer, s)) if step.train else None
+    progress.advance("timing pass", estimate_s=2 * opts.iters * (time.perf_counter() - wall0) / max(opts.warmup, 1))
+    watch = ContentionWatch(opts.machine).start()
     for i in range(opts.iters):
         batch = batches[i % n]
         if sync:
@@ -299,6 +346,7 @@ def _profile(
         acc["other"] = max(0.0, total - sum(acc.values()))
         for k in set(stage_samples) | set(acc):
             stage_samples.setdefault(k, [0.0] * i).append(acc.get(k, 0.0))
+    contention = watch.stop()
 
     # Pass 2: op level.
     folder = Folder()
@@ -306,6 +354,7 @@ def _profile(
     if opts.op_pass:
         from torch.profiler import ProfilerActivity, profile
 
+        progress.advance("op pass")
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
 
         def op_region(s: str) -> Any:
@@ -313,7 +362,7 @@ def _profile(
 
         range_wrappers = install_range_hooks(model, roots)
         try:
-            with profile(activities=acts, record_shapes=True) as prof:
+            with quiet_native(profile(activities=acts, record_shapes=True)) as prof:
                 for i in range(opts.op_iters):
                     batch = batches[i % n]
                     t0 = time.perf_counter_ns()
@@ -326,7 +375,7 @@ def _profile(
             range_wrappers.remove()
         folder.fold(prof.events())
         if opts.trace_path:
-            prof.export_chrome_trace(str(opts.trace_path))
+            opts.write_trace(prof)
     extra = _embedding_and_memory(model, step, batches[0], smap, opts)
     wall = time.perf_counter() - wall0
 
@@ -362,6 +411,7 @@ def _profile(
         if sname == "backward" and step.fused:
             node.extra["note"] = "includes the fused embedding-table optimizer update (tbe)"
         root.children.append(node)
+    attach_stage_rusage(root, timer, central)
     if step.fused and "optimizer" not in stage_samples:
         root.extra["optimizer_note"] = "embedding-table update fused into backward (tbe)"
     root.self_time_s = max(0.0, root.time_s - sum(c.time_s for c in root.children))
@@ -418,10 +468,9 @@ def _profile(
     prof = Profile(
         run_id=uuid.uuid4().hex[:12],
         run=run,
-        environment=environment(),
+        environment=environment(contention=contention),
         overhead=overhead,
         root=root,
-        ranks=[{"rank": 0, "root": "root"}],
         extra=extra,
     )
     _analyse(prof, model, step, batches[0], opts)
@@ -429,22 +478,24 @@ def _profile(
 
 
 def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: ProfileOptions) -> None:
-    """Outside the timed passes: analytic costs, hardware counters, and the roofline bound classes."""
-    if opts.cost_model:
-        from recstack.costmodel import CostCounter, attach_costs
+    """Outside the timed passes: collect analytic costs and hardware counters (they run the model),
+    then the analysis pipeline (:func:`recstack.analysis.pipeline.analyse`: roofline bound classes, ...)."""
+    from recstack.analysis.pipeline import analyse
 
-        with CostCounter(model) as counter:
-            step.run(batch)
-        summary = attach_costs(prof.root, counter.counts, steps=1)
-        prof.extra["cost_model"] = summary
+    progress.advance("cost model and analyses")
+    if opts.cost_model:
+        from recstack.costmodel.attach import attach_model_costs
+
+        attach_model_costs(prof, model, lambda: step.run(batch))
     if opts.counters:
-        from recstack.hardware.counters import counters_for_profile
+        from recstack.profiling.counters_replay import counters_for_profile
 
         counters_for_profile(prof, model, lambda: step.run(batch), repeats=5)
-    if opts.machine is not None:
-        from recstack.analysis.roofline import classify
+    analyse(prof, machine=opts.machine)
+    if opts.dtype == "bf16":  # measured bf16/fp32 time per stage, and the oneDNN kernels that ran
+        from recstack.analysis.dtype_compare import add_bf16_findings
 
-        classify(prof, opts.machine)
+        add_bf16_findings(prof, model, lambda: call_model(model, batch))
 
 
 def _train_table_costs(t: dict[str, Any], backend: str, optimizer: str) -> None:

@@ -7,6 +7,13 @@ stage root pauses the enclosing stage, so stage times never double count.
 With CUDA, boundaries synchronise the device first so kernels are charged to
 the stage that launched them (this makes the timing pass slower on GPU, which
 the overhead ratio shows).
+
+Each boundary also takes one ``getrusage(RUSAGE_SELF)`` (about 1 us, one
+syscall) so that the kernel's per-process counters (minor and major page
+faults, voluntary and involuntary context switches) are charged to stages the
+same exclusive way; the deltas are worked out after the step's clock stops.
+``stage_rusage`` averages them over the central steps for the stage nodes'
+``extra.rusage``.
 """
 
 from __future__ import annotations
@@ -18,19 +25,42 @@ from typing import Any
 import torch
 from torch import nn
 
+try:
+    import resource
+
+    _getrusage: Callable[[int], Any] | None = resource.getrusage
+    _SELF = resource.RUSAGE_SELF
+except ImportError:  # not POSIX: no per-stage kernel counters
+    _getrusage, _SELF = None, 0
+
+
+RUSAGE_FIELDS = ("minor_faults", "major_faults", "voluntary_ctx_switches", "involuntary_ctx_switches")
+OUTSIDE = "other"  # where counters between stage roots go (the runner's ``other`` stage)
+
+
+def _ru_tuple(r: Any) -> tuple[int, int, int, int]:
+    return (r.ru_minflt, r.ru_majflt, r.ru_nvcsw, r.ru_nivcsw)
+
 
 class StageTimer:
-    def __init__(self, sync: Callable[[], None] | None = None) -> None:
+    def __init__(self, sync: Callable[[], None] | None = None, *, rusage: bool = True) -> None:
         self.sync = sync
         self.acc: dict[str, int] = {}
         self.stack: list[str] = []
         self.last = 0
+        self.ru = _getrusage if rusage else None
+        # Per boundary: (stage the interval ending here belongs to, raw rusage); deltas worked out in stop().
+        self.marks: list[tuple[str, Any]] = []
+        self.rusage_steps: list[dict[str, list[int]]] = []  # one dict per start()/stop(): stage -> RUSAGE_FIELDS
 
     def reset(self) -> None:
         self.acc = {}
         self.stack = []
+        self.marks = []
 
     def start(self) -> int:
+        if self.ru:
+            self.marks = [("", self.ru(_SELF))]
         if self.sync:
             self.sync()
         self.last = time.perf_counter_ns()
@@ -40,10 +70,25 @@ class StageTimer:
         if self.sync:
             self.sync()
         now = time.perf_counter_ns()
+        owner = self.stack[-1] if self.stack else OUTSIDE
         if self.stack:  # an exception left a stage open: close everything
             self.acc[self.stack[-1]] = self.acc.get(self.stack[-1], 0) + now - self.last
             self.stack.clear()
+        if self.ru and self.marks:
+            self.marks.append((owner, self.ru(_SELF)))
+            self.rusage_steps.append(self._rusage_deltas())
         return now
+
+    def _rusage_deltas(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        prev = _ru_tuple(self.marks[0][1])
+        for owner, r in self.marks[1:]:
+            cur = _ru_tuple(r)
+            acc = out.setdefault(owner, [0, 0, 0, 0])
+            for i in range(4):
+                acc[i] += cur[i] - prev[i]
+            prev = cur
+        return out
 
     def enter(self, stage: str) -> None:
         if self.sync:
@@ -52,6 +97,8 @@ class StageTimer:
         if self.stack:
             top = self.stack[-1]
             self.acc[top] = self.acc.get(top, 0) + now - self.last
+        if self.ru:
+            self.marks.append((self.stack[-1] if self.stack else OUTSIDE, self.ru(_SELF)))
         self.stack.append(stage)
         self.last = now
 
@@ -62,6 +109,8 @@ class StageTimer:
         if self.stack:
             top = self.stack.pop()
             self.acc[top] = self.acc.get(top, 0) + now - self.last
+            if self.ru:
+                self.marks.append((top, self.ru(_SELF)))
         self.last = now
 
 
@@ -118,6 +167,26 @@ def install_stage_hooks(model: nn.Module, roots: dict[str, str], timer: StageTim
     for path, stage in roots.items():
         wrappers.wrap(mods[path], lambda _s=stage: timer.enter(_s), timer.exit)
     return wrappers
+
+
+def stage_rusage(steps: list[dict[str, list[int]]], central: list[int]) -> dict[str, dict[str, float]]:
+    """Per stage, the mean per step over the ``central`` steps of each of :data:`RUSAGE_FIELDS`."""
+    idx = [i for i in central if i < len(steps)]
+    if not idx:
+        return {}
+    stages = {st for i in idx for st in steps[i]}
+    return {
+        st: {f: sum(steps[i].get(st, [0, 0, 0, 0])[k] for i in idx) / len(idx) for k, f in enumerate(RUSAGE_FIELDS)}
+        for st in stages
+    }
+
+
+def attach_stage_rusage(root: Any, timer: StageTimer, central: list[int]) -> None:
+    """Set ``extra.rusage`` (per-step means over the central steps) on every stage node under ``root``."""
+    per_stage = stage_rusage(timer.rusage_steps, central)
+    for node in root.children:
+        if node.level == "stage" and node.name in per_stage:
+            node.extra["rusage"] = per_stage[node.name]
 
 
 def cuda_sync() -> Callable[[], None] | None:

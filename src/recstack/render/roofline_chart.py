@@ -1,7 +1,7 @@
 """Roofline chart (PNG and SVG) of a classified Profile's stages and top ops.
 
-Contract: the renderer computes no figures. It plots what
-:func:`recstack.analysis.roofline.classify` stored: the roofs in
+Contract: the renderer computes no figures. It plots what the roofline
+step of :mod:`recstack.analysis.pipeline` (:func:`recstack.analysis.roofline.classify`) stored: the roofs in
 ``profile.extra["machine"]`` and each node's ``extra["roofline"]``
 (``intensity``, ``achieved_flops``) and ``extra["bound"]``. Log-log axes;
 x = arithmetic intensity (FLOP/byte), y = achieved FLOP/s; the compute roofs
@@ -16,7 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from recstack.errors import ConfigError, DataError
+from recstack.outputs import atomic_output
 from recstack.tree import Node, Profile
+from recstack.units import si
 
 BOUND_COLORS = {"memory": "#1f77b4", "compute": "#d62728", "overhead": "#7f7f7f", None: "#bcbd22"}
 TOP_OPS = 10
@@ -74,18 +76,14 @@ def _near(a: tuple[float, float], b: tuple[float, float], decades: float = 0.3) 
     return abs(math.log10(a[0] / b[0])) < decades and abs(math.log10(a[1] / b[1])) < decades
 
 
-def _fmt_rate(v: float, unit: str) -> str:
-    for div, p in ((1e12, "T"), (1e9, "G"), (1e6, "M")):
-        if v >= div:
-            return f"{v / div:.1f} {p}{unit}"
-    return f"{v:.0f} {unit}"
-
-
 def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OPS) -> list[Path]:
     """Draw the chart to ``path`` (``.png`` also writes the ``.svg`` beside it); return the files written."""
     mach = profile.extra.get("machine")
     if not isinstance(mach, dict) or "peak_flops" not in mach:
-        raise DataError("profile has no roofline figures: run recstack.analysis.roofline.classify() first")
+        raise DataError(
+            "profile has no roofline figures: classify it first "
+            "(`recstack analyse PROFILE --machine FILE -o OUT`, or recstack.analysis.pipeline.analyse)"
+        )
     outs = output_paths(path)
     import matplotlib
 
@@ -119,7 +117,7 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
             style,
             color=color,
             lw=1.6,
-            label=f"{label}: {_fmt_rate(bw, 'B/s')}",
+            label=f"{label}: {si(bw, 'B/s')}",
         )
     for r in mach.get("compute_roofs") or []:
         f = float(r["flops"])
@@ -129,7 +127,7 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
             "-" if r.get("main") else ":",
             color="#d62728" if r.get("main") else "#ff9896",
             lw=2 if r.get("main") else 1.2,
-            label=f"{r['label']}: {_fmt_rate(f, 'FLOP/s')}",
+            label=f"{r['label']}: {si(f, 'FLOP/s')}",
         )
     tmax = max([n.time_s for n in shown] or [1.0]) or 1.0
     labelled: list[tuple[float, float]] = []
@@ -157,7 +155,7 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
         frac = r.get("ceiling_fraction")
         basis = " (unique bytes)" if n.extra.get("bound_basis") == "unique bytes" else ""
         text = _label(n) + (
-            f"\n{frac:.0%} of roof{basis}, {n.extra.get('bound')}" if frac is not None else ""
+            f"\n{frac:.0%}{'?' if r.get('roof_suspect') else ''} of roof{basis}, {n.extra.get('bound')}" if frac is not None else ""
         )
         ax.annotate(text, xy, xytext=(6, 6), textcoords="offset points", fontsize=7)
     for bound, color in BOUND_COLORS.items():
@@ -194,7 +192,7 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
         bw, frac = r.get("achieved_bytes_per_s"), r["memory_fraction_requested"]
         if bw is not None:
             notes.append(
-                f"{_label(n)} (0 FLOP): {_fmt_rate(bw, 'B/s')}, {frac:.0%} of {r.get('roof')} roof, {n.extra.get('bound')}"
+                f"{_label(n)} (0 FLOP): {si(bw, 'B/s')}, {frac:.0%}{'?' if r.get('roof_suspect') else ''} of {r.get('roof')} roof, {n.extra.get('bound')}"
             )
     if len(zero_flop) > MAX_NOTES:
         notes.append(f"{len(zero_flop) - MAX_NOTES} more with 0 FLOP")
@@ -204,7 +202,8 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
     written = []
     for out in outs:
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=120 if out.suffix.lower() == ".png" else None)
+        with atomic_output(out) as tmp:  # same suffix as out, so savefig picks the same format
+            fig.savefig(tmp, dpi=120 if out.suffix.lower() == ".png" else None)
         written.append(out)
     plt.close(fig)
     return written

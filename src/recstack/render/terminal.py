@@ -5,8 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
 from rich.table import Table
 from rich.tree import Tree
+
+from recstack.units import count, percent, seconds, si, sig
 
 
 def console(file: Any = None) -> Console:
@@ -15,25 +19,6 @@ def console(file: Any = None) -> Console:
     if not c.is_terminal:
         c = Console(highlight=False, soft_wrap=False, file=file, width=140)
     return c
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1000.0
-    return f"{n:.2f} TB"
-
-
-def human_count(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= div:
-            return f"{n / div:.2f}{unit}"
-    return f"{n:g}"
 
 
 def zoo_table(rows: list[dict[str, Any]]) -> None:
@@ -45,12 +30,12 @@ def zoo_table(rows: list[dict[str, Any]]) -> None:
             r["name"],
             r["arch"],
             str(r["tables"]),
-            human_count(r["rows"]),
+            count(r["rows"]),
             str(r["embedding_dim"]),
-            human_bytes(r["table_bytes"]),
+            si(r["table_bytes"], "B"),
             f"{r['lookups_per_sample']:g}",
-            human_count(r["dense_flops_per_sample"]),
-            human_count(r["params"]),
+            count(r["dense_flops_per_sample"]),
+            count(r["params"]),
         )
     c = console()
     c.print(t)
@@ -63,9 +48,9 @@ def zoo_show(info: dict[str, Any]) -> None:
     s = info["summary"]
     c.print(f"[bold]{cfg['name']}[/bold] ({cfg['arch']}): {cfg.get('description', '')}")
     c.print(
-        f"tables {s['tables']}, rows {human_count(s['rows'])}, table bytes {human_bytes(s['table_bytes'])}, "
-        f"lookups/sample {s['lookups_per_sample']:g}, dense FLOPs/sample {human_count(s['dense_flops_per_sample'])}, "
-        f"params {human_count(s['params'])}, scale {s['scale']:g}"
+        f"tables {s['tables']}, rows {count(s['rows'])}, table bytes {si(s['table_bytes'], 'B')}, "
+        f"lookups/sample {s['lookups_per_sample']:g}, dense FLOPs/sample {count(s['dense_flops_per_sample'])}, "
+        f"params {count(s['params'])}, scale {s['scale']:g}"
     )
     t = Table(title="tables")
     for col in ("table", "feature", "rows", "dim", "kind", "pooling", "max len"):
@@ -81,96 +66,227 @@ def zoo_show(info: dict[str, Any]) -> None:
     for row in info["modules"]:
         while stack and stack[-1][0] >= row["depth"]:
             stack.pop()
-        node = stack[-1][1].add(f"{row['path']}  [dim]{row['type']}  params {human_count(row['params'])}[/dim]")
+        node = stack[-1][1].add(f"{row['path']}  [dim]{row['type']}  params {count(row['params'])}[/dim]")
         stack.append((row["depth"], node))
     c.print(tree)
 
 
-def _fmt_time(s: float | None) -> str:
-    if s is None:
+
+# Nodes a producer adds for time no op accounts for (``extra.kind``), and what they hold.
+SYNTHETIC = {
+    "unattributed": "time the timing pass measured in the stage that the op pass did not see (not spread over the ops)",
+    "framework": "Python and framework time between ops, outside every op the op pass recorded",
+}
+
+
+def _text(v: Any) -> str:
+    """A producer's value as plain text, escaped for rich markup."""
+    return escape(v if isinstance(v, str) else str(v))
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def node_label(n: Any, depth: int) -> str:
+    """The producer's display label (disambiguated among siblings), else the name (a deep module's last part)."""
+    label = n.extra.get("label")
+    if isinstance(label, str) and label:
+        return label
+    return n.name.rsplit(".", 1)[-1] if n.level == "module" and depth > 2 else n.name
+
+
+def roof_fraction(n: Any) -> str:
+    """The node's fraction of its roofline ceiling; marked ``?`` (never a plain number) when the roof is suspect."""
+    r = n.extra.get("roofline") or {}
+    frac = r.get("ceiling_fraction")
+    if not _num(frac):
         return "-"
-    if s >= 1:
-        return f"{s:.3f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3f} ms"
-    return f"{s * 1e6:.1f} us"
+    return percent(frac) + "?" if r.get("roof_suspect") is True else percent(frac)
 
 
-def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -> None:
-    """Print a profile as an indented table: name, stage, time, share, calls, cost columns when present."""
-    from recstack.tree import Node, Profile
+def print_warnings(c: Console, prof: Any) -> None:
+    """A contention banner (when the watch detected other work on the machine) and the notes loading wrote."""
+    cont = (prof.environment or {}).get("contention")
+    if isinstance(cont, dict) and cont.get("detected") is True:
+        lines = [
+            "Other work shared this machine while the run was timed: its times are probably inflated and "
+            "its roofline fractions too low. Re-run on a quiet machine before comparing or acting on them."
+        ]
+        lines += [f"  - {_text(e)}" for e in cont.get("evidence") or []] or ["  (no evidence recorded)"]
+        if _num(cont.get("cpu_time_ratio")):
+            lines.append(f"process CPU time over wall time during the timed steps: {cont['cpu_time_ratio']:.3g}")
+        planned = cont.get("planned_load") or []
+        if planned:
+            names = [_text(p.get("name", p) if isinstance(p, dict) else p) for p in planned]
+            lines.append("planned load (recstack's own processes, not contention): " + ", ".join(names))
+        c.print(Panel("\n".join(lines), title="[bold]WARNING: contention detected[/bold]", border_style="red"))
+    for note in getattr(prof, "notes", None) or []:
+        c.print(f"[bold yellow]note[/bold yellow]: {_text(note)}")
 
-    assert isinstance(prof, Profile)
-    c = console(file)
-    run, ov = prof.run, prof.overhead
+
+def _header(c: Console, prof: Any) -> None:
+    run, ov, root = prof.run, prof.overhead, prof.root
     c.print(
-        f"[bold]{run.get('model')}[/bold]  mode={run.get('mode')} ({run.get('grad_mode')})  batch={run.get('batch_size')}  "
-        f"backend={run.get('backend', '-')}  dtype={run.get('dtype')}"
-        + (f" [{run['dtype_note']}]" if run.get("dtype_note") else "")
-        + f"  threads={run.get('threads')}  scale={run.get('scale', '-')}  workload={run.get('workload', '-')}"
+        f"[bold]{_text(run.get('model'))}[/bold]  mode={_text(run.get('mode'))} ({_text(run.get('grad_mode'))})  "
+        f"batch={_text(run.get('batch_size'))}  backend={_text(run.get('backend', '-'))}  dtype={_text(run.get('dtype'))}"
+        + (f" \\[{_text(run['dtype_note'])}]" if run.get("dtype_note") else "")
+        + f"  threads={_text(run.get('threads'))}  scale={_text(run.get('scale', '-'))}  workload={_text(run.get('workload', '-'))}"
     )
-    root = prof.root
     lat = root.extra.get("latency_s") or {}
     thr = root.extra.get("throughput_samples_per_s")
     c.print(
-        f"step latency (uninstrumented) p50 {_fmt_time(lat.get('p50'))}  p90 {_fmt_time(lat.get('p90'))}  "
-        f"p99 {_fmt_time(lat.get('p99'))}  throughput {thr:,.0f} samples/s" if thr else "step latency: -"
+        f"step latency (uninstrumented) p50 {seconds(lat.get('p50'))}  p90 {seconds(lat.get('p90'))}  "
+        f"p99 {seconds(lat.get('p99'))}  throughput {thr:,.0f} samples/s" if thr else "step latency: -"
     )
     ci = ov.get("stage_pass_ratio_ci") or [None, None]
-    opr = ov.get("op_pass_ratio")
-    spr = ov.get("stage_pass_ratio")
-    c.print(
-        "profiler overhead: "
-        + (
-            f"stage pass {spr:.3f}x"
-            + (f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})" if None not in ci[:2] else "")
-            if isinstance(spr, (int, float))
-            else "stage pass not measured"
-        )
-        + ", "
-        + (f"op pass {opr:.2f}x" if opr else "op pass not run")
-        + " vs uninstrumented (measured)"
+    opr, spr = ov.get("op_pass_ratio"), ov.get("stage_pass_ratio")
+    stage_pass = (
+        f"stage pass {spr:.3f}x" + (f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})" if None not in ci[:2] else "")
+        if _num(spr)
+        else "stage pass not measured"
     )
-    has_cost = any(n.flops is not None or n.bytes is not None for n in root.walk())
-    has_bound = any(n.extra.get("bound") for n in root.walk())
-    t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    t.add_column("node")
-    t.add_column("level")
-    t.add_column("time/step", justify="right")
-    t.add_column("share", justify="right")
-    t.add_column("p10-p90", justify="right")
-    t.add_column("calls", justify="right")
-    if has_cost:
-        for col in ("FLOPs", "bytes", "FLOP/B"):
-            t.add_column(col, justify="right")
-    if has_bound:
-        t.add_column("% roof", justify="right")
-        t.add_column("bound")
-    total = root.time_s or 1.0
+    op_pass = f"op pass {opr:.2f}x" if opr else "op pass not run"
+    c.print(f"profiler overhead: {stage_pass}, {op_pass} vs uninstrumented (measured)")
 
-    def add(n: Node, d: int, prefix: str) -> None:
+
+class _TreeTable:
+    """The node table of :func:`profile_tree`, and what its footnotes must explain."""
+
+    def __init__(self, prof: Any, depth: int, top: int) -> None:
+        nodes = list(prof.root.walk())
+        self.depth, self.top, self.total = depth, top, prof.root.time_s or 1.0
+        self.has_cost = any(n.flops is not None or n.bytes is not None for n in nodes)
+        self.has_bound = any(n.extra.get("bound") for n in nodes)
+        self.has_dtype = any((n.extra.get("roofline") or {}).get("roof_dtype") for n in nodes)
+        self.suspect: list[tuple[str, str]] = []  # (label, reason) of the suspect fractions shown
+        self.kinds: set[str] = set()  # synthetic kinds shown
+        self.table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for col in ("node", "level", "time/step", "share", "p10-p90", "calls"):
+            self.table.add_column(col, justify="left" if col in ("node", "level") else "right")
+        if self.has_cost:
+            for col in ("FLOPs", "bytes", "FLOP/B"):
+                self.table.add_column(col, justify="right")
+        if self.has_bound:
+            self.table.add_column("% roof", justify="right")
+            self.table.add_column("bound")
+        if self.has_dtype:
+            self.table.add_column("roof")
+        self.add(prof.root, 0, "")
+
+    def cells(self, n: Any, d: int, prefix: str) -> list[str]:
         p10, p90 = n.extra.get("time_s_p10"), n.extra.get("time_s_p90")
-        spread = f"{_fmt_time(p10)}-{_fmt_time(p90)}" if p10 is not None else ""
-        label = n.name if n.level != "module" else n.name.rsplit(".", 1)[-1] if d > 2 else n.name
-        row = [prefix + label, n.level, _fmt_time(n.time_s), f"{100 * n.time_s / total:5.1f}%", spread, str(n.calls)]
-        if has_cost:
-            row += [human_count(n.flops), human_bytes(n.bytes), f"{n.intensity:.2f}" if n.intensity is not None else "-"]
-        if has_bound:
-            frac = (n.extra.get("roofline") or {}).get("ceiling_fraction")
-            row += [f"{100 * frac:.0f}%" if isinstance(frac, (int, float)) else "-", n.extra.get("bound") or "-"]
-        t.add_row(*row)
-        if d >= depth:
+        kind = n.extra.get("kind") if n.extra.get("kind") in SYNTHETIC else None
+        label = node_label(n, d) + ("*" if kind else "")
+        row = [
+            escape(prefix + label), n.level, seconds(n.time_s), f"{100 * n.time_s / self.total:5.1f}%",
+            f"{seconds(p10)}-{seconds(p90)}" if p10 is not None else "", str(n.calls),
+        ]
+        if self.has_cost:
+            row += [count(n.flops), si(n.bytes, "B"), f"{n.intensity:.2f}" if n.intensity is not None else "-"]
+        roof = n.extra.get("roofline") or {}
+        if self.has_bound:
+            frac = roof_fraction(n)
+            if frac.endswith("?"):
+                self.suspect.append((node_label(n, d), str(roof.get("roof_suspect_reason") or "above the measured roof")))
+            row += [frac, n.extra.get("bound") or "-"]
+        if self.has_dtype:
+            row.append(_text(roof.get("roof_dtype") or "-"))
+        if kind:
+            self.kinds.add(kind)
+        return row
+
+    def add(self, n: Any, d: int, prefix: str) -> None:
+        synthetic = n.extra.get("kind") in SYNTHETIC
+        self.table.add_row(*self.cells(n, d, prefix), style="dim italic" if synthetic else None)
+        if d >= self.depth:
             return
         kids = sorted(n.children, key=lambda k: -k.time_s)
-        shown = kids[:top]
+        shown = kids[: self.top]
         for k in shown:
-            add(k, d + 1, "  " * (d + 1))
+            self.add(k, d + 1, "  " * (d + 1))
         if len(kids) > len(shown):
             rest = sum(k.time_s for k in kids[len(shown) :])
-            t.add_row("  " * (d + 1) + f"... {len(kids) - len(shown)} more", "", _fmt_time(rest), f"{100 * rest / total:5.1f}%", "", "")
+            self.table.add_row(
+                "  " * (d + 1) + f"... {len(kids) - len(shown)} more", "", seconds(rest), f"{100 * rest / self.total:5.1f}%", "", ""
+            )
 
-    add(root, 0, "")
+    def footnotes(self) -> list[str]:
+        out = []
+        if self.kinds:
+            out.append(
+                "* not an op: " + "; ".join(f"{_KIND_NAMES[k]} = {SYNTHETIC[k]}" for k in sorted(self.kinds))
+            )
+        reasons: dict[str, list[str]] = {}
+        for label, reason in self.suspect:
+            reasons.setdefault(reason, []).append(label)
+        for reason, labels in reasons.items():
+            out.append(f"? {_text(reason)}: {', '.join(escape(x) for x in labels)}")
+        return out
+
+
+_KIND_NAMES = {"unattributed": "\\[unattributed]", "framework": "\\[python/framework between ops]"}
+
+
+def schema_line(prof: Any) -> str:
+    """The profile's schema version, and the older one its figures were measured under when it was upgraded."""
+    from recstack.report.payload import schema_info
+
+    info = schema_info(prof)
+    stats = info["stats_version"]
+    older = f" (figures measured under v{stats})" if stats is not None and stats != info["schema_version"] else ""
+    return f"profile schema v{info['schema_version']}{older}"
+
+
+def print_rusage(c: Console, prof: Any) -> None:
+    """Per stage, what the kernel counted per step (getrusage): page faults and context switches."""
+    stages = [n for n in prof.root.children if isinstance(n.extra.get("rusage"), dict)]
+    if not stages:
+        return
+    t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", title_justify="left",
+              title="per step, from getrusage (central-step mean)")
+    t.add_column("stage")
+    for col in ("minor faults", "major faults", "vol. ctx sw", "invol. ctx sw"):
+        t.add_column(col, justify="right")
+    for n in stages:
+        r = n.extra["rusage"]
+        t.add_row(escape(n.name), *(count(r.get(k)) for k in RUSAGE_KEYS))
     c.print(t)
+
+
+RUSAGE_KEYS = ("minor_faults", "major_faults", "voluntary_ctx_switches", "involuntary_ctx_switches")
+
+
+def print_findings(c: Console, prof: Any) -> None:
+    """The analyses' findings (``profile.extra["findings"]``) as written, one line each."""
+    findings = [f for f in prof.extra.get("findings") or [] if isinstance(f, dict)]
+    if not findings:
+        return
+    c.print("[bold]Findings[/bold]")
+    for f in findings:
+        where = f" \\[{_text(f['stage'])}]" if f.get("stage") else ""
+        suspect = f.get("roof_suspect") is True  # a roof fraction above a probably under-measured roof
+        value = ""
+        if _num(f.get("value")):
+            shown = percent(f["value"]) if f.get("unit") == "fraction" else sig(f["value"], 3)
+            value = f" ({shown}{'?' if suspect else ''})"
+        why = f" \\[? {_text(f.get('roof_suspect_reason') or 'above the measured roof')}]" if suspect else ""
+        c.print(f"  {_text(f.get('kind', '-'))}{where}: {_text(f.get('text', ''))}{value}{why}")
+
+
+def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -> None:
+    """Print a profile: warnings, run summary, the node table (cost and roofline columns when present),
+    footnotes, per-stage kernel counters and findings."""
+    from recstack.tree import Profile
+
+    assert isinstance(prof, Profile)
+    c = console(file)
+    print_warnings(c, prof)
+    _header(c, prof)
+    tree = _TreeTable(prof, depth, top)
+    c.print(tree.table)
+    for line in tree.footnotes():
+        c.print(line)
     c.print(
         "[dim]times per step: interquartile means (central steps, so stages add up); stage times measured (timing pass), module/op times apportioned from the "
         "op pass within each stage (see docs/profiling.md)[/dim]"
@@ -178,8 +294,11 @@ def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -
     m = prof.extra.get("machine") or {}
     if m:
         c.print(
-            f"[dim]% roof: against {m.get('host')} measured {m.get('measured_at')} ({m.get('mode')}); "
-            f"{m.get('peak_label')}; see docs/machine.md[/dim]"
+            f"[dim]% roof: against {_text(m.get('host'))} measured {_text(m.get('measured_at'))} ({_text(m.get('mode'))}); "
+            f"{_text(m.get('peak_label'))}; see docs/machine.md[/dim]"
         )
     for note in m.get("notes") or []:
-        c.print(f"roofline note: {note}")
+        c.print(f"roofline note: {_text(note)}")
+    c.print(f"[dim]{schema_line(prof)}[/dim]")
+    print_rusage(c, prof)
+    print_findings(c, prof)

@@ -2,7 +2,10 @@
 
 ``render_report(profile)`` returns the page text; ``write_report(profile, path)``
 writes it. The page carries the profile payload (:mod:`recstack.report.payload`)
-and the scripts that draw it (``assets/common.js``, ``assets/report.js``).
+and the scripts that draw it, concatenated in the order of :data:`REPORT_SCRIPTS`:
+``units.js`` (number formats), ``common.js`` (DOM helpers), ``report-core.js``
+(the section registry and what the sections share), one ``report-<section>.js``
+per section of the page, in page order, and ``report-main.js``, which starts it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,27 @@ from recstack.report.html import render_page, write_page
 from recstack.report.payload import report_payload
 from recstack.tree import Profile
 
-REPORT_SCRIPTS = ["common.js", "report.js"]
+REPORT_SECTIONS = (
+    "header",
+    "warnings",
+    "kpis",
+    "provenance",
+    "metadata",
+    "hierarchy",
+    "stages",
+    "findings",
+    "roofline",
+    "embedding",
+    "memory",
+    "counters",
+    "coverage",
+    "shapes",
+    "extra",
+    "footer",
+)
+"""The report's sections in page order; each is ``assets/report-<name>.js``."""
+
+REPORT_SCRIPTS = ["units.js", "common.js", "report-core.js", *(f"report-{s}.js" for s in REPORT_SECTIONS), "report-main.js"]
 
 
 def render_report(profile: Profile, *, title: str | None = None) -> str:

@@ -49,24 +49,28 @@ def _default_out(profile: str, suffix: str) -> Path:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from recstack.outputs import check_writable
     from recstack.report.build import write_report
     from recstack.tree import Profile
 
+    out = check_writable(args.output or _default_out(args.profile, ".html"), "-o/--output")
     prof = Profile.load(args.profile)
-    out = Path(args.output) if args.output else _default_out(args.profile, ".html")
     write_report(prof, out, title=args.title)
     print(f"report written to {out}")
     return 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from recstack.outputs import check_writable
     from recstack.report.diff import NoiseRule, diff_profiles
     from recstack.report.diff_render import print_diff, write_diff_html
     from recstack.tree import Profile
 
+    if args.output:
+        check_writable(args.output, "-o/--output")
     a, b = Profile.load(args.a), Profile.load(args.b)
     rule = NoiseRule(min_change_pct=args.min_change, fixed_noise_pct=args.noise_floor)
-    result = diff_profiles(a, b, rule=rule, level=args.level)
+    result = diff_profiles(a, b, rule=rule, level=args.level, allow_different_models=args.allow_different_models)
     print_diff(result, top=args.top, fail_pct=args.fail_on_regression)
     if args.output:
         write_diff_html(result, args.output, fail_pct=args.fail_on_regression)
@@ -86,7 +90,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         fmt = suffix if suffix in FORMATS else "csv"
     if fmt not in FORMATS:
         raise DataError(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})")
-    out = Path(args.output) if args.output else _default_out(args.profile, f".nodes.{fmt}")
+    from recstack.outputs import check_writable
+
+    out = check_writable(args.output or _default_out(args.profile, f".nodes.{fmt}"), "-o/--output")
     prof = Profile.load(args.profile)
     export(prof, out, fmt)
     print(f"{fmt} written to {out}")
@@ -116,6 +122,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--noise-floor", type=percent("--noise-floor"), default=10.0, metavar="PCT",
                    help="without spread (modules, ops): fixed noise floor, percent (default 10)")
     p.add_argument("--top", type=_positive_int, default=15, help="module/op changes listed in the terminal (default 15)")
+    p.add_argument("--allow-different-models", action="store_true",
+                   help="compare profiles of two different models (refused by default: exit 2)")
     p.set_defaults(func=cmd_diff)
 
     p = sub.add_parser("export", help="write a profile as a table, one row per node (CSV or Parquet)")

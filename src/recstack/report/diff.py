@@ -27,6 +27,12 @@ Noise rule (:class:`NoiseRule`), for each matched pair of times (A = baseline, B
   change exceeds ``fixed_noise_pct`` and the absolute change ``min_abs_share``
   of run A's step time.
 
+Two different models (``run.model``) are refused (a DataError) unless
+``allow_different_models``: their trees are unrelated, and a "99 % improvement"
+between them would mean nothing. When the two profiles' figures were measured
+under different schema versions (version 1 stored medians, version 2
+interquartile means), ``DiffResult.notes`` says so.
+
 A real slowdown is a ``regression``, a real speed-up an ``improvement``.
 FLOPs and bytes come from formulas, not timers, so any difference in them is
 reported as a change without a noise judgement. ``DiffResult.failures(pct)``
@@ -137,6 +143,7 @@ class DiffResult:
     stages: list[NodeDelta]
     nodes: list[NodeDelta] = field(default_factory=list)
     setting_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def all(self) -> list[NodeDelta]:
         return [self.run, *self.stages, *self.nodes]
@@ -168,6 +175,7 @@ class DiffResult:
             "stages": [d.to_dict() for d in self.stages],
             "nodes": [d.to_dict() for d in self.nodes],
             "setting_changes": [list(c) for c in self.setting_changes],
+            "notes": list(self.notes),
             "counts": {
                 "regressions": len(self.regressions()),
                 "improvements": len(self.improvements()),
@@ -300,6 +308,27 @@ def setting_changes(a: Profile, b: Profile) -> list[tuple[str, Any, Any]]:
     return out
 
 
+def model_of(p: Profile) -> str:
+    return str(p.run.get("model") or p.root.name)
+
+
+def version_notes(a: Profile, b: Profile) -> list[str]:
+    """A note when the two profiles were written under different schema versions, saying whether
+    their run and stage times are the same statistic."""
+    va, vb = a.stats_version, b.stats_version
+    if va == vb and a.time_statistic == b.time_statistic:
+        return []
+    text = f"A was written under profile schema version {va} and B under {vb}"
+    if a.time_statistic != b.time_statistic:
+        text += (
+            f": A's run and stage times are {a.time_statistic}s, B's {b.time_statistic}s, "
+            "so the two sides' times are different statistics"
+        )
+    else:
+        text += f"; both sides' run and stage times are {a.time_statistic}s"
+    return [text]
+
+
 def diff_profiles(
     a: Profile,
     b: Profile,
@@ -307,13 +336,20 @@ def diff_profiles(
     rule: NoiseRule | None = None,
     level: str | None = None,
     labels: tuple[str, str] | None = None,
+    allow_different_models: bool = False,
 ) -> DiffResult:
     """Compare baseline ``a`` with candidate ``b`` (see the module docstring).
 
     ``level`` forces the matching level (``"op"`` or ``"stage"``); by default it is
     chosen by :func:`choose_level`. ``labels`` names the two runs in the output
-    (default: model, backend, mode, dtype and run id).
+    (default: model, backend, mode, dtype and run id). Two different models raise
+    DataError unless ``allow_different_models``.
     """
+    if model_of(a) != model_of(b) and not allow_different_models:
+        raise DataError(
+            f"A is model {model_of(a)!r} and B is model {model_of(b)!r}: their trees are unrelated, so the "
+            "changes would mean nothing; pass --allow-different-models to compare them anyway"
+        )
     rule = rule or NoiseRule()
     auto_level, note = choose_level(a, b)
     if level is None:
@@ -351,4 +387,5 @@ def diff_profiles(
         stages=stages,
         nodes=nodes,
         setting_changes=setting_changes(a, b),
+        notes=version_notes(a, b),
     )

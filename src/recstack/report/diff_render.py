@@ -15,35 +15,11 @@ from rich.table import Table
 from recstack.report.diff import DiffResult, NodeDelta
 from recstack.report.html import render_page, write_page
 from recstack.report.payload import clean
+from recstack.units import seconds as fmt_time
+from recstack.units import si as fmt_si
 
-DIFF_SCRIPTS = ["common.js", "diff.js"]
+DIFF_SCRIPTS = ["units.js", "common.js", "diff.js"]
 _STYLE = {"regression": "bold red", "improvement": "bold green", "noise": "dim", "added": "yellow", "removed": "yellow"}
-
-
-def _sig4(v: float) -> str:
-    a = abs(v)
-    return f"{v:.1f}" if a >= 100 else f"{v:.2f}" if a >= 10 else f"{v:.3f}"
-
-
-def fmt_time(s: float | None) -> str:
-    """Seconds with 4 significant digits and a unit: "13.88 ms", "461.6 us"."""
-    if s is None:
-        return "-"
-    a = abs(s)
-    if a >= 1:
-        return f"{_sig4(s)} s"
-    if a >= 1e-3:
-        return f"{_sig4(s * 1e3)} ms"
-    return f"{_sig4(s * 1e6)} us"
-
-
-def fmt_si(v: float | None, unit: str) -> str:
-    if v is None:
-        return "-"
-    for div, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.2f} {p}{unit}"
-    return f"{v:g} {unit}"
 
 
 def _short(v: Any) -> bool:
@@ -61,7 +37,7 @@ def _spread(sp: tuple[float, float] | None) -> str:
         return "-"
     hi = fmt_time(sp[1])
     unit = hi.split(" ")[1]
-    scale = {"s": 1.0, "ms": 1e3, "us": 1e6}[unit]
+    scale = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[unit]
     return f"{sp[0] * scale:.3g}-{sp[1] * scale:.3g} {unit}"
 
 
@@ -96,6 +72,8 @@ def print_diff(result: DiffResult, *, top: int = 15, file: Any = None, fail_pct:
     c.print(f"[bold]recstack diff[/bold]  A = {escape(result.label_a)}   B = {escape(result.label_b)}")
     c.print(f"matched at [bold]{result.matched_level}[/bold] level: {escape(result.match_note)}")
     c.print(f"[dim]noise rule: {escape(result.rule.describe())}[/dim]")
+    for note in result.notes:
+        c.print(f"[bold yellow]note[/bold yellow]: {escape(note)}")
     if result.setting_changes:
         shown = ", ".join(
             f"{k}: {v_a} -> {v_b}" if _short(v_a) and _short(v_b) else f"{k} (differs)"
@@ -148,7 +126,7 @@ def print_diff(result: DiffResult, *, top: int = 15, file: Any = None, fail_pct:
 
 def diff_payload(result: DiffResult, *, fail_pct: float | None = None) -> dict[str, Any]:
     """The data the diff page draws (JSON-safe)."""
-    from recstack import __version__
+    from recstack.version import __version__
 
     d = result.to_dict()
     d["kind"] = "diff"

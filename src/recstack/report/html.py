@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from recstack.errors import DataError
+from recstack.outputs import atomic_write_text
 
 _SLOT = re.compile(r"\{\{(TITLE|CSP|CSS|SCRIPT|DATA)\}\}")
 _ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -65,11 +66,13 @@ def render_page(*, title: str, scripts: list[str], data: Any) -> str:
 
 
 def write_page(text: str, path: str | Path) -> Path:
-    """Write ``text`` to ``path`` (parents created); a path that cannot be written is a DataError."""
+    """Write ``text`` to ``path`` atomically (parents created); a path that cannot be written is a DataError.
+
+    A failed write (a full disk) leaves an existing page at ``path`` as it was.
+    """
     p = Path(path)
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
+        atomic_write_text(p, text)
     except OSError as exc:
         raise DataError(f"{p}: cannot write ({exc.strerror or exc})") from None
     return p

@@ -14,7 +14,16 @@ wrote, in their own format:
   summary), ``["embedding_tables"]`` (:func:`recstack.zoo.embedding.table_stats`,
   with backward and optimizer bytes in train mode), ``["memory"]``
   (:mod:`recstack.profiling.memory`) and ``["counters"]``
-  (:func:`recstack.hardware.counters.attach_counters`).
+  (:func:`recstack.profiling.counters_replay.attach_counters`);
+* ``profile.extra["findings"]`` (what the analyses concluded, in words:
+  ``{kind, stage, text, value}``), ``environment["contention"]`` (the
+  contention watch's verdict and evidence), each node's display ``label`` and
+  synthetic ``kind`` (``unattributed``, ``framework``), the roofline's
+  ``roof_suspect``/``roof_suspect_reason``/``roof_dtype``, stage
+  ``rusage``, ``run["config"]``;
+* the schema version the profile is written in, the version its figures were
+  measured under (``stats_version``, older when it was upgraded on load) and
+  the notes loading wrote (``load_notes``).
 
 A section is ``None`` when the profile lacks it, and the page says so instead
 of drawing an empty chart. The page computes nothing beyond ratios, sums of
@@ -33,7 +42,7 @@ from recstack.tree import Node, Profile
 MAX_SHAPES = 48
 """Shapes listed per op in the page (the count of distinct shapes is always exact)."""
 
-SECTIONS = ("cost_model", "embedding_tables", "machine", "memory", "counters")
+SECTIONS = ("cost_model", "embedding_tables", "machine", "memory", "counters", "findings")
 """Top-level ``profile.extra`` keys with a section of their own; the rest is listed as other data."""
 
 # Where each figure comes from when a node does not say so itself (``provenance`` extra). Kinds and
@@ -87,6 +96,7 @@ def node_payload(node: Node) -> dict[str, Any]:
         "flops": node.flops,
         "bytes": node.bytes,
         "intensity": node.intensity,
+        "label": node_label(node),
     }
     extra = dict(node.extra)
     shapes = extra.get("shapes")
@@ -96,6 +106,32 @@ def node_payload(node: Node) -> dict[str, Any]:
     d["extra"] = extra
     d["children"] = [node_payload(c) for c in node.children]
     return d
+
+
+def node_label(node: Node) -> str | None:
+    """The producer's display label of ``node`` (disambiguated among siblings), or None when it wrote none."""
+    label = node.extra.get("label")
+    return label if isinstance(label, str) and label else None
+
+
+def contention(profile: Profile) -> dict[str, Any] | None:
+    """The contention watch's record (``environment["contention"]``), or None when the profile has none."""
+    c = (profile.environment or {}).get("contention")
+    return c if isinstance(c, dict) else None
+
+
+def schema_info(profile: Profile) -> dict[str, Any]:
+    """``schema_version`` (what this recstack writes), ``stats_version`` (what the figures were measured
+    under; older when the profile was upgraded on load) and ``load_notes`` (what loading said)."""
+    from recstack.tree import SCHEMA_VERSION
+
+    stats = getattr(profile, "stats_version", None)
+    notes = getattr(profile, "notes", None)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "stats_version": stats if isinstance(stats, int) else None,
+        "load_notes": [str(n) for n in notes] if isinstance(notes, list) else [],
+    }
 
 
 def has_cost(profile: Profile) -> bool:
@@ -110,7 +146,7 @@ def _section(extra: dict[str, Any], key: str, kind: type) -> Any:
 
 def report_payload(profile: Profile, *, title: str | None = None) -> dict[str, Any]:
     """Everything the report page shows, as JSON-safe data (see the module docstring)."""
-    from recstack import __version__
+    from recstack.version import __version__
 
     extra = profile.extra
     payload = {
@@ -129,6 +165,9 @@ def report_payload(profile: Profile, *, title: str | None = None) -> dict[str, A
         "embedding_tables": _section(extra, "embedding_tables", list),
         "memory": _section(extra, "memory", dict),
         "counters": _section(extra, "counters", dict),
+        "findings": _section(extra, "findings", list),
+        "contention": contention(profile),
+        **schema_info(profile),
         "profile_extra": {k: v for k, v in extra.items() if k not in SECTIONS},
         "provenance_defaults": PROVENANCE_DEFAULTS,
         "provenance_kinds": PROVENANCE_KINDS,

@@ -15,12 +15,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from recstack.config.limits import BATCH_SIZE_MAX, SEED_MAX, SEED_MIN, TABLE_COUNT_MAX
+from recstack.config.limits import TABLE_COUNT_MAX
 from recstack.errors import ConfigError
-from recstack.outputs import check_writable
-from recstack.workload.fit import fit_csv, fit_summary
-from recstack.workload.presets import list_presets, load_spec_file, load_workload
-from recstack.workload.stats import BUCKET_BOUNDS, PUBLISHED_2022, workload_stats
+from recstack.workload.presets import list_presets
 
 
 def register(subparsers: Any) -> None:
@@ -50,9 +47,7 @@ def register(subparsers: Any) -> None:
         type=int,
         help="tables to draw (population: default 32; fitted spec: default all features)",
     )
-    st.add_argument(
-        "--seed", type=int, default=0, help=f"seed of the table draws and IDs, {SEED_MIN} .. 2**63-1 (default 0)"
-    )
+    st.add_argument("--seed", type=int, default=0, help="seed of the table draws and IDs (default 0)")
     st.add_argument("--json", action="store_true", help="print the statistics as JSON")
     st.set_defaults(func=cmd_stats)
 
@@ -72,7 +67,10 @@ def _split(text: str | None) -> list[str] | None:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     """Fit a spec from ``args.file`` and write it to ``args.output``; prints a summary table."""
-    check_writable(args.output, "--output")
+    from recstack.outputs import check_writable
+    from recstack.workload.fit import fit_csv, fit_summary
+
+    check_writable(args.output, "-o/--output")
     spec = fit_csv(
         args.file,
         columns=_split(args.columns),
@@ -128,13 +126,14 @@ def _fmt(value: Any, spec: str = "") -> str:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print the locality statistics of a preset or spec file at ``--batch-size``."""
-    for field, value, low, high in (
-        ("--batch-size", args.batch_size, 1, BATCH_SIZE_MAX),
-        ("--tables", args.tables, 1, TABLE_COUNT_MAX),
-        ("--seed", args.seed, SEED_MIN, SEED_MAX),
-    ):
-        if value is not None and not low <= value <= high:
-            raise ConfigError(f"must be in {low} .. {high} (got {value})", field=field)
+    from recstack.config.run import check_field  # one rule for --batch-size and --seed, as in profile
+    from recstack.workload.presets import load_spec_file, load_workload
+    from recstack.workload.stats import workload_stats
+
+    check_field("batch_size", args.batch_size, "--batch-size")
+    if args.tables is not None and not 1 <= args.tables <= TABLE_COUNT_MAX:
+        raise ConfigError(f"must be in 1 .. {TABLE_COUNT_MAX} (got {args.tables})", field="--tables")
+    check_field("seed", args.seed, "--seed")
     spec = load_workload(args.preset) if args.preset else load_spec_file(args.spec)
     result = workload_stats(spec, args.batch_size, tables=args.tables, seed=args.seed)
     if args.json:
@@ -147,6 +146,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def bucket_label(j: int) -> str:
     """'(lo, hi]' label of re-use bucket ``j``."""
+    from recstack.workload.stats import BUCKET_BOUNDS
+
     if j == 0:
         return "(0, 1]"
     lo, hi = BUCKET_BOUNDS[j - 1], BUCKET_BOUNDS[j]
@@ -155,6 +156,8 @@ def bucket_label(j: int) -> str:
 
 def render_stats(result: dict[str, Any], console: Console) -> None:
     """A readable table: ours next to Meta's published 2022 figures (batch 131,072)."""
+    from recstack.workload.stats import BUCKET_BOUNDS, PUBLISHED_2022
+
     pub = PUBLISHED_2022
     table = Table(
         title=(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -35,10 +35,6 @@ from recstack.workload.distributions import (
     SizeDist,
 )
 from recstack.workload.ids import HEAD_RANKS
-
-if TYPE_CHECKING:
-    from recstack.workload.batch import FeatureRequest
-    from recstack.workload.generate import BoundWorkload
 
 MLPERF_QUERY_SIZES = Empirical(
     kind="empirical",
@@ -270,21 +266,6 @@ class WorkloadSpec(_Model):
                 raise ValueError(f"features: duplicate feature names {dup}")
         return self
 
-    # -- binding --------------------------------------------------------------------------------------
-    def bind(
-        self,
-        features: list[FeatureRequest],
-        num_dense: int,
-        num_tasks: int = 1,
-        mapping: dict[str, str] | None = None,
-        *,
-        seed: int | None = None,
-    ) -> BoundWorkload:
-        """Resolve this spec for a model's features; see :class:`recstack.workload.generate.BoundWorkload`."""
-        from recstack.workload.generate import BoundWorkload
-
-        return BoundWorkload(self, features, num_dense, num_tasks=num_tasks, mapping=mapping, seed=seed)
-
     # -- serialisation --------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form (what ``to_yaml`` writes): ``kind`` first, unset optional fields left out."""
@@ -294,6 +275,7 @@ class WorkloadSpec(_Model):
         """Write the spec as YAML; ``load_workload(path)`` reads back an equal spec."""
         p = Path(path)
         try:
+            p.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(p, yaml.safe_dump(self.to_dict(), sort_keys=False, width=100))
         except OSError as exc:
             raise ConfigError(f"cannot write spec ({exc.__class__.__name__}: {exc})", source=str(p)) from None

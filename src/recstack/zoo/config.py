@@ -17,11 +17,11 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from recstack.config.limits import (
+    CONFIG_SCALE_MAX,
     DENSE_FEATURES_MAX,
     EMBEDDING_DIM_MAX,
     LAYER_WIDTH_MAX,
     LAYERS_MAX,
-    SCALE_MAX,
     SIZE_MAX,
     TABLE_COUNT_MAX,
     TABLE_ROWS_MAX,
@@ -120,7 +120,7 @@ class ModelConfig(_Strict):
     extractor_cell: Literal["gru", "rnn"] = "gru"
     attention_dim: int | None = Field(default=None, gt=0, le=LAYER_WIDTH_MAX)
     sequence_tables: str | None = None
-    scale: float = Field(default=1.0, gt=0, le=SCALE_MAX)
+    scale: float = Field(default=1.0, gt=0, le=CONFIG_SCALE_MAX)
 
     @field_validator("bottom_mlp", "top_mlp", "mlp", "final_mlp", "task_mlp", "attention_hidden")
     @classmethod
@@ -182,11 +182,11 @@ class ModelConfig(_Strict):
         if not (scale > 0) or not math.isfinite(scale):
             raise ConfigError(f"must be a positive number (got {scale})", field="--scale")
         new_scale = self.scale * scale
-        fits = min(SCALE_MAX, self.largest_scale())
+        fits = min(CONFIG_SCALE_MAX, self.largest_scale())
         if not new_scale <= fits:
             raise ConfigError(
                 f"{scale:g} is too large: tables are limited to {TABLE_ROWS_MAX:.0e} rows and the scale to "
-                f"{SCALE_MAX:g}; use --scale {_round_down(fits / self.scale):g} or less",
+                f"{CONFIG_SCALE_MAX:g}; use --scale {_round_down(fits / self.scale):g} or less",
                 field="--scale",
             )
         return self.model_copy(update={"scale": new_scale})

@@ -1,4 +1,4 @@
-/* recstack pages: shared helpers (DOM building, number formats with units, stage colours, tooltip).
+/* recstack pages: shared helpers (DOM building, stage colours, tooltip, tables); number formats are in units.js.
  * Contract: every string from the data is put into the page with textContent or setAttribute, never
  * innerHTML; element builders below are the only way the scripts create markup. */
 "use strict";
@@ -39,59 +39,8 @@ const RS = (() => {
     return JSON.parse(block.textContent);
   }
 
-  const isNum = (v) => typeof v === "number" && Number.isFinite(v);
-
-  function sig(v, digits = 3) {
-    if (!isNum(v)) return "-";
-    if (v === 0) return "0";
-    const a = Math.abs(v);
-    if (a >= 1000) return Math.round(v).toLocaleString("en-US");
-    const d = Math.max(0, digits - 1 - Math.floor(Math.log10(a)));
-    return v.toFixed(Math.min(d, 6));
-  }
-
-  /** Seconds with a unit chosen by magnitude: s, ms, µs, ns. */
-  function time(s) {
-    if (!isNum(s)) return "-";
-    const a = Math.abs(s);
-    if (a >= 1) return sig(s, 4) + " s";
-    if (a >= 1e-3) return sig(s * 1e3, 4) + " ms";
-    if (a >= 1e-6) return sig(s * 1e6, 3) + " µs";
-    if (a === 0) return "0 s";
-    return sig(s * 1e9, 3) + " ns";
-  }
-
-  const PREFIX = [[1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]];
-  /** A count with an SI prefix and a unit: si(2.5e9, "FLOP") -> "2.50 GFLOP". */
-  function si(v, unit) {
-    if (!isNum(v)) return "-";
-    const a = Math.abs(v);
-    for (const [div, p] of PREFIX) if (a >= div) return sig(v / div, 3) + " " + p + unit;
-    if (a > 0 && a < 1) return sig(v, 3) + " " + unit;
-    return sig(v, 3) + " " + unit;
-  }
-  /** A power of ten as a short tick label: decade(1e10, "FLOP/s") -> "10 GFLOP/s"; decade(0.01, "") -> "0.01". */
-  function decade(v, unit) {
-    for (const [div, p] of PREFIX) if (v >= div) return String(Math.round(v / div)) + (unit ? " " + p + unit : p);
-    const text = v >= 1 ? String(Math.round(v)) : v.toFixed(Math.round(-Math.log10(v)));
-    return unit ? text + " " + unit : text;
-  }
-  /** An axis label without trailing zeros: "5.000 ms" -> "5 ms", "2.500 ms" -> "2.5 ms". */
-  function tick(text) {
-    const m = /^(-?\d+)(\.\d+)?( .*)$/.exec(text);
-    if (!m || !m[2]) return text;
-    const dec = m[2].replace(/0+$/, "");
-    return m[1] + (dec === "." ? "" : dec) + m[3];
-  }
-  const bytes = (v) => si(v, "B");
-  const flops = (v) => si(v, "FLOP");
-  const flopRate = (v) => si(v, "FLOP/s");
-  const byteRate = (v) => si(v, "B/s");
-  const intensity = (v) => (isNum(v) ? sig(v, 3) + " FLOP/B" : "-");
-  const pct = (v, digits = 1) => (isNum(v) ? (v * 100).toFixed(digits) + " %" : "-");
-  const ratio = (v) => (isNum(v) ? v.toFixed(3) + "×" : "-");
-  const count = (v) => (isNum(v) ? (Number.isInteger(v) ? v.toLocaleString("en-US") : sig(v, 4)) : "-");
-  const signed = (text, v) => (isNum(v) && v > 0 ? "+" + text : text);
+  const isNum = UNITS.isNum;
+  const sig = UNITS.sig;
 
   /* Stage colours: a categorical palette (Tableau 10), fixed per known stage so every chart agrees. */
   const STAGE_COLORS = {
@@ -270,7 +219,6 @@ const RS = (() => {
   }
 
   return {
-    el, svg, clear, loadData, isNum, sig, time, si, decade, tick, bytes, flops, flopRate, byteRate, intensity, pct, ratio, count,
-    signed, stageColor, tint, inkOn, valueNode, tipShow, tipMove, tipHide, hover, valueText, kvTable, card, note, sortableTable, boot,
+    el, svg, clear, loadData, isNum, stageColor, tint, inkOn, valueNode, tipShow, tipMove, tipHide, hover, valueText, kvTable, card, note, sortableTable, boot,
   };
 })();

@@ -6,10 +6,11 @@
 (() => {
   const { el, svg, clear, isNum } = RS;
   const F = RS;
+  const U = UNITS;
   const VERDICT_COLOR = { regression: "#c62f3a", improvement: "#1f8a4c", noise: "#8a95a3", added: "#a86a00", removed: "#a86a00" };
 
-  const relText = (d) => (isNum(d.rel) ? (d.rel > 0 ? "+" : "") + (d.rel * 100).toFixed(1) + " %" : "-");
-  const deltaText = (d) => (isNum(d.delta_s) ? (d.delta_s > 0 ? "+" : "") + F.time(d.delta_s) : "-");
+  const relText = (d) => U.relPct(d.rel);
+  const deltaText = (d) => (isNum(d.delta_s) ? U.signed(U.time(d.delta_s), d.delta_s) : "-");
   const badge = (v) => el("span", { class: "badge " + v, text: v });
 
   function main(app) {
@@ -34,7 +35,7 @@
     const anyCost = [r].concat(D.stages, D.nodes).some((d) => isNum(d.flops_a) || isNum(d.flops_b) || isNum(d.bytes_a) || isNum(d.bytes_b));
     const kpis = el("div", { class: "kpis", id: "kpis" });
     const kpi = (k, v, n, cls) => kpis.appendChild(el("div", { class: "kpi " + (cls || "") }, el("div", { class: "k", text: k }), el("div", { class: "v", text: v }), n ? el("div", { class: "n", text: n }) : null));
-    kpi("Step time, B", F.time(r.time_b), "A: " + F.time(r.time_a) + " (median, measured)");
+    kpi("Step time, B", U.time(r.time_b), "A: " + U.time(r.time_a) + " (median, measured)");
     kpi("Change", relText(r), deltaText(r) + " · " + r.verdict, r.verdict === "regression" ? "bad" : r.verdict === "improvement" ? "good" : "");
     kpi("Regressions beyond noise", String(D.counts.regressions), "run, stages" + (D.nodes.length ? ", modules and ops" : ""), D.counts.regressions ? "bad" : "");
     kpi("Improvements beyond noise", String(D.counts.improvements), null, D.counts.improvements ? "good" : "");
@@ -44,6 +45,7 @@
       kpi("CI gate (> " + D.fail_pct + " % slower)", failed ? "FAIL" : "pass", failed ? D.failures.join(", ") : "no run or stage over the limit", failed ? "bad" : "good");
     }
     main.appendChild(kpis);
+    (D.notes || []).forEach((n) => main.appendChild(F.note(n)));
 
     main.appendChild(F.card("rule", "How changes are judged", null,
       F.kvTable([
@@ -70,7 +72,7 @@
       const step = niceStep(max / 6);
       for (let v = 0; v <= max; v += step) {
         grid.appendChild(svg("line", { x1: X(v), x2: X(v), y1: mt - 6, y2: H - 22 }));
-        axis.appendChild(svg("text", { x: X(v), y: H - 8, "text-anchor": "middle", text: F.tick(F.time(v)) }));
+        axis.appendChild(svg("text", { x: X(v), y: H - 8, "text-anchor": "middle", text: U.tick(U.time(v)) }));
       }
       s.append(grid, axis);
       s.appendChild(svg("text", { class: "title", x: ml, y: 12, text: "time per step" }));
@@ -86,7 +88,7 @@
             return;
           }
           const bar = svg("rect", { x: ml, y: by, width: Math.max(1, X(t) - ml), height: 13, rx: 2, fill, data: { path: d.path, run: k } });
-          F.hover(bar, () => d.name + " · " + k.toUpperCase(), () => [["time / step", F.time(t)], ["p10 – p90", Array.isArray(sp) ? F.time(sp[0]) + " – " + F.time(sp[1]) : "-"]]);
+          F.hover(bar, () => d.name + " · " + k.toUpperCase(), () => [["time / step", U.time(t)], ["p10 – p90", Array.isArray(sp) ? U.time(sp[0]) + " – " + U.time(sp[1]) : "-"]]);
           s.appendChild(bar);
           if (Array.isArray(sp)) {
             const cy = by + 6.5;
@@ -117,17 +119,17 @@
       const c = [
         { key: "path", label: "node", get: (d) => d.path, fmt: (d) => el("span", { title: d.path, class: "nowrap" }, el("span", { class: "dot", style: { background: d.level === "run" ? "#5b6b7f" : F.stageColor(d.stage), display: "inline-block", width: "8px", height: "8px", borderRadius: "2px", marginRight: "6px" } }), d.name, d.level === "run" || d.level === "stage" ? null : el("span", { class: "small faint", text: "  in " + trimMiddle(d.path.slice(0, Math.max(0, d.path.length - d.name.length - 1)), 56) })) },
         { key: "level", label: "level", get: (d) => d.level, fmt: (d) => el("span", { class: "lvltag", text: d.level }) },
-        { key: "a", label: "A time / step", num: true, get: (d) => d.time_a, fmt: (d) => F.time(d.time_a) },
-        { key: "b", label: "B time / step", num: true, get: (d) => d.time_b, fmt: (d) => F.time(d.time_b) },
+        { key: "a", label: "A time / step", num: true, get: (d) => d.time_a, fmt: (d) => U.time(d.time_a) },
+        { key: "b", label: "B time / step", num: true, get: (d) => d.time_b, fmt: (d) => U.time(d.time_b) },
         { key: "delta", label: "Δ", num: true, get: (d) => d.delta_s, sortValue: (d) => (isNum(d.delta_s) ? Math.abs(d.delta_s) : null), fmt: (d) => el("span", { class: d.verdict === "regression" ? "pos" : d.verdict === "improvement" ? "neg" : "", text: deltaText(d) }) },
         { key: "rel", label: "Δ %", num: true, get: (d) => d.rel, fmt: (d) => el("span", { class: d.verdict === "regression" ? "pos" : d.verdict === "improvement" ? "neg" : "", text: relText(d) }) },
-        withSpread && { key: "spread", label: "A / B spread (p10–p90)", num: true, sort: false, get: () => null, fmt: (d) => (Array.isArray(d.spread_a) && Array.isArray(d.spread_b) ? el("span", { class: "small" }, "A " + F.time(d.spread_a[0]) + " – " + F.time(d.spread_a[1]), el("br"), "B " + F.time(d.spread_b[0]) + " – " + F.time(d.spread_b[1])) : "-") },
+        withSpread && { key: "spread", label: "A / B spread (p10–p90)", num: true, sort: false, get: () => null, fmt: (d) => (Array.isArray(d.spread_a) && Array.isArray(d.spread_b) ? el("span", { class: "small" }, "A " + U.time(d.spread_a[0]) + " – " + U.time(d.spread_a[1]), el("br"), "B " + U.time(d.spread_b[0]) + " – " + U.time(d.spread_b[1])) : "-") },
         { key: "basis", label: "judged by", get: (d) => d.basis, fmt: (d) => el("span", { class: "small muted nowrap", text: d.basis }) },
         { key: "verdict", label: "verdict", get: (d) => d.verdict, fmt: (d) => badge(d.verdict) },
       ].filter(Boolean);
       if (withCost) {
-        c.push({ key: "flops", label: "FLOPs A → B", num: true, get: (d) => d.flops_b, fmt: (d) => (isNum(d.flops_a) || isNum(d.flops_b) ? el("span", { class: d.cost_changed ? "" : "muted", text: F.flops(d.flops_a) + " → " + F.flops(d.flops_b) }) : "-") });
-        c.push({ key: "bytes", label: "bytes A → B", num: true, get: (d) => d.bytes_b, fmt: (d) => (isNum(d.bytes_a) || isNum(d.bytes_b) ? el("span", { class: d.cost_changed ? "" : "muted", text: F.bytes(d.bytes_a) + " → " + F.bytes(d.bytes_b) }) : "-") });
+        c.push({ key: "flops", label: "FLOPs A → B", num: true, get: (d) => d.flops_b, fmt: (d) => (isNum(d.flops_a) || isNum(d.flops_b) ? el("span", { class: d.cost_changed ? "" : "muted", text: U.flops(d.flops_a) + " → " + U.flops(d.flops_b) }) : "-") });
+        c.push({ key: "bytes", label: "bytes A → B", num: true, get: (d) => d.bytes_b, fmt: (d) => (isNum(d.bytes_a) || isNum(d.bytes_b) ? el("span", { class: d.cost_changed ? "" : "muted", text: U.bytes(d.bytes_a) + " → " + U.bytes(d.bytes_b) }) : "-") });
       }
       return c;
     }

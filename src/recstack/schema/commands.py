@@ -1,0 +1,81 @@
+"""``recstack validate FILE [--json]``: check a profile against the contract.
+
+Valid: exit 0 and one line (version, model, nodes, stages; an upgraded older
+version says so). Invalid: the first bad field as a path (``root.children[2].time_s:
+...``) and exit 2, through the CLI's one-line error (``--json`` prints the same as
+JSON on stdout and still exits 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from recstack.errors import EXIT_BAD_INPUT, DataError
+
+
+def summary(path: str) -> dict[str, Any]:
+    """Validate the file at ``path``; a dict describing it (DataError when it is not a valid profile)."""
+    from recstack.config.loading import read_json_file
+    from recstack.schema.profile_model import MAX_TREE_DEPTH, SCHEMA_VERSION
+    from recstack.schema.validate import check_profile, stats_version, tree_depth
+
+    try:
+        data = read_json_file(path, "profile")
+    except RecursionError:
+        raise DataError(
+            f"{path}: JSON nested too deeply to read; a profile tree has at most {MAX_TREE_DEPTH} levels"
+        ) from None
+    d, notes = check_profile(data, source=path)
+    stack, nodes = [d["root"]], 0
+    while stack:
+        n = stack.pop()
+        nodes += 1
+        stack.extend(n["children"])
+    return {
+        "file": path,
+        "valid": True,
+        "schema_version": SCHEMA_VERSION,
+        "file_schema_version": data["schema_version"],
+        "stats_version": stats_version(d),
+        "model": d["run"]["model"],
+        "nodes": nodes,
+        "depth": tree_depth(d["root"]),
+        "stages": [c["name"] for c in d["root"]["children"]],
+        "ranks": len(d["ranks"]),
+        "notes": notes,
+    }
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    try:
+        info = summary(args.file)
+    except DataError as exc:
+        if not args.json:
+            raise
+        sys.stdout.write(json.dumps({"file": args.file, "valid": False, "error": str(exc)}, indent=2) + "\n")
+        return EXIT_BAD_INPUT
+    if args.json:
+        sys.stdout.write(json.dumps(info, indent=2) + "\n")
+        return 0
+    for note in info["notes"]:
+        print(f"note: {note}", file=sys.stderr)
+    upgraded = f" (upgraded from version {info['file_schema_version']})" if info["notes"] else ""
+    print(
+        f"{args.file}: valid recstack profile, schema version {info['schema_version']}{upgraded}; "
+        f"model {info['model']}, {info['nodes']} nodes, {len(info['stages'])} stages, depth {info['depth']}"
+    )
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``validate`` to the main CLI's sub-parsers."""
+    p = sub.add_parser("validate", help="check a profile JSON against the schema; names the first bad field")
+    p.add_argument("file", help="profile JSON")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_validate)
+
+
+__all__ = ["cmd_validate", "register", "summary"]

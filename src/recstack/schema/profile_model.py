@@ -1,0 +1,640 @@
+"""Typed models of the profile document (``recstack.profile``, version 2): the contract in code.
+
+Every key a recstack producer writes today is declared here with its type,
+unit and producer (the field's ``description`` and its ``x-unit`` /
+``x-producer`` JSON-Schema annotations); docs/profile-schema.md and
+``profile.schema.json`` are generated from these classes. Unknown keys are
+allowed (``extra="allow"``) so a newer producer's additions survive a round
+trip, but a declared key must have its declared type.
+
+Units: times are seconds and end in ``_s``; sizes and traffic are bytes
+(``bytes`` or ``_bytes``); ``flops`` is FLOP per step and rates are per second
+(``achieved_flops``, ``peak_flops``, ``ceiling_flops``: FLOP/s; ``*_bytes_per_s``
+and ``*_bandwidth``: bytes/s); shares and fractions are plain ratios (0.25 =
+25 %). Every figure is per step unless its description says otherwise.
+
+Validation is strict (``strict=True``): a string is never read as a number
+and a number never as a string; floats must be finite (JSON has no NaN, and
+``allow_nan=False`` writers never produce one).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA = "recstack.profile"
+SCHEMA_VERSION = 2
+LEVELS = ("run", "stage", "module", "op", "kernel")
+MAX_TREE_DEPTH = 64  # nodes below the root; deeper trees are refused (Python's JSON parser fails near 2,500)
+
+# Value types: JSON numbers (an integer is a valid float), finite, and >= 0 where a negative is nonsense.
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Bytes = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Count = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # FLOPs, rows, calls, cycles: may be fractional per step
+Ratio = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # rates, fractions that may exceed 1, factors
+Share = Annotated[float, Field(ge=0, le=1.000001, allow_inf_nan=False)]  # a part of a whole (rounding allowed)
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+NonNegInt = Annotated[int, Field(ge=0)]
+
+
+def F(description: str, default: Any = ..., *, unit: str | None = None, producer: str | None = None, **kw: Any) -> Any:
+    """A documented field: ``description`` plus ``x-unit`` and ``x-producer`` annotations."""
+    extra: dict[str, Any] = {}
+    if unit:
+        extra["x-unit"] = unit
+    if producer:
+        extra["x-producer"] = producer
+    return Field(default, description=description, json_schema_extra=extra or None, **kw)
+
+
+class _M(BaseModel):
+    # Strict: "1.5" is not a number and 1 is not a string; unknown keys are kept (a newer producer's additions).
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+# -- node parts -----------------------------------------------------------------------------------
+
+
+class Latency(_M):
+    """Uninstrumented step latency percentiles (``root.latency_s``)."""
+
+    p50: Seconds = F("median uninstrumented step", unit="s", producer="profiling.runner")
+    p90: Seconds = F("90th percentile", unit="s", producer="profiling.runner")
+    p99: Seconds = F("99th percentile", unit="s", producer="profiling.runner")
+
+
+class CostDetail(_M):
+    """Additive cost-model extras of a node (``cost_detail``), summed over its subtree."""
+
+    matmul_flops: Count | None = F("FLOPs of matrix multiplications (part of ``flops``)", None, unit="FLOP",
+                                   producer="costmodel.attach")
+    int_ops: Count | None = F("integer operations (not in ``flops``)", None, unit="ops", producer="costmodel.attach")
+    lookups: Count | None = F("embedding rows looked up", None, unit="rows", producer="costmodel.attach")
+    unique_rows: Count | None = F("distinct embedding rows touched", None, unit="rows", producer="costmodel.attach")
+    unique_bytes: Bytes | None = F("bytes of the distinct rows touched", None, unit="bytes", producer="costmodel.attach")
+    table_bytes: Bytes | None = F("requested row bytes (lookups x row size)", None, unit="bytes",
+                                  producer="costmodel.attach")
+    approximate: Count | None = F("1.0 when lookups were split evenly over the tables of a fused call", None,
+                                  producer="costmodel.attach")
+
+
+class CostProvenance(_M):
+    """Where a node's figures come from (``provenance``)."""
+
+    time_s: Literal["measured", "derived"] | None = F(
+        "measured (run, stages) or derived (apportioned, differences)", None, producer="costmodel.attach")
+    flops: str | None = F("``formula`` when priced, else null", None, producer="costmodel.attach")
+    bytes: str | None = F("``formula`` when priced, else null", None, producer="costmodel.attach")
+    intensity: str | None = F("``derived`` when known, else null", None, producer="costmodel.attach")
+
+
+class GatherPoint(_M):
+    """The gather-roof operating point of a gather-like node (``roofline.gather``)."""
+
+    row_bytes: Bytes = F("bytes per looked-up row", unit="bytes", producer="analysis.roofline")
+    row_source: str = F("where ``row_bytes`` came from", producer="analysis.roofline")
+    table_bytes: Bytes = F("size of one table", unit="bytes", producer="analysis.roofline")
+    table_source: str = F("where ``table_bytes`` came from", producer="analysis.roofline")
+    footprint_bytes: Bytes = F("sum of the tables read in turn", unit="bytes", producer="analysis.roofline")
+    footprint_source: str = F("where ``footprint_bytes`` came from", producer="analysis.roofline")
+    share: Ratio | None = F("share of the subtree's op time in its outermost gather ops", None,
+                            producer="analysis.roofline")
+    one_table_bytes_per_s: Ratio | None = F("gather bandwidth for one table alone", None, unit="bytes/s",
+                                            producer="analysis.roofline")
+
+
+class Roofline(_M):
+    """Roofline figures of a node (``roofline``); rates are per second of the node's time."""
+
+    roof: Literal["stream", "gather"] = F("memory roof the node is held to", producer="analysis.roofline")
+    peak_flops: Ratio = F("compute roof", unit="FLOP/s", producer="analysis.roofline")
+    partial: bool | None = F("the cost sums over a subtree with unpriced parts", None, producer="analysis.roofline")
+    gather: GatherPoint | None = F("gather operating point (gather-like nodes)", None, producer="analysis.roofline")
+    unique_bytes_source: str | None = F("where the unique bytes came from", None, producer="analysis.roofline")
+    achieved_flops: Ratio | None = F("flops / time_s", None, unit="FLOP/s", producer="analysis.roofline")
+    achieved_bytes_per_s: Ratio | None = F("bytes / time_s", None, unit="bytes/s", producer="analysis.roofline")
+    achieved_unique_bytes_per_s: Ratio | None = F("unique bytes / time_s", None, unit="bytes/s",
+                                                  producer="analysis.roofline")
+    intensity: Ratio | None = F("flops / bytes", None, unit="FLOP/byte", producer="analysis.roofline")
+    roof_bytes_per_s: Ratio | None = F("memory roof bandwidth", None, unit="bytes/s", producer="analysis.roofline")
+    ridge_intensity: Ratio | None = F("peak_flops / roof_bytes_per_s", None, unit="FLOP/byte",
+                                      producer="analysis.roofline")
+    ceiling_flops: Ratio | None = F("min(peak, intensity x bandwidth) on the basis bytes", None, unit="FLOP/s",
+                                    producer="analysis.roofline")
+    ceiling_fraction: Ratio | None = F("achieved over ceiling (may exceed 1: see roof_suspect)", None,
+                                       producer="analysis.roofline")
+    compute_fraction: Ratio | None = F("achieved_flops / peak_flops", None, producer="analysis.roofline")
+    memory_fraction_requested: Ratio | None = F("achieved_bytes_per_s / roof_bytes_per_s", None,
+                                                producer="analysis.roofline")
+    memory_fraction_unique: Ratio | None = F("achieved_unique_bytes_per_s / roof_bytes_per_s", None,
+                                             producer="analysis.roofline")
+    per_call_s: Seconds | None = F("time_s / calls", None, unit="s", producer="analysis.roofline")
+    roof_suspect: bool | None = F("ceiling_fraction above 105 % of the measured roof", None,
+                                  producer="analysis.roofline")
+    roof_suspect_reason: str | None = F("why the roof is suspect", None, producer="analysis.roofline")
+    roof_dtype: str | None = F("dtype of the GEMM roof: the dtype the node's ops ran in", None,
+                               producer="analysis.roofline")
+    roof_key: str | None = F("the roof of the ceiling: ``gemm.<dtype>``, ``stream`` or ``gather``", None,
+                             producer="analysis.roofline")
+
+
+class ResidentBytes(_M):
+    """Bytes resident for one stage, computed from tensor sizes."""
+
+    parameters_bytes: Bytes = F("parameters", unit="bytes", producer="profiling.memory")
+    buffers_bytes: Bytes = F("registered buffers and plain tensor attributes", unit="bytes",
+                             producer="profiling.memory")
+    optimizer_state_bytes: Bytes = F("optimizer state tensors of the stage's parameters", unit="bytes",
+                                     producer="profiling.memory")
+
+
+class TopDown(_M):
+    """Top-down level 1 fractions of pipeline slots."""
+
+    retiring: Ratio | None = F("retiring share", None, producer="profiling.counters_replay")
+    bad_speculation: Ratio | None = F("bad speculation share", None, producer="profiling.counters_replay")
+    frontend_bound: Ratio | None = F("front-end bound share", None, producer="profiling.counters_replay")
+    backend_bound: Ratio | None = F("back-end bound share", None, producer="profiling.counters_replay")
+    source: str | None = F("events or perf metrics", None, producer="profiling.counters_replay")
+
+
+class StageCounters(_M):
+    """Hardware counters of one stage, per step (``counters`` on a stage node and in ``counters.stages``)."""
+
+    available: bool | None = F("false when this stage could not be counted", None, producer="profiling.counters_replay")
+    reason: str | None = F("why not", None, producer="profiling.counters_replay")
+    cycles: Count | None = F("CPU cycles per step", None, unit="cycles", producer="profiling.counters_replay")
+    instructions: Count | None = F("instructions per step", None, unit="instructions", producer="profiling.counters_replay")
+    cache_misses: Count | None = F("cache misses per step", None, unit="misses", producer="profiling.counters_replay")
+    ipc: Ratio | None = F("instructions per cycle", None, producer="profiling.counters_replay")
+    cache_misses_per_kinstr: Ratio | None = F("cache misses per 1000 instructions", None,
+                                              producer="profiling.counters_replay")
+    topdown: TopDown | None = F("top-down level 1", None, producer="profiling.counters_replay")
+    multiplexed: bool | None = F("some event was multiplexed (scaled)", None, producer="profiling.counters_replay")
+
+
+class Rusage(_M):
+    """Kernel resource counts of a stage, per step (central-step mean)."""
+
+    minor_faults: Count | None = F("minor page faults", None, unit="faults", producer="profiling.timing")
+    major_faults: Count | None = F("major page faults", None, unit="faults", producer="profiling.timing")
+    voluntary_ctx_switches: Count | None = F("voluntary context switches", None, unit="switches",
+                                             producer="profiling.timing")
+    involuntary_ctx_switches: Count | None = F("involuntary context switches", None, unit="switches",
+                                               producer="profiling.timing")
+
+
+class Node(_M):
+    """One node of the tree ``run -> stage -> module -> op (-> kernel)``; every figure is per step."""
+
+    name: str = F("stage name, module path, op name or kernel name", producer="profiling.runner")
+    path: str = F("unique within the profile: ``run`` for the root, else ``stage/module/.../op``",
+                  producer="profiling.runner")
+    level: Literal["run", "stage", "module", "op", "kernel"] = F("tree level", producer="profiling.runner")
+    stage: str | None = F("the stage the node belongs to (null for the root)", producer="profiling.runner")
+    time_s: Seconds = F("time per step: measured (run, stage) or apportioned (module, op)", unit="s",
+                        producer="profiling.runner")
+    self_time_s: Seconds = F("time_s minus the children's", unit="s", producer="profiling.runner")
+    calls: NonNegInt = F("calls per step", unit="calls", producer="profiling.runner")
+    flops: Count | None = F("analytic floating-point work (null: unknown, never 0 for unknown)", unit="FLOP",
+                            producer="costmodel.attach")
+    bytes: Bytes | None = F("analytic memory traffic, read + written (null: unknown)", unit="bytes",
+                            producer="costmodel.attach")
+    intensity: Ratio | None = F("flops / bytes", unit="FLOP/byte", producer="costmodel.attach")
+    children: list[Node] = F("child nodes, largest first", producer="profiling.runner")
+
+    # run and stage nodes
+    time_s_p10: Seconds | None = F("10th percentile over the timed steps (run, stage)", None, unit="s",
+                                   producer="profiling.runner")
+    time_s_p90: Seconds | None = F("90th percentile over the timed steps (run, stage)", None, unit="s",
+                                   producer="profiling.runner")
+    latency_s: Latency | None = F("uninstrumented step latency percentiles (run)", None, unit="s",
+                                  producer="profiling.runner")
+    throughput_samples_per_s: Ratio | None = F("batch size / latency_s.p50 (run)", None, unit="samples/s",
+                                               producer="profiling.runner")
+    optimizer_note: str | None = F("why there is no optimizer stage (run)", None, producer="profiling.runner")
+    op_pass_time_s: Seconds | None = F("time in the op pass, under torch.profiler (stage, op)", None, unit="s",
+                                       producer="profiling.runner")
+    apportion_factor: Ratio | None = F("timing-pass over op-pass time: scales the stage's children (stage)",
+                                       None, producer="profiling.runner")
+    note: str | None = F("a remark on the stage (e.g. fused optimizer)", None, producer="profiling.runner")
+    resident_bytes: ResidentBytes | None = F("bytes resident for the stage (stage)", None, unit="bytes",
+                                             producer="profiling.runner")
+    counters: StageCounters | None = F("hardware counters of the stage, from ``counters.stages`` (stage)", None,
+                                       producer="analysis.pipeline")
+    rusage: Rusage | None = F("page faults and context switches per step (stage)", None,
+                              producer="profiling.timing")
+    # module, op and kernel nodes
+    label: str | None = F("display name, disambiguated among siblings that share a name", None,
+                          producer="profiling.runner")
+    kind: str | None = F("``unattributed`` (a stage's time the op pass did not see) or ``framework`` "
+                         "(Python and framework time between ops, under other)", None,
+                         producer="profiling.runner")
+    module_type: str | None = F("the module's class name (module)", None, producer="profiling.runner")
+    rule: str | None = F("the stage rule that placed the module, or ``inherited`` (module)", None,
+                         producer="profiling.runner")
+    shapes: list[Any] | None = F("distinct input shapes seen, at most 16 (op)", None, producer="profiling.runner")
+    distinct_shapes: NonNegInt | None = F("number of distinct input shapes: the dynamic-shape signal (op)", None,
+                                          producer="profiling.runner")
+    device_time_s: Seconds | None = F("device (CUDA) time per step (op)", None, unit="s",
+                                      producer="profiling.runner")
+    dtypes: dict[str, Count] | None = F("input dtype -> calls in the op pass (op; the roofline's roof_dtype)",
+                                        None, unit="calls", producer="profiling.runner")
+    device: str | None = F("device of a kernel node (``cuda``)", None, producer="profiling.runner")
+    # cost model
+    bytes_read: Bytes | None = F("analytic bytes read", None, unit="bytes", producer="costmodel.attach")
+    bytes_written: Bytes | None = F("analytic bytes written", None, unit="bytes", producer="costmodel.attach")
+    cost_detail: CostDetail | None = F("additive cost-model extras", None, producer="costmodel.attach")
+    uncovered: bool | None = F("the cost model could not price this op", None, producer="costmodel.attach")
+    uncovered_reason: str | None = F("why (``not seen by the cost counter``, ``no formula``)", None,
+                                     producer="costmodel.attach")
+    cost_in_parent: bool | None = F("its work is counted at the enclosing op", None, producer="costmodel.attach")
+    cost_match: Literal["exact", "scope", "backward", "name"] | None = F(
+        "how specifically the counted cost was matched to this op", None, producer="costmodel.attach")
+    covered_time_share: Share | None = F("share of op time the cost model priced (run, stage)", None,
+                                         producer="costmodel.attach")
+    uncovered_calls_share: Share | None = F("share of calls without a formula", None,
+                                            producer="costmodel.attach")
+    provenance: CostProvenance | None = F("measured / derived / formula, per figure", None,
+                                          producer="costmodel.attach")
+    partial: bool | None = F("the cost sums over a subtree with unpriced parts", None,
+                             producer="costmodel.attach")
+    # roofline
+    bound: Literal["memory", "compute", "overhead"] | None = F("roofline bound class (null: no cost figures)",
+                                                              None, producer="analysis.roofline")
+    bound_basis: Literal["requested bytes", "unique bytes"] | None = F(
+        "bytes the memory fraction is taken on", None, producer="analysis.roofline")
+    bound_reason: str | None = F("one sentence: why this bound", None, producer="analysis.roofline")
+    roofline: Roofline | None = F("roofline figures", None, producer="analysis.roofline")
+
+
+# -- top-level sections ---------------------------------------------------------------------------
+
+
+class StageRoot(_M):
+    stage: str = F("stage the module roots", producer="profiling.runner")
+    rule: str | None = F("the rule that matched (``builtin:...``, ``user:...``)", None, producer="profiling.runner")
+
+
+class Run(_M):
+    """What was run (``run``). Only ``model`` is required: hand-built and imported profiles may lack the rest."""
+
+    model: str = F("zoo id, model name or factory", producer="profiling.runner")
+    config: dict[str, Any] | None = F("the whole RunConfig as a dict (its fields: recstack.config.run)", None,
+                                      producer="api")
+    config_key: str | None = F("RunConfig.key(): sha256 of the options, referenced files by contents", None,
+                               producer="api")
+    batch_size: Annotated[int, Field(ge=1)] | None = F("samples per step", None, unit="samples",
+                                                       producer="profiling.runner")
+    mode: Literal["inference", "train"] | None = F("inference or train", None, producer="profiling.runner")
+    grad_mode: Literal["inference_mode", "no_grad", "train"] | None = F("autograd mode of the steps", None,
+                                                                        producer="profiling.runner")
+    backend: str | None = F("embedding backend: ``torch``, ``torchrec``, ``tbe`` or ``user``", None,
+                            producer="api")
+    table_dtype: str | None = F("embedding table dtype: ``fp32``, ``fp16``, ``int8``", None, producer="api")
+    dtype: str | None = F("dense-layer dtype: ``fp32``, ``bf16``", None, producer="profiling.runner")
+    dtype_note: str | None = F("native or emulated bf16", None, producer="profiling.runner")
+    threads: Annotated[int, Field(ge=1)] | None = F("intra-op threads", None, unit="threads",
+                                                    producer="profiling.runner")
+    device: str | None = F("``cpu`` or ``cuda``", None, producer="profiling.runner")
+    seed: int | None = F("random seed", None, producer="profiling.runner")
+    scale: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = F("table-row scale of a zoo model", None,
+                                                                           producer="api")
+    workload: str | None = F("workload preset or spec file", None, producer="api")
+    model_cfg: dict[str, Any] | None = F("the resolved zoo model config", None, producer="api", alias="model_config")
+    workload_config: dict[str, Any] | None = F("the resolved workload", None, producer="api")
+    iters: NonNegInt | None = F("timed steps per pass", None, unit="steps", producer="profiling.runner")
+    warmup: NonNegInt | None = F("warm-up steps", None, unit="steps", producer="profiling.runner")
+    op_iters: NonNegInt | None = F("steps in the op pass (0: no op pass)", None, unit="steps",
+                                   producer="profiling.runner")
+    optimizer: str | None = F("``sgd`` or ``adagrad`` (train), else null", None, producer="profiling.runner")
+    optimizer_fused_into_backward: bool | None = F("TBE fuses the table update into backward", None,
+                                                   producer="profiling.runner")
+    stage_rules: list[dict[str, Any]] | None = F("user stage rules", None, producer="profiling.runner")
+    stage_roots: dict[str, StageRoot] | None = F("module path -> the stage it roots", None,
+                                                 producer="profiling.runner")
+    unassigned_modules: list[str] | None = F("top-level modules in no stage", None, producer="profiling.runner")
+
+    model_config = ConfigDict(strict=True, extra="allow", protected_namespaces=(), populate_by_name=True)
+
+
+class ProcessLoad(_M):
+    """A process that used our CPUs during the timed steps."""
+
+    pid: NonNegInt = F("process id", producer="profiling.contention")
+    name: str = F("process name", producer="profiling.contention")
+    cmd: str = F("its command line (shortened)", producer="profiling.contention")
+    cores: Ratio = F("CPU time over the window's wall time", unit="cores", producer="profiling.contention")
+    threads: NonNegInt | None = F("its threads", None, producer="profiling.contention")
+
+
+class BeforeAfter(_M):
+    """A figure read before and after the timed steps."""
+
+    before: Any = F("before the timed steps", None, producer="profiling.contention")
+    after: Any = F("after the timed steps", None, producer="profiling.contention")
+
+
+class ProbeFigures(_M):
+    """One capacity probe (a few ms of GEMM and of streaming)."""
+
+    threads: NonNegInt | None = F("threads the probe ran at", None, unit="threads", producer="hardware.probe")
+    gemm_flops: Ratio | None = F("GEMM rate", None, unit="FLOP/s", producer="hardware.probe")
+    stream_bytes_per_s: Ratio | None = F("streaming copy rate", None, unit="bytes/s", producer="hardware.probe")
+
+
+class ContentionProbe(_M):
+    """The capacity probes and what they were compared with."""
+
+    before: ProbeFigures | None = F("probe before the timed steps", None, producer="profiling.contention")
+    after: ProbeFigures | None = F("probe after the timed steps", None, producer="profiling.contention")
+    settings: dict[str, Any] | None = F("probe sizes and repeats", None, producer="profiling.contention")
+    machine: dict[str, Any] | None = F("the machine file's probe at these threads (null: not compared)", None,
+                                       producer="profiling.contention")
+    floor: dict[str, Ratio] | None = F("kind -> the rate below which the host counts as slower", None,
+                                       producer="profiling.contention")
+
+
+class CgroupQuota(_M):
+    quota_cores: Ratio | None = F("the container's CPU quota (null: none)", None, unit="cores",
+                                  producer="profiling.contention")
+    throttled_fraction: Ratio | None = F("share of the window the quota throttled this process", None,
+                                         producer="profiling.contention")
+
+
+class Contention(_M):
+    """Was the run sharing its CPUs, or the host slower than measured (``environment.contention``)."""
+
+    detected: bool | None = F("the run was contended", None, producer="profiling.contention")
+    evidence: list[str] | None = F("why (one sentence each); empty when not contended", None,
+                                   producer="profiling.contention")
+    notes: list[str] | None = F("what was seen but is not contention, or could not be compared", None,
+                                producer="profiling.contention")
+    busy_processes: list[ProcessLoad] | None = F("other processes busy on our CPUs", None,
+                                                 producer="profiling.contention")
+    planned_load: list[ProcessLoad] | None = F("recstack's own planned processes (workers, ranks)", None,
+                                               producer="profiling.contention")
+    other_cores: Ratio | None = F("cores others used on our CPUs", None, unit="cores",
+                                  producer="profiling.contention")
+    oversubscribed: bool | None = F("torch threads + others' cores exceeded the usable cores", None,
+                                    producer="profiling.contention")
+    torch_threads: NonNegInt | None = F("torch intra-op threads", None, unit="threads",
+                                        producer="profiling.contention")
+    usable_cores: NonNegInt | None = F("cores this process may run on", None, unit="cores",
+                                       producer="profiling.contention")
+    steal_fraction: Ratio | None = F("share of our CPUs' time the hypervisor took", None,
+                                     producer="profiling.contention")
+    cgroup: CgroupQuota | None = F("the container's CPU quota (null: none found)", None,
+                                   producer="profiling.contention")
+    probe: ContentionProbe | None = F("capacity probes before and after", None, producer="profiling.contention")
+    cpu_time_ratio: Ratio | None = F("this process's CPU time over wall time", None, unit="cores",
+                                     producer="profiling.contention")
+    involuntary_ctx_switches_per_s: Ratio | None = F("involuntary context switches of this process", None,
+                                                     unit="1/s", producer="profiling.contention")
+    load_avg: BeforeAfter | None = F("1, 5, 15 minute load averages, before and after", None,
+                                     producer="profiling.contention")
+    runnable: BeforeAfter | None = F("runnable tasks on the host, before and after", None, unit="tasks",
+                                     producer="profiling.contention")
+    window_s: Seconds | None = F("the watched window", None, unit="s", producer="profiling.contention")
+    method: str | None = F("how it was measured", None, producer="profiling.contention")
+
+
+class Environment(_M):
+    """Facts about the host and software (``environment``)."""
+
+    python: str | None = F("Python version", None, producer="profiling.environment")
+    torch: str | None = F("PyTorch version", None, producer="profiling.environment")
+    recstack: str | None = F("recstack version", None, producer="profiling.environment")
+    torchrec: str | None = F("TorchRec version (null: absent)", None, producer="profiling.environment")
+    fbgemm_gpu: str | None = F("FBGEMM version (null: absent)", None, producer="profiling.environment")
+    cpu_model: str | None = F("CPU model name", None, producer="profiling.environment")
+    cores: NonNegInt | None = F("logical CPUs", None, unit="cores", producer="profiling.environment")
+    host: str | None = F("host name", None, producer="profiling.environment")
+    os: str | None = F("OS and kernel release", None, producer="profiling.environment")
+    native_bf16: bool | None = F("the CPU has bf16 arithmetic", None, producer="profiling.environment")
+    cuda: bool | None = F("CUDA is available", None, producer="profiling.environment")
+    gpu: str | None = F("GPU name (CUDA only)", None, producer="profiling.environment")
+    contention: Contention | None = F("contention found during the run", None, producer="profiling.contention")
+
+
+class Overhead(_M):
+    """The profiler's own cost (``overhead``)."""
+
+    uninstrumented_step_s: Seconds | None = F("median plain step", None, unit="s", producer="profiling.runner")
+    uninstrumented_step_s_p10: Seconds | None = F("10th percentile plain step", None, unit="s",
+                                                  producer="profiling.runner")
+    uninstrumented_step_s_p90: Seconds | None = F("90th percentile plain step", None, unit="s",
+                                                  producer="profiling.runner")
+    stage_pass_step_s: Seconds | None = F("timing-pass step (interquartile mean)", None, unit="s",
+                                          producer="profiling.runner")
+    stage_pass_ratio: Ratio | None = F("median of per-pair timing-pass / plain step", None,
+                                       producer="profiling.runner")
+    stage_pass_ratio_ci: list[Finite] | None = F("95 % bootstrap interval [low, high] of that median", None,
+                                                 producer="profiling.runner", min_length=2, max_length=2)
+    op_pass_step_s: Seconds | None = F("median op-pass step (under torch.profiler)", None, unit="s",
+                                       producer="profiling.runner")
+    op_pass_ratio: Ratio | None = F("op-pass median / plain median", None, producer="profiling.runner")
+    pairs: NonNegInt | None = F("A/B pairs", None, producer="profiling.runner")
+    profiling_wall_s: Seconds | None = F("wall time of all passes", None, unit="s", producer="profiling.runner")
+    method: str | None = F("one-line statement of the method", None, producer="profiling.runner")
+
+
+class Shard(_M):
+    """One shard a rank holds (sharded runs; keys beyond ``table`` are defined by the sharding work)."""
+
+    table: str = F("table the shard belongs to", producer="profiling.runner")
+
+
+class Rank(_M):
+    """One rank's part of the run."""
+
+    rank: NonNegInt = F("rank number", producer="profiling.runner")
+    root: Node | None = F("this rank's tree; null means the top-level ``root`` (single-process profiles)",
+                          producer="profiling.runner")
+    shards: list[Shard] = F("the shards this rank holds (empty: unsharded)", producer="profiling.runner")
+
+
+class UncoveredOp(_M):
+    name: str = F("op name", producer="costmodel.attach")
+    time_s: Seconds = F("op time without a formula", unit="s", producer="costmodel.attach")
+    calls: Count = F("calls per step", unit="calls", producer="costmodel.attach")
+    reason: str = F("why", producer="costmodel.attach")
+
+
+class UnplacedCost(_M):
+    module: str = F("module path the counter saw", producer="costmodel.attach")
+    op: str = F("op name", producer="costmodel.attach")
+    calls: Count = F("calls per step", unit="calls", producer="costmodel.attach")
+    flops: Count = F("FLOPs", unit="FLOP", producer="costmodel.attach")
+    bytes: Bytes = F("bytes", unit="bytes", producer="costmodel.attach")
+
+
+class CostModel(_M):
+    """Cost-model coverage (``cost_model``)."""
+
+    uncovered_ops: list[UncoveredOp] = F("ops the cost model could not price, by time", producer="costmodel.attach")
+    uncovered_time_share: Share = F("share of op time unpriced", producer="costmodel.attach")
+    covered_time_share: Share | None = F("share of op time priced", producer="costmodel.attach")
+    unplaced: list[UnplacedCost] = F("counted costs that matched no op node", producer="costmodel.attach")
+    formula_errors: NonNegInt = F("formulas that raised", producer="costmodel.attach")
+    flops: Count | None = F("run total", unit="FLOP", producer="costmodel.attach")
+    bytes: Bytes | None = F("run total", unit="bytes", producer="costmodel.attach")
+
+
+class EmbeddingTable(_M):
+    """One embedding table, computed from one batch's indices (``embedding_tables[]``)."""
+
+    table: str = F("table name", producer="zoo.embedding")
+    feature: str = F("feature it serves", producer="zoo.embedding")
+    kind: str = F("``pooled`` or ``sequence``", producer="zoo.embedding")
+    rows: NonNegInt = F("rows", unit="rows", producer="zoo.embedding")
+    dim: NonNegInt = F("embedding dimension", unit="elements", producer="zoo.embedding")
+    dtype: str = F("table dtype", producer="zoo.embedding")
+    row_bytes: Bytes = F("dim x element size (+4 per int8 row)", unit="bytes", producer="zoo.embedding")
+    table_bytes: Bytes = F("rows x row_bytes", unit="bytes", producer="zoo.embedding")
+    lookups: Count = F("IDs looked up per step", unit="rows", producer="zoo.embedding")
+    unique_rows: Count = F("distinct rows touched per step", unit="rows", producer="zoo.embedding")
+    bytes_requested: Bytes = F("lookups x row_bytes", unit="bytes", producer="zoo.embedding")
+    bytes_unique: Bytes = F("unique_rows x row_bytes", unit="bytes", producer="zoo.embedding")
+    pooling_factor: Ratio = F("lookups per sample", unit="rows/sample", producer="zoo.embedding")
+    reuse: Ratio | None = F("lookups / unique_rows", producer="zoo.embedding")
+    backward_bytes: Bytes | None = F("backward traffic (train)", None, unit="bytes", producer="profiling.runner")
+    backward_rows_touched: Count | None = F("rows the backward touches (train)", None, unit="rows",
+                                            producer="profiling.runner")
+    optimizer_bytes: Bytes | None = F("optimizer traffic (train)", None, unit="bytes", producer="profiling.runner")
+    optimizer_rows_touched: Count | None = F("rows the optimizer touches (train)", None, unit="rows",
+                                             producer="profiling.runner")
+    optimizer_state_bytes: Bytes | None = F("optimizer state tensors of the table (train)", None, unit="bytes",
+                                            producer="profiling.runner")
+
+
+class PeakStep(_M):
+    """Peak memory of one step (measured)."""
+
+    provenance: str | None = F("``measured``", None, producer="profiling.memory")
+    peak_rss_bytes: Bytes | None = F("peak resident set during the step", None, unit="bytes",
+                                     producer="profiling.memory")
+    rss_before_step_bytes: Bytes | None = F("resident set at the step's start", None, unit="bytes",
+                                            producer="profiling.memory")
+    step_increase_bytes: Bytes | None = F("peak minus start", None, unit="bytes", producer="profiling.memory")
+    cuda_peak_allocated_bytes: Bytes | None = F("torch.cuda.max_memory_allocated (CUDA)", None, unit="bytes",
+                                                producer="profiling.memory")
+    basis: str | None = F("how the peak was taken", None, producer="profiling.memory")
+
+
+class Memory(_M):
+    """Memory of the run (``memory``)."""
+
+    resident_by_stage: dict[str, ResidentBytes] = F("stage -> resident bytes (computed)", unit="bytes",
+                                                    producer="profiling.memory")
+    peak_step: PeakStep = F("peak process memory of one step (measured)", producer="profiling.memory")
+    provenance: dict[str, str] | None = F("figure -> computed / measured", None, producer="profiling.runner")
+
+
+class ComputeRoof(_M):
+    dtype: str = F("GEMM dtype", producer="analysis.roofline")
+    label: str = F("display label", producer="analysis.roofline")
+    flops: Ratio = F("GEMM roof at the profile's threads", unit="FLOP/s", producer="analysis.roofline")
+    main: bool | None = F("the roof nodes are held to", None, producer="analysis.roofline")
+
+
+class GatherRoof(_M):
+    label: str = F("display label", producer="analysis.roofline")
+    bytes_per_s: Ratio = F("gather bandwidth of a stage's operating point", unit="bytes/s",
+                           producer="analysis.roofline")
+
+
+class Machine(_M):
+    """The machine figures the roofline used (``machine``), at the profile's threads and dtype."""
+
+    host: str | None = F("host measured", None, producer="analysis.roofline")
+    cpu_model: str | None = F("CPU model", None, producer="analysis.roofline")
+    measured_at: str | None = F("ISO time of the measurement", None, producer="analysis.roofline")
+    mode: str | None = F("``quick`` or ``full``", None, producer="analysis.roofline")
+    device: str | None = F("``cpu`` or ``cuda``", None, producer="analysis.roofline")
+    threads: NonNegInt | None = F("threads the roofs were taken at", None, unit="threads",
+                                  producer="analysis.roofline")
+    dtype: str | None = F("dtype of the main compute roof", None, producer="analysis.roofline")
+    peak_flops: Ratio | None = F("main compute roof", None, unit="FLOP/s", producer="analysis.roofline")
+    peak_label: str | None = F("its label", None, producer="analysis.roofline")
+    compute_roofs: list[ComputeRoof] | None = F("every GEMM roof", None, producer="analysis.roofline")
+    stream_bandwidth: Ratio | None = F("streaming roof (best of copy, triad)", None, unit="bytes/s",
+                                       producer="analysis.roofline")
+    stream_label: str | None = F("its label", None, producer="analysis.roofline")
+    gather_bandwidth_range: list[Ratio] | None = F("[slowest, fastest] measured gather bandwidth", None,
+                                                   unit="bytes/s", producer="analysis.roofline",
+                                                   min_length=2, max_length=2)
+    gather_roofs: list[GatherRoof] | None = F("the stages' gather roofs", None, producer="analysis.roofline")
+    dram_latency_s: Seconds | None = F("DRAM load-to-use latency", None, unit="s", producer="analysis.roofline")
+    ridge_intensity: Ratio | None = F("peak_flops / stream_bandwidth", None, unit="FLOP/byte",
+                                      producer="analysis.roofline")
+    thresholds: dict[str, Any] | None = F("classification thresholds used", None, producer="analysis.roofline")
+    notes: list[str] | None = F("caveats (clamped threads, emulated dtype)", None, producer="analysis.roofline")
+    file: str | None = F("the machine file classified against (null: a machine passed as a dict)", None,
+                         producer="analysis.pipeline")
+    sha256: str | None = F("SHA-256 of the machine figures as canonical JSON", None, producer="analysis.pipeline")
+
+
+class Counters(_M):
+    """Hardware counters (``counters``)."""
+
+    available: bool = F("counters were measured", producer="profiling.counters_replay")
+    reason: str | None = F("why not", None, producer="profiling.counters_replay")
+    method: str | None = F("how they were counted", None, producer="profiling.counters_replay")
+    perf: str | None = F("perf version", None, producer="profiling.counters_replay")
+    stages: dict[str, StageCounters] | None = F("stage -> per-step counters", None, producer="profiling.counters_replay")
+
+
+class Finding(_M):
+    """A measured finding worth a sentence in the report (``findings[]``)."""
+
+    kind: str = F("what was found: ``stage_bound`` (a stage's bound and ceiling fraction), ``bf16_speedup`` "
+                  "(analysis.dtype_compare: the stage's bf16/fp32 time ratio)", producer="analysis.pipeline")
+    stage: str | None = F("the stage it concerns", None, producer="analysis.pipeline")
+    text: str = F("one sentence", producer="analysis.pipeline")
+    value: Finite | None = F("the figure (the ceiling fraction; the bf16/fp32 time ratio)", None,
+                             producer="analysis.pipeline")
+    unit: str | None = F("the unit of ``value``: ``fraction`` (of a ceiling) or ``ratio`` (a time ratio)", None,
+                         producer="analysis.pipeline")
+    roof_suspect: bool | None = F("``value`` is a ceiling fraction above 105% of the measured roof: "
+                                  "the roof is probably under-measured", None, producer="analysis.pipeline")
+    roof_suspect_reason: str | None = F("why ``roof_suspect`` is set", None, producer="analysis.pipeline")
+
+
+class UpgradedFrom(_M):
+    """Set when an older profile was upgraded in memory and saved again."""
+
+    schema_version: NonNegInt = F("the version the figures were written under", producer="tree")
+    time_statistic: Literal["median", "interquartile mean"] | None = F(
+        "what its run and stage times are (version-1 files hold either)", None, producer="tree")
+    notes: list[str] = F("what the upgrade changed and what it could not", producer="tree")
+
+
+class Profile(_M):
+    """One profile document (``recstack.profile``)."""
+
+    schema_: Literal["recstack.profile"] = F("always ``recstack.profile``", alias="schema", producer="tree")
+    schema_version: Literal[2] = F("2 (1: stage times were medians, not interquartile means)", producer="tree")
+    run_id: str = F("random id of this run", producer="profiling.runner")
+    run: Run = F("what was run", producer="profiling.runner")
+    environment: Environment = F("host and software", producer="profiling.environment")
+    overhead: Overhead = F("the profiler's own cost", producer="profiling.runner")
+    ranks: list[Rank] = F("per-rank entries; single-process: ``[{rank: 0, root: null, shards: []}]``",
+                          producer="profiling.runner")
+    root: Node = F("the tree", producer="profiling.runner")
+    cost_model: CostModel | None = F("cost-model coverage", None, producer="costmodel.attach")
+    embedding_tables: list[EmbeddingTable] | None = F("per-table figures of one batch", None,
+                                                      producer="zoo.embedding")
+    memory: Memory | None = F("resident and peak memory", None, producer="profiling.memory")
+    machine: Machine | None = F("machine figures the roofline used", None, producer="analysis.roofline")
+    counters: Counters | None = F("hardware counters", None, producer="profiling.counters_replay")
+    findings: list[Finding] | None = F("measured findings", None, producer="analysis.pipeline")
+    upgraded_from: UpgradedFrom | None = F("present when upgraded from an older version", None, producer="tree")
+
+    model_config = ConfigDict(strict=True, extra="allow", populate_by_name=True)
+
+
+Node.model_rebuild()
+Rank.model_rebuild()

@@ -1,0 +1,116 @@
+"""Calling the user's own code (factories, batch functions, models) and owning up to whose error it is.
+
+An exception is the user's when, walking its traceback from the innermost
+frame outwards and skipping library frames (torch, the site-packages folder
+torch lives in, the standard library), the first frame left is not
+recstack's: the user's function raised, or called a library that did. It then
+becomes a :class:`~recstack.errors.UserCodeError` naming the user's function,
+with the user's own frames for the CLI to print; recstack's own bugs stay
+what they are (the CLI reports them as internal errors).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+from recstack.errors import RecstackError, UserCodeError
+
+_RECSTACK_DIR = str(Path(__file__).resolve().parent) + os.sep
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Folders of code that is neither recstack's nor the user's: torch's site-packages and the stdlib."""
+    dirs = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")}
+    torch_mod = sys.modules.get("torch")
+    if torch_mod is not None and getattr(torch_mod, "__file__", None):
+        dirs.add(str(Path(torch_mod.__file__).resolve().parent.parent))
+    return tuple(str(Path(d).resolve()) + os.sep for d in dirs if d)
+
+
+def _where(filename: str, libs: tuple[str, ...]) -> str:
+    """'recstack', 'library' or 'user' for a frame's file."""
+    if filename.startswith("<"):
+        return "library"  # <frozen importlib...>, <string>
+    path = str(Path(filename).resolve())
+    if path.startswith(_RECSTACK_DIR):
+        return "recstack"
+    return "library" if path.startswith(libs) else "user"
+
+
+def _frames(tb: TracebackType | None) -> list[tuple[FrameType, int]]:
+    out = []
+    while tb is not None:
+        out.append((tb.tb_frame, tb.tb_lineno))
+        tb = tb.tb_next
+    return out
+
+
+def culprit(exc: BaseException) -> tuple[FrameType, int] | None:
+    """The user's innermost frame if the exception is the user's, else None."""
+    libs = _library_dirs()
+    for frame, line in reversed(_frames(exc.__traceback__)):
+        kind = _where(frame.f_code.co_filename, libs)
+        if kind == "recstack":
+            return None
+        if kind == "user":
+            return frame, line
+    return None
+
+
+def user_frames(exc: BaseException) -> str:
+    """The traceback lines of the user's frames only (not recstack's, torch's or the stdlib's)."""
+    libs = _library_dirs()
+    summary = traceback.extract_tb(exc.__traceback__)
+    mine = [fs for fs in summary if _where(fs.filename, libs) == "user"]
+    return "".join(traceback.format_list(mine)).rstrip("\n")
+
+
+def name_of(fn: Any) -> str:
+    """A readable name for a user's callable: ``module.qualname``."""
+    qual = getattr(fn, "__qualname__", None) or getattr(type(fn), "__qualname__", repr(fn))
+    mod = getattr(fn, "__module__", None)
+    return f"{mod}.{qual}" if mod and mod != "__main__" else qual
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def as_user_error(exc: Exception, what: str) -> UserCodeError | None:
+    """``exc`` as a UserCodeError (``what`` says which call of user code) if it is the user's, else None."""
+    if isinstance(exc, RecstackError):
+        return None
+    found = culprit(exc)
+    if found is None:
+        return None
+    frame, line = found
+    where = f"{frame.f_code.co_qualname} ({Path(frame.f_code.co_filename).name}:{line})"
+    err = UserCodeError(
+        f"{what} raised {first_line(exc)}, in {where}",
+        function=frame.f_code.co_qualname,
+        user_frames=user_frames(exc),
+    )
+    err.__cause__ = exc
+    return err
+
+
+def call_user(fn: Callable[..., Any], *args: Any, what: str) -> Any:
+    """``fn(*args)``; an exception from the user's code becomes a UserCodeError naming ``what``."""
+    try:
+        return fn(*args)
+    except Exception as exc:
+        err = as_user_error(exc, what)
+        if err is None:
+            raise
+        raise err from exc
+
+
+__all__ = ["as_user_error", "call_user", "culprit", "name_of", "user_frames"]

@@ -1,0 +1,108 @@
+"""`zoo list` without importing torch: per-model figures that need a model skeleton, recorded.
+
+Most of a zoo model's summary comes from its config (tables, rows, bytes). Three
+figures need the model built on the meta device (torch): dense parameters,
+dense FLOPs per sample and lookups per sample; none depends on ``scale`` (it
+scales table rows only). They are recorded in :data:`SKELETON_FIGURES` with the
+sha256 of the config file they were computed from; a config that changed since
+falls back to building the skeleton. ``python -m recstack.zoo.catalog`` prints
+the current table; a test checks it equals :func:`recstack.zoo.build.summary`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import resources
+from typing import Any
+
+from recstack.zoo.config import builtin_names, load_model_config
+
+SKELETON_FIGURES: dict[str, dict[str, Any]] = {'rmc1': {'config_sha256': '2acad667188f8f6558cbcc42d3f9741e5469507f69c1dade9edd9ae047134f08',
+          'lookups_per_sample': 640.0,
+          'dense_flops_per_sample': 200832,
+          'dense_params': 100833},
+ 'rmc2': {'config_sha256': '04aafc3dda7ff3bef33ba9642dfa3e322936ca52835cd1551180a1dda74a04a8',
+          'lookups_per_sample': 3840.0,
+          'dense_flops_per_sample': 639104,
+          'dense_params': 319937},
+ 'rmc3': {'config_sha256': '41bfa2f2cc661094d1bb2e1f326a893832b13829a8c109ac20f06d2c62a5e3b1',
+          'lookups_per_sample': 200.0,
+          'dense_flops_per_sample': 6406656,
+          'dense_params': 3205409},
+ 'ncf': {'config_sha256': '0aea2eca3623e37b9f8b0d3ad78436021252cfa54d927d38438670f3b4416781',
+         'lookups_per_sample': 4.0,
+         'dense_flops_per_sample': 295040,
+         'dense_params': 148289},
+ 'wnd': {'config_sha256': '7c432cd96b9aedec66471002d2f5c497540f04b7c842feaaf1bd55ba0badf72f',
+         'lookups_per_sample': 27.0,
+         'dense_flops_per_sample': 4130304,
+         'dense_params': 2066946},
+ 'mtwnd': {'config_sha256': '69d584aa28c4158919736451eef7011278d1a746f52e89a3892f6be7ab698f55',
+           'lookups_per_sample': 43.0,
+           'dense_flops_per_sample': 5244160,
+           'dense_params': 2624002},
+ 'din': {'config_sha256': 'd7d9a14ef5fa6fe8581504e05fd5afb7f46a5353e606110c7245751e237d5f6b',
+         'lookups_per_sample': 259.0,
+         'dense_flops_per_sample': 1635520,
+         'dense_params': 45179},
+ 'dien': {'config_sha256': '02a8110cfb87a3fcffa884a8edf5586d8f303e1985a56aa48dee7255c34bd5fd',
+          'lookups_per_sample': 43.0,
+          'dense_flops_per_sample': 3869760,
+          'dense_params': 96378}}
+
+
+def config_sha256(name: str) -> str:
+    """sha256 of a built-in model's config file."""
+    return hashlib.sha256(resources.files("recstack.zoo").joinpath(f"configs/{name}.yaml").read_bytes()).hexdigest()
+
+
+def _row(name: str, scale: float) -> dict[str, Any]:
+    fig = SKELETON_FIGURES.get(name)
+    if fig is None or fig["config_sha256"] != config_sha256(name):
+        from recstack.zoo.build import summary
+
+        return summary(name, scale)
+    cfg = load_model_config(name)
+    if scale != 1.0:
+        cfg = cfg.scaled(scale)
+    tables = cfg.resolved_tables()
+    return {
+        "name": cfg.name,
+        "arch": cfg.arch,
+        "description": cfg.description,
+        "tables": len(tables),
+        "rows": sum(t.rows for t in tables),
+        "embedding_dim": cfg.embedding_dim,
+        "table_bytes": sum(t.bytes_fp32 for t in tables),
+        "lookups_per_sample": fig["lookups_per_sample"],
+        "dense_flops_per_sample": fig["dense_flops_per_sample"],
+        "dense_params": fig["dense_params"],
+        "params": sum(t.rows * t.dim for t in tables) + fig["dense_params"],
+        "dense_features": cfg.dense_features,
+        "scale": cfg.scale,
+    }
+
+
+def list_rows(scale: float = 1.0) -> list[dict[str, Any]]:
+    """The `zoo list` rows (the same dicts as :func:`recstack.zoo.build.summary`)."""
+    return [_row(n, scale) for n in builtin_names()]
+
+
+def current_figures() -> dict[str, dict[str, Any]]:
+    """The skeleton figures computed now (imports torch)."""
+    from recstack.zoo.build import summary
+
+    out = {}
+    for name in builtin_names():
+        s = summary(name)
+        out[name] = {
+            "config_sha256": config_sha256(name),
+            **{k: s[k] for k in ("lookups_per_sample", "dense_flops_per_sample", "dense_params")},
+        }
+    return out
+
+
+if __name__ == "__main__":
+    import pprint
+
+    pprint.pprint(current_figures(), sort_dicts=False, width=110)

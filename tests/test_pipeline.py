@@ -1,0 +1,226 @@
+"""The analysis pipeline: a saved profile re-analysed against another machine file, without re-running.
+
+One real tiny profile (rmc1 at scale 0.001, cost model on, no machine) is
+saved once; the machine files are two real measurements of one Intel
+Sapphire Rapids guest fifty minutes apart (tests/data/machines/README.md),
+whose roofs differ by 2.7x (GEMM) and 1.5x (stream).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import recstack
+from recstack.analysis.pipeline import (
+    CLASSIFICATION_KEYS,
+    STEPS,
+    analyse,
+    clear_classification,
+    is_classified,
+    select_steps,
+)
+from recstack.analysis.roofline import OVERHEAD_ROOF_FRACTION
+from recstack.cli import main
+from recstack.errors import ConfigError, DataError
+from recstack.hardware import counters as ctr
+from recstack.hardware.bench import ROOF_STATISTIC
+from recstack.profiling.counters_replay import attach_counters
+from recstack.tree import Node, Profile
+
+DATA = Path(__file__).resolve().parent / "data"
+FAST = DATA / "machines" / "machine-full-fast-period.json"
+SLOW = DATA / "machines" / "machine-full-slow-period.json"
+KEPT = {"kind": "bf16_speedup", "stage": "dense", "text": "measured elsewhere", "value": 1.4}
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real tiny profile with cost figures and no classification, saved to a file."""
+    prof = recstack.profile_zoo(
+        "rmc1", scale=0.001, batch_size=64, iters=3, warmup=1, op_iters=1, counters=False
+    )
+    return prof.save(tmp_path_factory.mktemp("pipeline") / "rmc1.json")
+
+
+def _figures(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _roofs(machine: dict, threads: int) -> tuple[float, float]:
+    """(fp32 GEMM peak, stream bandwidth) the file gives at a measured thread count."""
+    peak = machine["gemm_flops"]["fp32"]["by_threads"][str(threads)][ROOF_STATISTIC]
+    kinds = machine["stream_bandwidth"]["by_threads"][str(threads)]
+    return float(peak), max(float(kinds["copy"][ROOF_STATISTIC]), float(kinds["triad"][ROOF_STATISTIC]))
+
+
+def _densest_op(p: Profile) -> Node:
+    ops = [n for n in p.nodes() if n.level == "op" and n.flops and n.bytes and n.time_s > 0]
+    return max(ops, key=lambda n: n.flops / n.bytes)
+
+
+# -- re-analysis ---------------------------------------------------------------------------------------------
+def test_runner_runs_the_pipeline(saved: Path) -> None:
+    assert not is_classified(Profile.load(saved))  # profiled without a machine
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
+    p = recstack.profile(
+        model,
+        lambda i: torch.randn(16, 32),
+        batch_size=16,
+        iters=2,
+        warmup=1,
+        op_iters=1,
+        counters=False,
+        machine=_figures(FAST),
+    )
+    assert is_classified(p) and p.extra["machine"]["file"] is None  # a dict, from no file
+    assert p.extra["machine"]["sha256"] == analyse(copy.deepcopy(p), FAST).extra["machine"]["sha256"]
+    assert [f["stage"] for f in p.extra["findings"]] == [s.name for s in p.root.children if s.extra["bound"]]
+
+
+def test_reanalysis_follows_the_machine_file_and_leaves_nothing_stale(saved: Path) -> None:
+    p = Profile.load(saved)
+    p.extra["findings"] = [KEPT]  # a finding of a kind no analysis step writes
+    analyse(p, FAST)
+    fast = copy.deepcopy(p)
+    analyse(p, SLOW)
+    fresh = analyse(Profile.load(saved), SLOW)
+    fresh.extra["findings"] = [KEPT, *fresh.extra["findings"]]
+    # Classified against FAST and then SLOW is exactly what classifying against SLOW alone gives.
+    assert p.to_dict() == fresh.to_dict()
+
+    threads = int(p.run["threads"])
+    for prof, path in ((fast, FAST), (p, SLOW)):
+        m = prof.extra["machine"]
+        peak, stream = _roofs(_figures(path), threads)
+        assert m["file"] == str(path) and len(m["sha256"]) == 64
+        assert m["peak_flops"] == pytest.approx(peak) and m["stream_bandwidth"] == pytest.approx(stream)
+        for n in prof.nodes():
+            r = n.extra["roofline"]
+            assert r["peak_flops"] == pytest.approx(peak)
+            if r.get("achieved_flops") is not None:
+                assert r["compute_fraction"] == pytest.approx(r["achieved_flops"] / peak)
+            if r["roof"] == "stream" and r.get("roof_bytes_per_s") is not None:
+                assert r["roof_bytes_per_s"] == pytest.approx(stream)
+        stages = [s.name for s in prof.root.children if s.extra["bound"] is not None]
+        assert [f["stage"] for f in prof.extra["findings"] if f["kind"] == "stage_bound"] == stages
+        assert KEPT in prof.extra["findings"]
+    assert fast.extra["machine"]["sha256"] != p.extra["machine"]["sha256"]
+    assert fast.extra["machine"]["peak_flops"] / p.extra["machine"]["peak_flops"] > 2
+
+
+def test_bound_class_follows_the_machine_file(saved: Path) -> None:
+    """An op timed to reach 60% of the overhead threshold of FAST's GEMM peak is overhead-bound
+    against FAST and compute-bound against SLOW (2.7x lower peak), whichever file came first."""
+    p = Profile.load(saved)
+    op = _densest_op(p)
+    peak_fast, stream_fast = _roofs(_figures(FAST), int(p.run["threads"]))
+    op.calls = 1
+    op.time_s = op.flops / (0.6 * OVERHEAD_ROOF_FRACTION * peak_fast)
+    assert op.bytes / op.time_s < OVERHEAD_ROOF_FRACTION * stream_fast, (
+        "the op moves too many bytes for this check"
+    )
+    for order in ((FAST, SLOW), (SLOW, FAST)):
+        for machine in order:
+            analyse(p, machine)
+            want = "overhead" if machine == FAST else "compute"
+            assert op.extra["bound"] == want, (machine.name, op.extra["bound_reason"])
+            assert p.extra["machine"]["file"] == str(machine)
+
+
+def test_bad_input_changes_nothing(saved: Path) -> None:
+    p = analyse(Profile.load(saved), FAST)
+    before = p.to_dict()
+    p.run["device"] = "cuda"  # the machine files have no GPU figures
+    with pytest.raises(DataError, match="GPU"):
+        analyse(p, SLOW)
+    p.run["device"] = "cpu"
+    assert p.to_dict() == before
+    with pytest.raises(ConfigError, match="machine"):
+        analyse(p, None, steps=["roofline"])
+    with pytest.raises(ConfigError, match="unknown analysis step"):
+        analyse(p, FAST, steps=["nope"])
+    with pytest.raises(DataError, match="not found"):
+        analyse(p, DATA / "machines" / "absent.json")
+    assert p.to_dict() == before
+    assert select_steps(["roofline"], True) == ["roofline", "findings"]  # findings read the classification
+    assert select_steps(None, False) == [n for n, s in STEPS.items() if not s.needs_machine]
+
+
+def test_clear_classification_and_findings_without_it(saved: Path) -> None:
+    p = analyse(Profile.load(saved), FAST)
+    clear_classification(p)
+    assert not is_classified(p)
+    assert all(k not in n.extra for n in p.nodes() for k in CLASSIFICATION_KEYS)
+    analyse(p, steps=["findings"])
+    assert "findings" not in p.extra  # its only findings were about the classification
+
+
+def test_counters_step_puts_stored_counters_on_stage_nodes_only(saved: Path) -> None:
+    p = Profile.load(saved)
+    parsed = ctr.parse_perf_stat_csv((DATA / "perf" / "intel_icx_topdown_events.txt").read_text())
+    attach_counters(
+        p,
+        {
+            "available": True,
+            "method": ctr.METHOD,
+            "perf": "perf version 6.1",
+            "stages": {
+                "embedding": {"roots": ["x"], "root_calls_per_step": 1, **ctr.derived(parsed, calls=10)},
+                "dense": {"available": False, "reason": "stage root was not called during the step"},
+            },
+        },
+    )
+    emb = p.stage("embedding").extra["counters"]
+    assert emb["ipc"] == pytest.approx(
+        parsed["events"]["instructions"]["value"] / parsed["events"]["cycles"]["value"]
+    )
+    stale = next(n for n in p.nodes() if n.level == "op")
+    stale.extra["counters"] = {"ipc": 9.9}
+    p.stage("dense").extra["counters"] = {"ipc": 9.9}
+    analyse(p, steps=["counters"])
+    assert [n.path for n in p.nodes() if "counters" in n.extra] == ["embedding"]
+    assert p.stage("embedding").extra["counters"] == emb
+
+
+# -- CLI ------------------------------------------------------------------------------------------------------
+def test_cli_analyse_round_trip_and_roofline_draws_what_is_stored(
+    saved: Path, tmp_path: Path, capsys
+) -> None:
+    once, twice = tmp_path / "fast.json", tmp_path / "slow.json"
+    assert main(["analyse", str(saved), "--machine", str(FAST), "-o", str(once)]) == 0
+    out = capsys.readouterr().out
+    assert f"classified against {FAST}" in out and "embedding" in out and str(once) in out
+    assert main(["analyse", str(once), "--machine", str(SLOW), "-o", str(twice)]) == 0
+    capsys.readouterr()
+    got = Profile.load(twice)
+    assert got.to_dict() == analyse(Profile.load(saved), SLOW).to_dict()
+
+    # roofline draws the stored classification (SLOW) unless told otherwise.
+    chart, kept = tmp_path / "roof.svg", tmp_path / "kept.json"
+    assert main(["roofline", str(twice), "-o", str(chart), "--save-profile", str(kept)]) == 0
+    assert chart.read_text().lstrip().startswith("<?xml")
+    assert Profile.load(kept).extra["machine"]["file"] == str(SLOW)
+    assert (
+        main(["roofline", str(twice), "-o", str(chart), "--machine", str(FAST), "--save-profile", str(kept)])
+        == 0
+    )
+    assert Profile.load(kept).extra["machine"]["file"] == str(FAST)
+    capsys.readouterr()
+
+    # Bad input: exit 2, one line naming what to fix, nothing written.
+    bad = tmp_path / "bad.json"
+    assert main(["analyse", str(saved), "-o", str(bad)]) == 2
+    assert "--machine" in capsys.readouterr().err
+    assert main(["analyse", str(saved), "--machine", str(tmp_path / "absent.json"), "-o", str(bad)]) == 2
+    assert main(["analyse", str(tmp_path / "absent.json"), "--machine", str(FAST), "-o", str(bad)]) == 2
+    assert not bad.exists()
+    assert main(["analyse", str(saved), "--machine", str(FAST), "--steps", "roofline,nope", "-o", str(bad)]) == 2
+    assert "--steps" in capsys.readouterr().err
+    assert main(["analyse", str(saved), "--steps", "counters", "-o", str(bad)]) == 0
+    assert "(steps: counters)" in capsys.readouterr().out and not is_classified(Profile.load(bad))
