@@ -13,13 +13,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recstack.config.loading import parse_config, parse_yaml_text
 from recstack.errors import RecstackError
 from recstack.workload.batch import FeatureRequest
+from recstack.workload.generate import bind
 from recstack.workload.spec import WorkloadSpec
 from recstack.zoo.config import ARCHS, ModelConfig
 
@@ -156,14 +156,14 @@ def test_yaml_text_loader_only_raises_recstack_errors(text: str) -> None:
 def test_workload_spec_loader_only_raises_recstack_errors(data: dict[str, Any]) -> None:
     try:
         spec = parse_config(WorkloadSpec, data, source="prop.yaml")
-        bound = spec.bind(REQUESTS, num_dense=2)
+        bound = bind(spec, REQUESTS, num_dense=2)
         bound.describe()
         assert math.isfinite(bound.ids_per_batch(4))
     except RecstackError:
         pass
 
 
-def _node(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+def _node(children: st.SearchStrategy[Any] | None) -> st.SearchStrategy[Any]:
     from recstack.tree import NODE_KEYS
 
     plausible = {
@@ -173,12 +173,13 @@ def _node(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         "stage": st.none() | st.text(max_size=6),
     }
     keys = {k: _maybe(plausible.get(k, NUMBERS)) for k in NODE_KEYS}
-    return st.fixed_dictionaries(keys, optional={"children": _maybe(st.lists(children, max_size=2))})
+    optional = {} if children is None else {"children": _maybe(st.lists(children, max_size=2))}
+    return st.fixed_dictionaries(keys, optional=optional)
 
 
 def _profile_like() -> st.SearchStrategy[Any]:
     """Profiles with every required key present (so the loader reaches the nodes), values often wrong."""
-    node = st.recursive(_node(st.nothing()), _node, max_leaves=4)
+    node = st.recursive(_node(None), _node, max_leaves=4)
     return st.fixed_dictionaries(
         {
             "schema": _maybe(st.just("recstack.profile")),
@@ -193,7 +194,6 @@ def _profile_like() -> st.SearchStrategy[Any]:
     )
 
 
-@pytest.mark.xfail(strict=False, reason="fixed by H2 (profiles validated against the schema on load)")
 @SETTINGS
 @given(st.one_of(_profile_like(), JSONISH))
 def test_profile_loader_only_raises_recstack_errors(data: Any) -> None:

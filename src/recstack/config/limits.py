@@ -11,6 +11,10 @@ the memory preflight's job (:mod:`recstack.zoo.memory`).
 
 from __future__ import annotations
 
+import os
+
+from recstack.errors import MemoryPreflightError
+
 SEED_MIN = 0
 SEED_MAX = 2**63 - 1
 """Seeds: 0 .. 2**63-1 (numpy and torch both accept any non-negative int64). One rule for every command."""
@@ -54,3 +58,30 @@ YAML_NODES_MAX = 1_000_000
 
 YAML_DEPTH_MAX = 200
 """Deepest nesting of a YAML document."""
+
+
+USABLE_FRACTION = 0.9
+"""Share of the available memory a preflight lets one run plan to use."""
+
+
+def available_bytes() -> int:
+    """Memory a new allocation can use now: RECSTACK_MEMORY_LIMIT (bytes) if set, else MemAvailable."""
+    limit = os.environ.get("RECSTACK_MEMORY_LIMIT")
+    if limit:
+        try:
+            return int(float(limit))
+        except ValueError:
+            raise MemoryPreflightError(f"RECSTACK_MEMORY_LIMIT must be a number of bytes (got {limit!r})") from None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+
+
+def gib(n: float) -> str:
+    """Bytes as GiB with two decimals (preflight messages)."""
+    return f"{n / 2**30:.2f} GiB"

@@ -23,7 +23,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from recstack.config.limits import BATCH_SIZE_MAX, SEED_MAX, SEED_MIN, TABLE_COUNT_MAX
+from recstack.config.limits import (
+    BATCH_SIZE_MAX,
+    SEED_MAX,
+    SEED_MIN,
+    TABLE_COUNT_MAX,
+    USABLE_FRACTION,
+    available_bytes,
+    gib,
+)
 from recstack.errors import ConfigError, MemoryPreflightError
 from recstack.workload.batch import FeatureRequest
 from recstack.workload.generate import (
@@ -236,8 +244,6 @@ def check_table_memory(drawn: list[ResolvedFeature], batch_size: int, available:
 
     Tables are generated one at a time, so the largest table (by mean length) decides.
     """
-    from recstack.zoo.memory import USABLE_FRACTION, available_bytes, gib  # lazy: zoo imports workload
-
     widest = max((f.lengths.mean() for f in drawn), default=0.0)
     need = batch_size * (4 + widest * STATS_BYTES_PER_ID)
     avail = available_bytes() if available is None else available

@@ -98,7 +98,9 @@ def batch_shape(cfg: ModelConfig, workload: WorkloadSpec | None = None) -> Batch
     requests = skel.features()
     mean_len = {f.name: float(f.pooling) for f in requests}
     if workload is not None:
-        bound = workload.bind(requests, skel.num_dense, skel.num_tasks)
+        from recstack.workload.generate import bind
+
+        bound = bind(workload, requests, skel.num_dense, skel.num_tasks)
         mean_len = {f.name: f.lengths.mean() for f in bound.features}
     tables = cfg.resolved_tables()
     lookups = sum(mean_len[t.feature] for t in tables)

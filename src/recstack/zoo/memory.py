@@ -33,14 +33,13 @@ it does not fit, names the ``--scale`` and ``--batch-size`` that would.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
+from recstack.config.limits import USABLE_FRACTION, available_bytes, gib
 from recstack.errors import MemoryPreflightError
 from recstack.zoo.config import Table
 
 HEADROOM_BYTES = 512 * 2**20
-USABLE_FRACTION = 0.9
 BYTES_PER_ELEM = {"fp32": 4, "fp16": 2, "int8": 1}
 NUM_BATCHES = 4  # batches generated up front (api.profile's num_batches default)
 
@@ -157,30 +156,6 @@ def estimate(
         grads_per_batch=mode == "train" and backend == "torch",
         ids_per_sample=shape.ids if shape is not None else 0.0,
     )
-
-
-def available_bytes() -> int:
-    """Memory a new allocation can use now: RECSTACK_MEMORY_LIMIT (bytes) if set, else MemAvailable."""
-    limit = os.environ.get("RECSTACK_MEMORY_LIMIT")
-    if limit:
-        try:
-            return int(float(limit))
-        except ValueError:
-            raise MemoryPreflightError(
-                f"RECSTACK_MEMORY_LIMIT must be a number of bytes (got {limit!r})"
-            ) from None
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
-
-
-def gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB"
 
 
 def _two_digits_down(x: float) -> float:
