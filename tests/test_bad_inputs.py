@@ -989,11 +989,8 @@ LAZY_ARGVS = [
     pytest.param([["--help"]], id="help"),
     pytest.param([["--version"]], id="version"),
     pytest.param([["profile", "--help"]], id="profile-help"),
-    pytest.param(
-        [["zoo", "show", "/nonexistent.yaml"]],
-        id="bad-config-path",
-        marks=pytest.mark.xfail(strict=False, reason="fixed by H1 (the error path imports torch)"),
-    ),
+    pytest.param([["zoo", "show", "/nonexistent.yaml"]], id="bad-config-path"),
+    pytest.param([["zoo", "show", "{D}/cfg_dim_neg.yaml"]], id="bad-config"),
 ]
 LAZY_CASES = len(LAZY_ARGVS)
 SIGNAL_CASES = 4
@@ -1001,6 +998,7 @@ SIGNAL_CASES = 4
 
 @pytest.mark.parametrize("argvs", LAZY_ARGVS)
 def test_lazy_import(argvs: list[list[str]], data_dir: Path, tmp_path: Path) -> None:
+    argvs = [_expand(a, data_dir, tmp_path) for a in argvs]
     script = LAZY_SCRIPT.replace("{argvs}", repr(tuple(argvs)))
     r = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=_env(data_dir, tmp_path), timeout=120

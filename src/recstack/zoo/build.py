@@ -5,17 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from recstack.config.limits import BATCH_SIZE_MAX, SEED_MAX, SEED_MIN, TASKS_MAX
 from recstack.errors import ConfigError
 from recstack.zoo.config import ModelConfig, load_model_config
-from recstack.zoo.embedding import BACKENDS, TABLE_DTYPES, TorchEmbeddings, make_backend
 from recstack.zoo.memory import NUM_BATCHES, BatchShape, MemoryEstimate, check_fits, estimate
-from recstack.zoo.models import ARCH_CLASSES, RecModel
 
+# torch, the embedding backends and the model classes are imported where a model is built, so that
+# resolving and checking a config (and failing on a bad one) needs no torch.
 if TYPE_CHECKING:
+    import torch
+
     from recstack.workload.spec import WorkloadSpec
+    from recstack.zoo.models import RecModel
 
 MODES = ("inference", "train")
 OPTIMIZERS = ("sgd", "adagrad")
@@ -33,6 +34,8 @@ class BuildOptions:
     batch_size: int = 1024  # only for the memory estimate of sparse gradients
 
     def validate(self) -> None:
+        from recstack.zoo.embedding import BACKENDS, TABLE_DTYPES
+
         for field, value, allowed in (
             ("--backend", self.backend, BACKENDS),
             ("--mode", self.mode, MODES),
@@ -71,6 +74,11 @@ def resolve_config(model: str | ModelConfig, scale: float = 1.0, tasks: int | No
 
 def _skeleton(cfg: ModelConfig) -> RecModel:
     """The model on the meta device: layer shapes and parameter counts, no memory."""
+    import torch
+
+    from recstack.zoo.embedding import TorchEmbeddings
+    from recstack.zoo.models import ARCH_CLASSES
+
     with torch.device("meta"):
         backend = TorchEmbeddings(cfg.resolved_tables(), sparse=False, device="meta")
         return ARCH_CLASSES[cfg.arch](cfg, backend)
@@ -178,6 +186,11 @@ def build_model(
     The memory preflight counts ``options.batch_size`` samples of ``workload``
     (default: the config's own pooling) besides the tables.
     """
+    import torch
+
+    from recstack.zoo.embedding import make_backend
+    from recstack.zoo.models import ARCH_CLASSES
+
     opts = options or BuildOptions(**kwargs)
     opts.validate()
     cfg = resolve_config(model, scale, opts.tasks)
