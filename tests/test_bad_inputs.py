@@ -1060,13 +1060,20 @@ def _signal_exit(sig: signal.Signals, data_dir: Path, tmp_path: Path, output: st
         [sys.executable, "-m", "recstack.cli", "profile", "slowfactory:make", "--batch-size", "4", "--iters", "2000",
          "--warmup", "0", "--machine", "none", "-o", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        # a shell's background job starts with SIGINT ignored, and Python keeps it so: give the child the default
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 120  # a generous bound on start-up, not a timing assertion
-    while not started.exists() and p.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert started.exists(), "the profiled model never ran"
-    p.send_signal(sig)
-    _, err = p.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 120  # a generous bound on start-up, not a timing assertion
+        while not started.exists() and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), "the profiled model never ran"
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
     assert b"Traceback" not in err, err.decode()
     if output == "existing":
         assert out.read_bytes() == KEEP
