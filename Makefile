@@ -2,7 +2,7 @@
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.recstack-setup-v3
+STAMP := $(VENV)/.recstack-setup-v4
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
 
 .PHONY: setup demo test lint bench clean
@@ -15,6 +15,10 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) torch==2.13.0
 	$(PIP) fbgemm-gpu-cpu==1.8.0 tensordict torchmetrics==1.0.3 pyre-extensions tqdm
 	$(PIP) --no-deps torchrec==1.8.0
+	# public recommendation libraries (tests/test_public_models.py): --no-deps, their own requirements
+	# could pull another torch; the pure-Python and wheel deps they import are pinned here instead
+	$(PIP) scikit-learn==1.9.1 scipy==1.17.1 joblib==1.6.0 threadpoolctl==3.8.0 narwhals==2.28.0
+	$(PIP) --no-deps deepctr-torch==0.3.0 torch-rechub==0.9.0
 	$(PIP) -e '.[dev]'
 	bash scripts/install-system.sh
 	@touch $(STAMP)
@@ -30,6 +34,7 @@ test: setup lint
 
 bench: setup
 	$(BIN)/python benchmarks/bench_profiler.py --vs-torch-profiler
+	$(BIN)/python benchmarks/bench_public_models.py
 	$(BIN)/python benchmarks/bench_gather.py
 
 clean:

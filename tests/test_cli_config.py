@@ -96,6 +96,17 @@ def float_ids(batch_size, seed):
     return Tiny(), lambda: (torch.rand(batch_size * 3, dtype=torch.float64), torch.arange(0, batch_size * 3, 3))
 
 
+def bad_index_later(batch_size, seed):
+    # Batch 0 is fine; from batch 1 on an index lies past the table, so torch first raises in the
+    # step that records the call order, below recstack's forward wrapper of the embedding module.
+    def batch(i):
+        ids = torch.zeros(batch_size * 3, dtype=torch.long)
+        if i >= 1:
+            ids[0] = 10_000
+        return ids, torch.arange(0, batch_size * 3, 3)
+    return Tiny(), batch
+
+
 def no_params(batch_size, seed):
     return NoParams(), lambda: torch.ones(batch_size, 4)
 
@@ -304,6 +315,7 @@ def test_api_user_errors():
         ("generator_batch", "returned a generator"),
         ("dies_mid_run", "raised ValueError: tiny broke on call 3, in Tiny.forward"),
         ("float_ids", "raised RuntimeError"),
+        ("bad_index_later", "not in the valid range [0, 50), in Tiny.forward"),
         ("no_params", "no trainable parameters"),
         ("meta_model", "meta device"),
     ],

@@ -8,14 +8,15 @@ or fast the host is (a busy child process is *listed*; a page fault happened).
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
-import torch
 
 from recstack.hardware.probe import machine_probe, probe_settings
 from recstack.profiling.contention import (
@@ -227,9 +228,14 @@ def test_stage_timer_charges_page_faults_to_the_stage_that_touched_memory():
     timer.reset()
     timer.start()
     timer.enter("touch")
-    buf = torch.empty(8 << 20, dtype=torch.float32)  # 32 MiB, fresh pages
-    buf.fill_(1.0)
+    # A fresh anonymous mapping: its pages are new whatever the allocator did before (a freed
+    # torch buffer may be reused from an already-touched heap), so touching them must fault.
+    region = mmap.mmap(-1, 32 << 20)
+    view = np.frombuffer(region, dtype=np.uint8)
+    view[:: mmap.PAGESIZE] = 1
     timer.exit()
+    del view
+    region.close()
     timer.stop()
     step = timer.rusage_steps[0]
     assert step["touch"][0] > 0  # minor faults: first touch of new pages

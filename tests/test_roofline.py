@@ -177,7 +177,7 @@ def test_bf16_findings_per_stage_on_a_zoo_model():
     found = {f["stage"]: f for f in p.extra["findings"] if f["kind"] == FINDING}
     assert {"dense", "head"} <= set(found) and "embedding" not in found  # tables stay fp32
     for stage, f in found.items():
-        assert f["value"] > 0 and set(f) == {"kind", "stage", "text", "value"}
+        assert f["value"] > 0 and set(f) == {"kind", "stage", "text", "value", "unit"} and f["unit"] == "ratio"
         b = p.root.find(stage).extra["bf16"]
         assert b["ratio"] == f["value"] and b["bf16_s"] > 0 and b["fp32_s"] > 0
     dense = p.root.find("dense")

@@ -52,11 +52,18 @@ def _frames(tb: TracebackType | None) -> list[tuple[FrameType, int]]:
     return out
 
 
+# recstack frames that only pass a call through to the model (the stage-boundary forward wrapper):
+# an error raised below them is still judged by the frames above them.
+_TRANSPARENT = frozenset({"ForwardWrappers.wrap.<locals>.forward"})
+
+
 def culprit(exc: BaseException) -> tuple[FrameType, int] | None:
     """The user's innermost frame if the exception is the user's, else None."""
     libs = _library_dirs()
     for frame, line in reversed(_frames(exc.__traceback__)):
         kind = _where(frame.f_code.co_filename, libs)
+        if kind == "recstack" and frame.f_code.co_qualname in _TRANSPARENT:
+            continue
         if kind == "recstack":
             return None
         if kind == "user":

@@ -11,7 +11,9 @@ modules (their ops still run inside the enclosing range).
 
 Folding: per step, walk each range's children; stage ranges become stage
 nodes under the run, module ranges module nodes, everything else op nodes
-(nested as the dispatcher nested them). Backward work is split per forward
+(nested as the dispatcher nested them). Ops outside every stage range go to
+the stage ``other`` by op name (the ranges of modules outside every stage are
+looked through). Backward work is split per forward
 stage by autograd sequence number (the forward op that created each autograd
 node). Times are summed over the op-pass steps and divided by their number.
 """
@@ -24,6 +26,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.autograd import DeviceType
 from torch.autograd.profiler import record_function
 
 from recstack.profiling.timing import ForwardWrappers
@@ -42,24 +45,37 @@ def profiler_range(name: str) -> Any:
 
 
 def install_range_hooks(model: nn.Module, roots: dict[str, str]) -> ForwardWrappers:
-    """Profiler ranges around every module call (and stage ranges around stage roots)."""
+    """Profiler ranges around every module call (and stage ranges around stage roots).
+
+    A stage root called while its own stage is already open (several roots of
+    one stage nested at run time, e.g. heirs of a container that never ran)
+    opens only its module range, so the stage is not entered twice.
+    """
     wrappers = ForwardWrappers()
+    active: list[str] = []  # stages open right now, innermost last
     for path, mod in model.named_modules():
         if not path:
             continue
-        names = ([STAGE + roots[path]] if path in roots else []) + [MODULE + path]
-        stack: list[list[Any]] = []
+        stage = roots.get(path)
+        stack: list[tuple[list[Any], bool]] = []
 
-        def before(_names: list[str] = names, _stack: list = stack) -> None:
-            rfs = [profiler_range(n) for n in _names]
+        def before(_path: str = path, _stage: str | None = stage, _stack: list = stack) -> None:
+            opens = _stage is not None and (not active or active[-1] != _stage)
+            names = ([STAGE + _stage] if opens and _stage else []) + [MODULE + _path]
+            rfs = [profiler_range(n) for n in names]
             for rf in rfs:
                 rf.__enter__()
-            _stack.append(rfs)
+            if opens and _stage:
+                active.append(_stage)
+            _stack.append((rfs, opens))
 
         def after(_stack: list = stack) -> None:
             if _stack:
-                for rf in reversed(_stack.pop()):
+                rfs, opened = _stack.pop()
+                for rf in reversed(rfs):
                     rf.__exit__(None, None, None)
+                if opened and active:
+                    active.pop()
 
         wrappers.wrap(mod, before, after)
     return wrappers
@@ -100,6 +116,38 @@ def _dtype_key(evt: Any) -> str | None:
     return next((FLOAT_DTYPES[d] for d in getattr(evt, "input_dtypes", None) or [] if d in FLOAT_DTYPES), None)
 
 
+def _on_host(evt: Any) -> bool:
+    device = getattr(evt, "device_type", None)
+    return (device is None or device == DeviceType.CPU) and not getattr(evt, "is_async", False)
+
+
+def _is_range(name: str) -> bool:
+    return name.startswith((STEP, STAGE, MODULE))
+
+
+def _outermost_op_us(evs: list[Any], steps: list[Any]) -> float:
+    """Time of the ops no other op encloses, inside the step ranges (by parent chain, or by time for events
+    recorded on other threads): what the folded tree must account for."""
+    total = 0.0
+    for e in evs:
+        if _is_range(e.name):
+            continue
+        parent, inside_op = e.cpu_parent, False
+        while parent is not None:
+            if not _is_range(parent.name):
+                inside_op = True
+                break
+            if parent.name.startswith(STEP):
+                break
+            parent = parent.cpu_parent
+        if inside_op:
+            continue
+        if parent is None and not any(s.time_range.start <= e.time_range.start <= s.time_range.end for s in steps):
+            continue
+        total += _dur(e)
+    return total
+
+
 def _shape_key(evt: Any) -> str | None:
     shapes = getattr(evt, "input_shapes", None)
     if not shapes:
@@ -115,11 +163,17 @@ class Folder:
         self.seq_stage: dict[int, str] = {}
         self.steps = 0
         self.unparented_us = 0.0
+        self.step_us = 0.0  # summed duration of the step ranges
+        self.op_total_us = 0.0  # summed duration of outermost ops in the steps, counted from the raw events
 
     def fold(self, events: Iterable[Any]) -> None:
-        evs = list(events)
+        # Host events only: with CUDA the list also holds the kernels themselves (device events, no CPU
+        # parent); they are reached through their launching op's ``kernels``, never placed by time.
+        evs = [e for e in events if _on_host(e)]
         steps = [e for e in evs if e.name.startswith(STEP) and e.cpu_parent is None]
         self.steps += len(steps)
+        self.step_us += sum(_dur(s) for s in steps)
+        self.op_total_us += _outermost_op_us(evs, steps)
         for s in steps:
             for c in s.cpu_children:
                 self._visit(c, self.root, None, in_backward=False)
@@ -144,6 +198,11 @@ class Folder:
                 self._nested(ctx, _dur(evt))
             for c in evt.cpu_children:
                 self._visit(c, node, st, in_backward=st == "backward")
+            return
+        if name.startswith(MODULE) and stage is None:
+            # A module outside every stage: its ops belong to `other`, grouped by op name.
+            for c in evt.cpu_children:
+                self._visit(c, ctx, None, in_backward=in_backward)
             return
         if name.startswith(MODULE):
             path = name[len(MODULE) :]

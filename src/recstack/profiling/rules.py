@@ -20,6 +20,14 @@ its stage (``rule: inherited``) unless a user rule places them elsewhere, in
 which case they become a nested stage root and their time is taken out of the
 outer stage. Modules that match nothing stay unassigned; work they do outside
 any stage root is ``other``.
+
+A stage root must run to be a timing boundary. Containers (``nn.ModuleDict``,
+``nn.ModuleList``, or any module whose own ``forward`` the model never calls)
+match rules by name but never run: the model calls their elements directly.
+:func:`hand_down_roots` takes the modules a warm-up step saw run and passes a
+never-run root's role to its outermost descendants of the same stage that did
+run (``rule: inherited-from:<root> (container never ran)``); together they form
+one stage.
 """
 
 from __future__ import annotations
@@ -160,7 +168,8 @@ def _name_rule(path: str) -> tuple[str, str] | None:
 
 
 def detect_stages(model: nn.Module, rules: StageRules | None = None, call_order: list[str] | None = None) -> StageMap:
-    """Place every module of ``model`` in a stage. ``call_order``: top-level children in the order forward ran them."""
+    """Place every module of ``model`` in a stage. ``call_order``: module paths in the order forward first ran them
+    (any depth; the last-linear-stack rule looks only at the stacks it found)."""
     smap = StageMap()
     user = rules.rules if rules else []
     top_linear_stacks: list[str] = []
@@ -198,3 +207,45 @@ def detect_stages(model: nn.Module, rules: StageRules | None = None, call_order:
                 if p.startswith(last + ".") and pl.rule == "inherited":
                     pl.stage = "head"
     return smap
+
+
+@dataclass
+class NeverRanRoot:
+    """A stage root whose forward never ran in the warm-up step, and the descendants that took its role."""
+
+    stage: str
+    rule: str
+    handed_to: list[str]
+
+
+def hand_down_roots(smap: StageMap, ran: list[str] | set[str]) -> dict[str, NeverRanRoot]:
+    """Give each stage root that never ran a root role on its outermost running descendants of its stage.
+
+    ``ran``: module paths whose forward ran in the warm-up step. A descendant
+    qualifies when it ran, is in the root's stage by inheritance, and no module
+    between it and the root ran (that module would be the heir instead).
+    Nested roots of other stages keep their own role. Updates ``smap`` in
+    place (heirs become roots, the container stops being one) and returns the
+    never-run roots, outermost first.
+    """
+    ran_set = set(ran)
+    never: dict[str, NeverRanRoot] = {}
+    for path in smap.roots:
+        pl = smap.placements[path]
+        if path in ran_set or pl.stage is None:
+            continue
+        prefix = path + "." if path else ""
+        heirs: list[str] = []
+        for p, q in smap.placements.items():
+            if not p.startswith(prefix) or p not in ran_set or q.stage != pl.stage or q.root:
+                continue
+            between = p[len(prefix):].split(".")[:-1]
+            ancestors = [prefix + ".".join(between[: i + 1]) for i in range(len(between))]
+            if any(a in ran_set or smap.placements[a].root for a in ancestors):
+                continue
+            heirs.append(p)
+        for h in heirs:
+            smap.placements[h] = Placement(pl.stage, f"inherited-from:{path} (container never ran)", root=True)
+        pl.root = False
+        never[path] = NeverRanRoot(stage=pl.stage, rule=pl.rule, handed_to=heirs)
+    return never

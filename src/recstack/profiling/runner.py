@@ -1,23 +1,24 @@
 """Run the passes and assemble the Profile.
 
-Passes, each after warm-up, on the same pre-generated batches (input
-generation never runs inside a timed region):
+The passes (:mod:`recstack.profiling.passes`), each on the same pre-generated
+batches (input generation never runs inside a timed region):
 
+0. **Warm-up and discovery**: the second warm-up step (of at least two) records which modules
+   run, at every depth, and in what order; stage rules place modules, and a
+   stage root that never ran (a container) hands its role to its descendants
+   that did (:func:`recstack.profiling.rules.hand_down_roots`).
 1. **Timing pass, interleaved with an uninstrumented run** (A B A B ...): A is
    the plain step; B is the same step with stage-boundary hooks
    (:mod:`recstack.profiling.timing`). Per-step samples give every stage's
-   time (the mean over the central steps, those whose step time lies within
-   p25..p75, so stages add up to the run), p10 and p90, and the paired
-   ratios B/A give the overhead with a
+   time, p10 and p90, and the paired ratios B/A give the overhead with a
    bootstrap confidence interval.
 2. **Op pass**: torch.profiler with module and stage ranges
-   (:mod:`recstack.profiling.oppass`); its times are distorted by the
-   profiler, so they are used only for *proportions*: every module and op
-   node of a stage is scaled by ``k = T_stage / P_stage`` (timing-pass stage time
-   over op-pass time of that stage), so children add up to their stage.
+   (:mod:`recstack.profiling.oppass`), used for what ran inside each stage and
+   in what proportion.
 
-``other`` is, per step, step time - sum of stage times (averaged like the stages): work
-outside every stage root (the model's own forward glue, hooks' own cost).
+:mod:`recstack.profiling.assemble` builds the tree from both (apportioning,
+``[unattributed]``, ``other``'s breakdown, labels); this module adds the
+overhead figures, run metadata, memory and the analyses.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,24 +36,23 @@ from torch import nn
 
 from recstack.config.run import RunConfig
 from recstack.errors import ConfigError
+from recstack.profiling.assemble import STAGE_ORDER, build_tree, overhead_figures
 from recstack.profiling.contention import ContentionWatch
 from recstack.profiling.environment import environment, native_bf16
-from recstack.profiling.native_stderr import quiet_native
-from recstack.profiling.oppass import (
-    STAGE,
-    STEP,
-    Folder,
-    RawNode,
-    install_range_hooks,
-    profiler_range,
+from recstack.profiling.oppass import Folder
+from recstack.profiling.passes import (
+    Discovery,
+    OpPassResult,
+    TimingResult,
+    op_pass,
+    timing_pass,
+    warm_up_and_discover,
 )
-from recstack.profiling.rules import FORWARD_STAGES, StageMap, StageRules, detect_stages
-from recstack.profiling.stats import bootstrap_ci, central_mean, central_steps, median, percentile
-from recstack.profiling.timing import StageTimer, _Region, attach_stage_rusage, cuda_sync, install_stage_hooks
+from recstack.profiling.rules import StageMap, StageRules
+from recstack.profiling.stats import central_steps, percentile
+from recstack.profiling.timing import attach_stage_rusage, cuda_sync
 from recstack.render import progress
 from recstack.tree import Node, Profile
-
-STAGE_ORDER = FORWARD_STAGES + ("loss", "backward", "optimizer", "communication", "other")
 
 
 class ProfileOptions:
@@ -212,59 +213,6 @@ class Step:
             self.optimizer.step()
 
 
-def _discover_call_order(model: nn.Module, step: Step, batch: Any) -> list[str]:
-    order: list[str] = []
-    handles = [
-        m.register_forward_pre_hook(lambda _m, _a, _n=name: order.append(_n)) for name, m in model.named_children()
-    ]
-    try:
-        step.run(batch)
-    finally:
-        for h in handles:
-            h.remove()
-    return order
-
-
-def _stage_roots(smap: StageMap) -> dict[str, str]:
-    return {p: pl.stage for p, pl in smap.placements.items() if pl.root and pl.stage and pl.stage != "other"}
-
-
-def _to_node(raw: RawNode, parent_path: str, factor: float, steps: int) -> Node:
-    path = f"{parent_path}/{raw.name}" if parent_path else raw.name
-    time_s = raw.us * 1e-6 / max(steps, 1) * factor
-    node = Node(
-        name=raw.name,
-        path=path,
-        level=raw.level,
-        stage=raw.stage,
-        time_s=time_s,
-        calls=int(round(raw.calls / max(steps, 1))),
-    )
-    if raw.level == "op":
-        node.extra["shapes"] = [eval_shape(k) for k in raw.shapes]
-        node.extra["distinct_shapes"] = len(raw.shapes)
-        if raw.dtypes:
-            node.extra["dtypes"] = dict(raw.dtypes)  # input dtype -> calls (the roofline's roof_dtype)
-        node.extra["op_pass_time_s"] = raw.us * 1e-6 / max(steps, 1)
-        if raw.device_us:
-            node.extra["device_time_s"] = raw.device_us * 1e-6 / max(steps, 1)
-    if raw.level == "kernel":
-        node.extra["device"] = "cuda"
-    node.children = [_to_node(c, path, factor, steps) for c in raw.children.values()]
-    node.children.sort(key=lambda n: -n.time_s)
-    node.self_time_s = max(0.0, node.time_s - sum(c.time_s for c in node.children if c.level != "kernel"))
-    return node
-
-
-def eval_shape(key: str) -> Any:
-    import ast
-
-    try:
-        return ast.literal_eval(key)
-    except (ValueError, SyntaxError):
-        return key
-
-
 def profile_model(
     model: nn.Module,
     batches: list[Any],
@@ -302,144 +250,83 @@ def _profile(
     dtype_note: str | None,
 ) -> Profile:
     step = Step(model, opts, loss_fn)
-    n = len(batches)
     sync = cuda_sync()
     wall0 = time.perf_counter()
-
-    # Warm-up (the first step also records the top-level call order for stage rules).
     progress.advance("warm-up")
-    order = _discover_call_order(model, step, batches[0])
-    for i in range(max(0, opts.warmup - 1)):
-        step.run(batches[(i + 1) % n])
-    smap = detect_stages(model, opts.stage_rules, order)
-    roots = _stage_roots(smap)
-
-    # Pass 1: A (uninstrumented) / B (stage timing), interleaved.
-    timer = StageTimer(sync)
-    plain: list[float] = []
-    timed: list[float] = []
-    stage_samples: dict[str, list[float]] = {}
-    region = (lambda s: _Region(timer, s)) if step.train else None
+    found = warm_up_and_discover(model, step, batches, opts.warmup, opts.stage_rules)
+    roots = found.roots
     progress.advance("timing pass", estimate_s=2 * opts.iters * (time.perf_counter() - wall0) / max(opts.warmup, 1))
     watch = ContentionWatch(opts.machine).start()
-    for i in range(opts.iters):
-        batch = batches[i % n]
-        if sync:
-            sync()
-        t0 = time.perf_counter_ns()
-        step.run(batch)
-        if sync:
-            sync()
-        plain.append((time.perf_counter_ns() - t0) * 1e-9)
-
-        wrappers = install_stage_hooks(model, roots, timer)
-        try:
-            timer.reset()
-            t0 = timer.start()
-            step.run(batch, region)
-            t1 = timer.stop()
-        finally:
-            wrappers.remove()
-        total = (t1 - t0) * 1e-9
-        timed.append(total)
-        acc = {k: v * 1e-9 for k, v in timer.acc.items()}
-        acc["other"] = max(0.0, total - sum(acc.values()))
-        for k in set(stage_samples) | set(acc):
-            stage_samples.setdefault(k, [0.0] * i).append(acc.get(k, 0.0))
+    timing = timing_pass(model, step, batches, roots, opts.iters, sync)
     contention = watch.stop()
-
-    # Pass 2: op level.
-    folder = Folder()
-    op_steps: list[float] = []
+    ops = OpPassResult(folder=Folder(), steps_s=[])
     if opts.op_pass:
-        from torch.profiler import ProfilerActivity, profile
-
         progress.advance("op pass")
-        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-
-        def op_region(s: str) -> Any:
-            return profiler_range(STAGE + s)
-
-        range_wrappers = install_range_hooks(model, roots)
-        try:
-            with quiet_native(profile(activities=acts, record_shapes=True)) as prof:
-                for i in range(opts.op_iters):
-                    batch = batches[i % n]
-                    t0 = time.perf_counter_ns()
-                    with profiler_range(f"{STEP}{i}"):
-                        step.run(batch, op_region if step.train else None)
-                    if sync:
-                        sync()
-                    op_steps.append((time.perf_counter_ns() - t0) * 1e-9)
-        finally:
-            range_wrappers.remove()
-        folder.fold(prof.events())
-        if opts.trace_path:
-            opts.write_trace(prof)
-    extra = _embedding_and_memory(model, step, batches[0], smap, opts)
+        ops = op_pass(model, step, batches, roots, opts.op_iters, sync,
+                      export_trace=opts.write_trace if opts.trace_path else None)
+    extra = _embedding_and_memory(model, step, batches[0], found.smap, opts)
     wall = time.perf_counter() - wall0
 
-    # Assemble the tree.
-    # Interquartile mean: the mean over the central steps (step time within p25..p75). Robust like a
-    # median, and additive: stage times (and other) sum to the run time, which medians of each
-    # stage do not on a noisy host (they summed to 72% of the median step in one CI run).
-    central = central_steps(timed)
-    run_t = central_mean(timed, central)
     model_name = opts.run_info.get("model") or type(model).__name__
-    root = Node(name=model_name, path="run", level="run", stage=None, time_s=run_t, calls=1)
-    root.extra.update(
-        time_s_p10=percentile(timed, 10),
-        time_s_p90=percentile(timed, 90),
-    )
-    stage_names = sorted(stage_samples, key=lambda s: STAGE_ORDER.index(s) if s in STAGE_ORDER else 99)
-    for sname in stage_names:
-        samples = stage_samples[sname]
-        t = central_mean(samples, central)
-        raw = folder.root.children.get(("stage", sname))
-        node = Node(name=sname, path=sname, level="stage", stage=sname, time_s=t, calls=1)
-        node.extra.update(time_s_p10=percentile(samples, 10), time_s_p90=percentile(samples, 90))
-        if raw is not None and folder.steps:
-            p_us = Folder.stage_exclusive_us(raw) if sname != "other" else sum(c.us for c in raw.children.values())
-            p = p_us * 1e-6 / folder.steps
-            factor = t / p if p > 0 else 0.0
-            node.extra.update(op_pass_time_s=p, apportion_factor=factor)
-            node.children = [_to_node(c, sname, factor, folder.steps) for c in raw.children.values()]
-            node.children.sort(key=lambda c: -c.time_s)
-        node.self_time_s = max(0.0, node.time_s - sum(c.time_s for c in node.children))
-        if sname == "optimizer" and step.fused:
-            node.extra["note"] = "embedding-table update is fused into backward (tbe); this stage holds dense layers only"
-        if sname == "backward" and step.fused:
-            node.extra["note"] = "includes the fused embedding-table optimizer update (tbe)"
-        root.children.append(node)
-    attach_stage_rusage(root, timer, central)
-    if step.fused and "optimizer" not in stage_samples:
-        root.extra["optimizer_note"] = "embedding-table update fused into backward (tbe)"
-    root.self_time_s = max(0.0, root.time_s - sum(c.time_s for c in root.children))
-
-    a_med = median(plain)
-    ratios = [b / a for a, b in zip(plain, timed, strict=True) if a > 0]
-    overhead = {
-        "uninstrumented_step_s": a_med,
-        "uninstrumented_step_s_p10": percentile(plain, 10),
-        "uninstrumented_step_s_p90": percentile(plain, 90),
-        "stage_pass_step_s": run_t,
-        "stage_pass_ratio": median(ratios),
-        "stage_pass_ratio_ci": list(bootstrap_ci(ratios)),
-        "op_pass_step_s": median(op_steps) if op_steps else None,
-        "op_pass_ratio": (median(op_steps) / a_med) if op_steps and a_med > 0 else None,
-        "pairs": len(ratios),
-        "profiling_wall_s": wall,
-        "method": "A/B interleaved: A uninstrumented, B stage hooks; ratio = median of per-pair B/A, "
-        "95% bootstrap CI of that median; op pass under torch.profiler with module ranges",
-    }
+    root = build_tree(model_name, timing, ops.folder)
+    attach_stage_rusage(root, timing.timer, central_steps(timing.timed))
+    _stage_notes(root, step)
+    _annotate_modules(root, found.smap, model)
+    for st in root.children:
+        res = extra["memory"]["resident_by_stage"].get(st.name)
+        if res:
+            st.extra["resident_bytes"] = res
     bs = batch_size or _infer_batch_size(batches[0])
+    _latency(root, timing, bs)
+    prof = Profile(
+        run_id=uuid.uuid4().hex[:12],
+        run=_run_metadata(model, model_name, bs, opts, step, found, dtype_note),
+        environment=environment(contention=contention),
+        overhead=overhead_figures(timing, ops.steps_s, ops.folder, root.time_s, wall),
+        root=root,
+        extra=extra,
+    )
+    _analyse(prof, model, step, batches[0], opts)
+    return prof
+
+
+def _stage_notes(root: Node, step: Step) -> None:
+    """Say where the table update went when the optimizer is fused into backward."""
+    if not step.fused:
+        return
+    for st in root.children:
+        if st.name == "optimizer":
+            st.extra["note"] = "embedding-table update is fused into backward (tbe); this stage holds dense layers only"
+        if st.name == "backward":
+            st.extra["note"] = "includes the fused embedding-table optimizer update (tbe)"
+    if root.child("optimizer") is None or root.child("optimizer").time_s == 0:
+        root.extra["optimizer_note"] = "embedding-table update fused into backward (tbe)"
+
+
+def _latency(root: Node, timing: TimingResult, batch_size: int | None) -> None:
+    """Latency percentiles and throughput from the uninstrumented steps."""
+    plain = timing.plain
     latency = {"p50": percentile(plain, 50), "p90": percentile(plain, 90), "p99": percentile(plain, 99)}
     root.extra["latency_s"] = latency
-    root.extra["throughput_samples_per_s"] = (bs / latency["p50"]) if bs and latency["p50"] > 0 else None
+    root.extra["throughput_samples_per_s"] = (
+        (batch_size / latency["p50"]) if batch_size and latency["p50"] > 0 else None
+    )
 
+
+def _run_metadata(
+    model: nn.Module,
+    model_name: str,
+    batch_size: int | None,
+    opts: ProfileOptions,
+    step: Step,
+    found: Discovery,
+    dtype_note: str | None,
+) -> dict[str, Any]:
+    """``profile.run``: what ran, how, and where each stage's boundaries are."""
+    smap = found.smap
     run = {
         "model": model_name,
-        "batch_size": bs,
+        "batch_size": batch_size,
         "mode": opts.mode,
         "grad_mode": step.grad_mode,
         "dtype": opts.dtype,
@@ -453,28 +340,29 @@ def _profile(
         "optimizer": opts.optimizer if step.train else None,
         "optimizer_fused_into_backward": step.fused,
         "stage_rules": [r.model_dump() for r in opts.stage_rules.rules] if opts.stage_rules else [],
-        "stage_roots": {p: {"stage": s, "rule": smap.placements[p].rule} for p, s in roots.items()},
+        "stage_roots": {p: {"stage": s, "rule": smap.placements[p].rule} for p, s in found.roots.items()},
+        "never_ran_roots": {
+            p: {"stage": nr.stage, "rule": nr.rule, "handed_to": nr.handed_to} for p, nr in found.never_ran.items()
+        },
         "unassigned_modules": [
             p for p, pl in smap.placements.items() if p and pl.stage is None and "." not in p
         ],
     }
     for k, v in opts.run_info.items():
         run.setdefault(k, v)
-    _annotate_modules(root, smap, model)
-    for st in root.children:
-        res = extra["memory"]["resident_by_stage"].get(st.name)
-        if res:
-            st.extra["resident_bytes"] = res
-    prof = Profile(
-        run_id=uuid.uuid4().hex[:12],
-        run=run,
-        environment=environment(contention=contention),
-        overhead=overhead,
-        root=root,
-        extra=extra,
-    )
-    _analyse(prof, model, step, batches[0], opts)
-    return prof
+    return run
+
+
+def _machine_file(opts: ProfileOptions) -> str | None:
+    """The file the run's machine figures were read from (recorded in ``extra.machine.file``), if any."""
+    if opts.machine is None:
+        return None
+    chosen = opts.config.machine
+    if chosen == "auto":
+        from recstack.hardware.machine import cache_path
+
+        return str(cache_path())
+    return str(Path(chosen).resolve()) if isinstance(chosen, str) else None
 
 
 def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: ProfileOptions) -> None:
@@ -491,7 +379,7 @@ def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: Prof
         from recstack.profiling.counters_replay import counters_for_profile
 
         counters_for_profile(prof, model, lambda: step.run(batch), repeats=5)
-    analyse(prof, machine=opts.machine)
+    analyse(prof, machine=opts.machine, machine_file=_machine_file(opts))
     if opts.dtype == "bf16":  # measured bf16/fp32 time per stage, and the oneDNN kernels that ran
         from recstack.analysis.dtype_compare import add_bf16_findings
 
@@ -587,4 +475,4 @@ def _infer_batch_size(batch: Any) -> int | None:
         return None
 
 
-__all__ = ["ProfileOptions", "profile_model"]
+__all__ = ["STAGE_ORDER", "ProfileOptions", "Step", "call_model", "profile_model"]

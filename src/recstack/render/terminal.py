@@ -267,7 +267,7 @@ def print_findings(c: Console, prof: Any) -> None:
         where = f" \\[{_text(f['stage'])}]" if f.get("stage") else ""
         suspect = f.get("roof_suspect") is True  # a roof fraction above a probably under-measured roof
         value = ""
-        if _num(f.get("value")):
+        if _num(f.get("value")) and not f.get("unit"):  # findings with a unit state the figure in their text
             shown = percent(f["value"]) if f.get("unit") == "fraction" else sig(f["value"], 3)
             value = f" ({shown}{'?' if suspect else ''})"
         why = f" \\[? {_text(f.get('roof_suspect_reason') or 'above the measured roof')}]" if suspect else ""

@@ -278,6 +278,13 @@ class StageRoot(_M):
     rule: str | None = F("the rule that matched (``builtin:...``, ``user:...``)", None, producer="profiling.runner")
 
 
+class NeverRanRoot(_M):
+    stage: str = F("stage the container matched", producer="profiling.rules")
+    rule: str | None = F("the rule that matched it", None, producer="profiling.rules")
+    handed_to: list[str] = F("its outermost running descendants, now stage roots (empty: none ran)",
+                             producer="profiling.rules")
+
+
 class Run(_M):
     """What was run (``run``). Only ``model`` is required: hand-built and imported profiles may lack the rest."""
 
@@ -316,6 +323,9 @@ class Run(_M):
     stage_roots: dict[str, StageRoot] | None = F("module path -> the stage it roots", None,
                                                  producer="profiling.runner")
     unassigned_modules: list[str] | None = F("top-level modules in no stage", None, producer="profiling.runner")
+    never_ran_roots: dict[str, NeverRanRoot] | None = F("module path -> a stage root whose forward never ran "
+                                                        "(a container) and who took its role", None,
+                                                        producer="profiling.runner")
 
     model_config = ConfigDict(strict=True, extra="allow", protected_namespaces=(), populate_by_name=True)
 
@@ -436,6 +446,9 @@ class Overhead(_M):
     op_pass_step_s: Seconds | None = F("median op-pass step (under torch.profiler)", None, unit="s",
                                        producer="profiling.runner")
     op_pass_ratio: Ratio | None = F("op-pass median / plain median", None, producer="profiling.runner")
+    op_pass_op_time_s: Seconds | None = F("op-pass time of the outermost ops per step, from the raw events "
+                                          "(the op nodes' op_pass_time_s add up to it)", None, unit="s",
+                                          producer="profiling.runner")
     pairs: NonNegInt | None = F("A/B pairs", None, producer="profiling.runner")
     profiling_wall_s: Seconds | None = F("wall time of all passes", None, unit="s", producer="profiling.runner")
     method: str | None = F("one-line statement of the method", None, producer="profiling.runner")

@@ -1,0 +1,227 @@
+"""Tree assembly: timing-pass stage times plus op-pass proportions -> the run/stage/module/op tree.
+
+Stage and run times are interquartile means over the timing pass's central
+steps (step time within p25..p75): robust like a median, and additive, so
+stage times (``other`` included) sum to the run time.
+
+Inside a stage ``s`` the op pass supplies what ran and in what proportion.
+With ``T`` the stage's timing-pass time and ``P`` its exclusive op-pass time
+per step, every module and op node is scaled by ``k = min(1, T / P)``:
+
+* ``T < P`` (the usual case: torch.profiler slows the step down): ``k < 1``
+  removes that overhead proportionally; the children then fill the stage up
+  to its own glue (``self_time_s``).
+* ``T >= P``: the op pass saw less of the stage than the timing pass measured.
+  Nothing is scaled up (that would invent work on the ops that were seen);
+  the difference ``T - P`` is a child ``[unattributed]`` (level ``op``,
+  ``extra.kind = "unattributed"``).
+
+``other`` (work outside every stage root) gets the ops the op pass saw outside
+every stage range, by op name, at their op-pass time (scaled down only where
+they would exceed ``other``), plus ``[python/framework between ops]``
+(``extra.kind = "framework"``) for the rest, so its children sum to it. The
+op pass's own outside-stage time is no guide to the profiler's slowdown there:
+it also holds the per-module range hooks' Python.
+
+Siblings that would show the same short name get a ``label`` long enough to
+tell them apart (:func:`assign_labels`).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from typing import Any
+
+from recstack.profiling.oppass import Folder, RawNode
+from recstack.profiling.passes import TimingResult
+from recstack.profiling.rules import FORWARD_STAGES
+from recstack.profiling.stats import bootstrap_ci, central_mean, central_steps, median, percentile
+from recstack.tree import Node
+
+STAGE_ORDER = FORWARD_STAGES + ("loss", "backward", "optimizer", "communication", "other")
+UNATTRIBUTED = "[unattributed]"
+FRAMEWORK = "[python/framework between ops]"
+
+
+def eval_shape(key: str) -> Any:
+    try:
+        return ast.literal_eval(key)
+    except (ValueError, SyntaxError):
+        return key
+
+
+def raw_to_node(raw: RawNode, parent_path: str, factor: float, steps: int) -> Node:
+    """One op-pass node (summed over ``steps``) as a per-step tree node scaled by ``factor``."""
+    path = f"{parent_path}/{raw.name}" if parent_path else raw.name
+    per_step = raw.us * 1e-6 / max(steps, 1)
+    node = Node(
+        name=raw.name,
+        path=path,
+        level=raw.level,
+        stage=raw.stage,
+        time_s=per_step * factor,
+        calls=int(round(raw.calls / max(steps, 1))),
+    )
+    if raw.level == "op":
+        node.extra["shapes"] = [eval_shape(k) for k in raw.shapes]
+        node.extra["distinct_shapes"] = len(raw.shapes)
+        if raw.dtypes:
+            node.extra["dtypes"] = dict(raw.dtypes)  # input dtype -> calls (the roofline's roof_dtype)
+        node.extra["op_pass_time_s"] = per_step
+        if raw.device_us:
+            node.extra["device_time_s"] = raw.device_us * 1e-6 / max(steps, 1)
+    if raw.level == "kernel":
+        node.extra["device"] = "cuda"
+    node.children = [raw_to_node(c, path, factor, steps) for c in raw.children.values()]
+    node.children.sort(key=lambda n: -n.time_s)
+    node.self_time_s = max(0.0, node.time_s - sum(c.time_s for c in node.children if c.level != "kernel"))
+    return node
+
+
+def _filler(name: str, stage: str, time_s: float, kind: str, note: str) -> Node:
+    """A synthetic op-level child that makes a stage's children account for its whole time."""
+    return Node(name=name, path=f"{stage}/{name}", level="op", stage=stage, time_s=time_s, self_time_s=time_s,
+                calls=0, extra={"kind": kind, "note": note})
+
+
+def stage_node(name: str, samples: list[float], central: list[int], raw: RawNode | None, folder: Folder) -> Node:
+    """A forward/train stage: timing-pass time, op-pass children scaled by ``min(1, T/P)``, unattributed rest."""
+    t = central_mean(samples, central) if samples else 0.0
+    node = Node(name=name, path=name, level="stage", stage=name, time_s=t, calls=1)
+    if samples:
+        node.extra.update(time_s_p10=percentile(samples, 10), time_s_p90=percentile(samples, 90))
+    if folder.steps:  # with no op pass, a stage has no children
+        p = Folder.stage_exclusive_us(raw) * 1e-6 / folder.steps if raw is not None else 0.0
+        factor = min(1.0, t / p) if p > 0 else 0.0
+        node.extra.update(op_pass_time_s=p, apportion_factor=factor)
+        if raw is not None:
+            node.children = [raw_to_node(c, name, factor, folder.steps) for c in raw.children.values()]
+            node.children.sort(key=lambda c: -c.time_s)
+        if t > p:
+            node.children.append(_filler(
+                UNATTRIBUTED, name, t - p, "unattributed",
+                "timing-pass time of this stage that the op pass did not see (not spread over the ops it saw)"))
+    node.self_time_s = max(0.0, node.time_s - sum(c.time_s for c in node.children))
+    return node
+
+
+def other_node(samples: list[float], central: list[int], folder: Folder) -> Node:
+    """``other``: the ops seen outside every stage range, and Python/framework time between them."""
+    t = central_mean(samples, central) if samples else 0.0
+    node = Node(name="other", path="other", level="stage", stage="other", time_s=t, calls=1)
+    if samples:
+        node.extra.update(time_s_p10=percentile(samples, 10), time_s_p90=percentile(samples, 90))
+    if not folder.steps:
+        node.self_time_s = t
+        return node
+    inside_us = sum(Folder.stage_exclusive_us(c) for k, c in folder.root.children.items() if k != ("stage", "other"))
+    raw = folder.root.children.get(("stage", "other"))
+    ops = sum(c.us for c in raw.children.values()) * 1e-6 / folder.steps if raw is not None else 0.0
+    # The op pass's own time outside every stage also holds its per-module range hooks (Python), so it
+    # is no measure of the profiler's slowdown here; ops keep their op-pass time (an upper bound: the
+    # profiler only lengthens an op), shrunk only where they would exceed `other` itself.
+    factor = min(1.0, t / ops) if ops > 0 else 0.0
+    node.extra.update(op_pass_time_s=max(0.0, folder.step_us - inside_us) * 1e-6 / folder.steps,
+                      apportion_factor=factor)
+    if raw is not None:
+        node.children = [raw_to_node(c, "other", factor, folder.steps) for c in raw.children.values()]
+        node.children.sort(key=lambda c: -c.time_s)
+    # Always present after an op pass (0 where the ops fill `other`), so every profile has the same shape.
+    rest = max(0.0, t - sum(c.time_s for c in node.children))
+    node.children.append(_filler(
+        FRAMEWORK, "other", rest, "framework",
+        "outside every stage and every op: Python between module calls, the dispatcher, hooks"))
+    node.self_time_s = max(0.0, node.time_s - sum(c.time_s for c in node.children))
+    return node
+
+
+def build_tree(model_name: str, timing: TimingResult, folder: Folder) -> Node:
+    """The run node with one child per stage seen by either pass, in :data:`STAGE_ORDER`."""
+    central = central_steps(timing.timed)
+    root = Node(name=model_name, path="run", level="run", stage=None, time_s=central_mean(timing.timed, central),
+                calls=1)
+    root.extra.update(time_s_p10=percentile(timing.timed, 10), time_s_p90=percentile(timing.timed, 90))
+    op_stages = {name for (level, name) in folder.root.children if level == "stage"}
+    names = sorted(set(timing.stage_samples) | op_stages | {"other"},
+                   key=lambda s: (STAGE_ORDER.index(s) if s in STAGE_ORDER else 99, s))
+    for sname in names:
+        samples = timing.stage_samples.get(sname, [])
+        if sname == "other":
+            root.children.append(other_node(samples, central, folder))
+        else:
+            root.children.append(stage_node(sname, samples, central, folder.root.children.get(("stage", sname)), folder))
+    root.self_time_s = max(0.0, root.time_s - sum(c.time_s for c in root.children))
+    assign_labels(root)
+    return root
+
+
+def _short(node: Node, parent: Node) -> str:
+    """The name a renderer shows: a module nested in a module by its last path component."""
+    if node.level == "module" and parent.level == "module":
+        return node.name.rsplit(".", 1)[-1]
+    return node.name
+
+
+def _disambiguate(paths: list[str]) -> list[str]:
+    """Shortest dotted suffixes (at least one component) that tell ``paths`` apart."""
+    parts = [p.split(".") for p in paths]
+    out = []
+    for i, comps in enumerate(parts):
+        n = 1
+        while n < len(comps) and any(
+            j != i and other[-n:] == comps[-n:] for j, other in enumerate(parts)
+        ):
+            n += 1
+        out.append(".".join(comps[-n:]))
+    return out
+
+
+def assign_labels(root: Node) -> None:
+    """Set ``label`` on every node: its short name, or enough of its module path where siblings share one."""
+    root.extra["label"] = root.name
+    for parent in root.walk():
+        groups: dict[str, list[Node]] = {}
+        for c in parent.children:
+            groups.setdefault(_short(c, parent), []).append(c)
+        for short, nodes in groups.items():
+            if len(nodes) == 1:
+                nodes[0].extra["label"] = short
+                continue
+            for n, label in zip(nodes, _disambiguate([n.name for n in nodes]), strict=True):
+                n.extra["label"] = label
+
+
+def outermost_ops(root: Node) -> Iterable[Node]:
+    """Op nodes recorded by the op pass that no other op encloses (synthetic filler nodes excluded)."""
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        for c in n.children:
+            if c.level == "op" and "op_pass_time_s" in c.extra:
+                yield c
+            elif c.level in ("stage", "module"):
+                stack.append(c)
+
+
+def overhead_figures(timing: TimingResult, op_steps_s: list[float], folder: Folder, run_t: float,
+                     wall_s: float) -> dict[str, Any]:
+    """What the measurement cost: A/B ratio of the timing pass with its CI, and the op pass's slowdown."""
+    plain = timing.plain
+    a_med = median(plain)
+    ratios = [b / a for a, b in zip(plain, timing.timed, strict=True) if a > 0]
+    return {
+        "uninstrumented_step_s": a_med,
+        "uninstrumented_step_s_p10": percentile(plain, 10),
+        "uninstrumented_step_s_p90": percentile(plain, 90),
+        "stage_pass_step_s": run_t,
+        "stage_pass_ratio": median(ratios),
+        "stage_pass_ratio_ci": list(bootstrap_ci(ratios)),
+        "op_pass_step_s": median(op_steps_s) if op_steps_s else None,
+        "op_pass_ratio": (median(op_steps_s) / a_med) if op_steps_s and a_med > 0 else None,
+        "op_pass_op_time_s": (folder.op_total_us * 1e-6 / folder.steps) if folder.steps else None,
+        "pairs": len(ratios),
+        "profiling_wall_s": wall_s,
+        "method": "A/B interleaved: A uninstrumented, B stage hooks; ratio = median of per-pair B/A, "
+        "95% bootstrap CI of that median; op pass under torch.profiler with module ranges",
+    }

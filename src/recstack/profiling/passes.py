@@ -1,0 +1,201 @@
+"""The measurement passes of a profile, one function each: warm-up and discovery, timing pass, op pass.
+
+Each pass takes the model, the :class:`~recstack.profiling.runner.Step` that
+runs one step, the pre-generated batches (cycled) and the stage roots, and
+returns plain data; :mod:`recstack.profiling.assemble` turns that data into
+the Profile tree. None of them generates input inside a timed region.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from recstack.profiling.native_stderr import quiet_native
+from recstack.profiling.oppass import STAGE, STEP, Folder, install_range_hooks, profiler_range
+from recstack.profiling.rules import NeverRanRoot, StageMap, StageRules, detect_stages, hand_down_roots
+from recstack.profiling.timing import ForwardWrappers, StageTimer, _Region, install_stage_hooks
+
+
+class Step(Protocol):
+    """What the passes need of :class:`recstack.profiling.runner.Step` (kept as a protocol so this
+    module does not import the runner that calls it)."""
+
+    train: bool
+
+    def run(self, batch: Any, region: Callable[[str], Any] | None = None) -> None: ...
+
+
+@dataclass
+class Discovery:
+    """What the warm-up found: the modules that ran (first call order, every depth) and the stage map."""
+
+    order: list[str]
+    smap: StageMap
+    never_ran: dict[str, NeverRanRoot]
+
+    @property
+    def roots(self) -> dict[str, str]:
+        """Stage roots that time a stage: module path -> stage (``other`` roots are not boundaries)."""
+        return {p: pl.stage for p, pl in self.smap.placements.items() if pl.root and pl.stage and pl.stage != "other"}
+
+
+def record_call_order(model: nn.Module, run_once: Callable[[], None]) -> list[str]:
+    """Module paths of ``model`` in the order their ``forward`` first ran during ``run_once()``, at every depth.
+
+    Every module's ``forward`` is wrapped for this one step, the same way the
+    timing and op passes wrap stage roots, so a module counts as run exactly
+    when those wrappers would fire (also for ``module.forward(x)`` called
+    directly, which forward hooks miss).
+    """
+    order: list[str] = []
+    seen: set[str] = set()
+    wrappers = ForwardWrappers()
+    for path, mod in model.named_modules():
+
+        def mark(_path: str = path) -> None:
+            if _path not in seen:
+                seen.add(_path)
+                order.append(_path)
+
+        wrappers.wrap(mod, mark, _nothing)
+    try:
+        run_once()
+    finally:
+        wrappers.remove()
+    return order
+
+
+def _nothing() -> None:
+    return None
+
+
+def warm_up_and_discover(
+    model: nn.Module, step: Step, batches: list[Any], warmup: int, rules: StageRules | None
+) -> Discovery:
+    """Warm-up steps (at least two); the second records which modules run, which places stages and hands
+    down never-run roots.
+
+    The first step runs plain, so an error in the model's own code surfaces
+    with the user's frames innermost (the recording wrappers are recstack's
+    frames; :mod:`recstack.usercode` would call such an error recstack's).
+    """
+    n = len(batches)
+    step.run(batches[0])
+    order = record_call_order(model, lambda: step.run(batches[1 % n]))
+    for i in range(max(0, warmup - 2)):
+        step.run(batches[(i + 2) % n])
+    smap = detect_stages(model, rules, order)
+    never_ran = hand_down_roots(smap, order)
+    return Discovery(order=order, smap=smap, never_ran=never_ran)
+
+
+@dataclass
+class TimingResult:
+    """Per-step samples of the timing pass (seconds): A (plain) and B (stage hooks) steps and B's stages."""
+
+    plain: list[float] = field(default_factory=list)
+    timed: list[float] = field(default_factory=list)
+    stage_samples: dict[str, list[float]] = field(default_factory=dict)
+    timer: StageTimer | None = None  # holds the per-step getrusage deltas of the B steps (timer.rusage_steps)
+
+
+def timing_pass(
+    model: nn.Module,
+    step: Step,
+    batches: list[Any],
+    roots: dict[str, str],
+    iters: int,
+    sync: Callable[[], None] | None,
+) -> TimingResult:
+    """A (uninstrumented) / B (stage timing) steps, interleaved on the same batch.
+
+    ``other`` per B step is its step time minus the sum of its stage times.
+    """
+    n = len(batches)
+    timer = StageTimer(sync)
+    res = TimingResult(timer=timer)
+    region = (lambda s: _Region(timer, s)) if step.train else None
+    for i in range(iters):
+        batch = batches[i % n]
+        res.plain.append(_plain_step(step, batch, sync))
+        wrappers = install_stage_hooks(model, roots, timer)
+        try:
+            timer.reset()
+            t0 = timer.start()
+            step.run(batch, region)
+            t1 = timer.stop()
+        finally:
+            wrappers.remove()
+        total = (t1 - t0) * 1e-9
+        res.timed.append(total)
+        acc = {k: v * 1e-9 for k, v in timer.acc.items()}
+        acc["other"] = max(0.0, total - sum(acc.values()))
+        for k in set(res.stage_samples) | set(acc):
+            res.stage_samples.setdefault(k, [0.0] * i).append(acc.get(k, 0.0))
+    return res
+
+
+def _plain_step(step: Step, batch: Any, sync: Callable[[], None] | None) -> float:
+    if sync:
+        sync()
+    t0 = time.perf_counter_ns()
+    step.run(batch)
+    if sync:
+        sync()
+    return (time.perf_counter_ns() - t0) * 1e-9
+
+
+@dataclass
+class OpPassResult:
+    """The folded op-pass tree and the op pass's step times (seconds, including the profiler's cost)."""
+
+    folder: Folder
+    steps_s: list[float]
+
+
+def op_pass(
+    model: nn.Module,
+    step: Step,
+    batches: list[Any],
+    roots: dict[str, str],
+    op_iters: int,
+    sync: Callable[[], None] | None,
+    export_trace: Callable[[Any], None] | None = None,
+) -> OpPassResult:
+    """``op_iters`` steps under torch.profiler with stage and module ranges, folded into one tree.
+
+    ``export_trace(prof)`` writes the Chrome trace (torch.profiler can export it once).
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    n = len(batches)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+
+    def op_region(s: str) -> Any:
+        return profiler_range(STAGE + s)
+
+    folder = Folder()
+    steps_s: list[float] = []
+    range_wrappers = install_range_hooks(model, roots)
+    try:
+        with quiet_native(profile(activities=acts, record_shapes=True)) as prof:
+            for i in range(op_iters):
+                batch = batches[i % n]
+                t0 = time.perf_counter_ns()
+                with profiler_range(f"{STEP}{i}"):
+                    step.run(batch, op_region if step.train else None)
+                if sync:
+                    sync()
+                steps_s.append((time.perf_counter_ns() - t0) * 1e-9)
+    finally:
+        range_wrappers.remove()
+    folder.fold(prof.events())
+    if export_trace is not None:
+        export_trace(prof)
+    return OpPassResult(folder=folder, steps_s=steps_s)
