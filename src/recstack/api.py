@@ -110,7 +110,7 @@ def profile_zoo(
         batch_size=cfg.batch_size,
     )
     with progress.phase("model build"):
-        net = build_model(cfg.model, scale=cfg.scale, options=build)
+        net = build_model(cfg.model, scale=cfg.scale, options=build, workload=spec)
     bound = bind(spec, net.features(), net.num_dense, net.num_tasks)
     info = {
         "model": net.cfg.name,

@@ -32,14 +32,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
+from recstack.config.limits import BATCH_SIZE_MAX, SEED_MAX, TASKS_MAX  # shared with zoo and workload
 from recstack.errors import ConfigError
 
-BATCH_SIZE_MAX = 2**24
 ITERS_MAX = 100_000
-SEED_MAX = 2**63 - 1
 SCALE_MAX = 1000.0
 THREADS_MAX = 65_536
-TASKS_MAX = 1024
 LEARNING_RATE_MAX = 1e6
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from recstack.config.limits import TABLE_COUNT_MAX
 from recstack.errors import ConfigError
 from recstack.workload.presets import list_presets
 
@@ -130,8 +131,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from recstack.workload.stats import workload_stats
 
     check_field("batch_size", args.batch_size, "--batch-size")
-    if args.tables is not None and args.tables < 1:
-        raise ConfigError(f"must be >= 1 (got {args.tables})", field="--tables")
+    if args.tables is not None and not 1 <= args.tables <= TABLE_COUNT_MAX:
+        raise ConfigError(f"must be in 1 .. {TABLE_COUNT_MAX} (got {args.tables})", field="--tables")
     check_field("seed", args.seed, "--seed")
     spec = load_workload(args.preset) if args.preset else load_spec_file(args.spec)
     result = workload_stats(spec, args.batch_size, tables=args.tables, seed=args.seed)

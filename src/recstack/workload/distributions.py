@@ -26,6 +26,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from recstack.config.limits import SIZE_MAX
+
 PROB_TOLERANCE = 1e-3  # probabilities must sum to 1 within this (fitted specs are written rounded)
 _MEAN_GRID = (np.arange(8192) + 0.5) / 8192
 
@@ -84,7 +86,7 @@ def normal_ppf(u: np.ndarray | float) -> np.ndarray:
 class _Dist(BaseModel):
     """Common clamp fields and the sampling contract."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     min: float | None = None
     max: float | None = None
@@ -201,7 +203,9 @@ class Normal(_Dist):
     mean_: float = Field(alias="mean")
     std: float = Field(ge=0)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True, allow_inf_nan=False
+    )
 
     def _raw_quantile(self, u: np.ndarray) -> np.ndarray:
         return self.mean_ + self.std * normal_ppf(u)
@@ -223,7 +227,9 @@ class LogNormal(_Dist):
     sigma: float = Field(ge=0)
     shift: float | None = None
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True, allow_inf_nan=False
+    )
 
     @model_validator(mode="after")
     def _one_location(self) -> LogNormal:
@@ -309,8 +315,23 @@ def _number_to_fixed(value: Any) -> Any:
     return value
 
 
+_CHECK_U = np.array([1e-9, 0.5, 1 - 1e-9])
+
+
+def _finite(dist: _Dist) -> _Dist:
+    """Refuse parameters whose draws overflow float64 (e.g. ``normal(1e308, 1e308)``: inf, then NaN as an int)."""
+    with np.errstate(all="ignore"):
+        ends = dist.quantile(_CHECK_U)
+        mean = dist.mean()
+    if not (np.all(np.isfinite(ends)) and math.isfinite(mean)):
+        raise ValueError(
+            f"the {dist.kind} distribution's draws overflow (not finite numbers); use smaller parameters"
+        )
+    return dist
+
+
 def _non_negative(dist: _Dist) -> _Dist:
-    """Sizes (pooling factors, sequence lengths, query sizes): parameters must not be negative."""
+    """Sizes (pooling factors, sequence lengths, query sizes): parameters must not be negative, nor above SIZE_MAX."""
     checks: list[tuple[str, float | None]] = [("min", dist.min), ("max", dist.max)]
     if isinstance(dist, Fixed):
         checks.append(("value", dist.value))
@@ -323,14 +344,20 @@ def _non_negative(dist: _Dist) -> _Dist:
     for name, val in checks:
         if val is not None and val < 0:
             raise ValueError(f"{dist.kind} {name} must be >= 0 for a size (got {val})")
+    top = float(dist.quantile(_CHECK_U[-1:])[0])
+    if top > SIZE_MAX:
+        raise ValueError(
+            f"the {dist.kind} distribution can produce sizes up to {top:.3g}, above the limit {SIZE_MAX} "
+            "(lengths are int32); set max (or smaller parameters)"
+        )
     return dist
 
 
 Dist = Annotated[Fixed | Uniform | LogUniform | Normal | LogNormal | Empirical, Field(discriminator="kind")]
 """Any scalar distribution (tagged by ``kind``)."""
 
-DistLike = Annotated[Dist, BeforeValidator(_number_to_fixed)]
-"""A distribution, or a bare number meaning ``{kind: fixed, value: number}``."""
+DistLike = Annotated[Dist, BeforeValidator(_number_to_fixed), AfterValidator(_finite)]
+"""A distribution, or a bare number meaning ``{kind: fixed, value: number}``; its draws must be finite."""
 
 SizeDist = Annotated[DistLike, AfterValidator(_non_negative)]
 """A distribution of non-negative sizes; draws are also clamped at 0 where they are used."""

@@ -58,6 +58,7 @@ MIN_TAIL_VALUES = 10  # distinct tail values needed to fit a Zipf tail (else uni
 _INT_RE = re.compile(r"^[+-]?\d+$")
 _FLOAT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(nan|inf|infinity)$", re.IGNORECASE)
 _FAMILY_RE = re.compile(r"^(.*?\D)(\d+)$")
+BINARY_SNIFF_BYTES = 65536  # a NUL byte in the first 64 KiB means a binary file, not CSV
 _Q_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
 
 
@@ -75,6 +76,14 @@ def read_columns(path: str | Path) -> tuple[list[str], list[Counter[str]], int]:
         raise DataError(f"{p}: file not found")
     if not p.is_file():
         raise DataError(f"{p}: not a file")
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(BINARY_SNIFF_BYTES)
+    except OSError as exc:
+        raise DataError(f"{p}: cannot read file ({exc.__class__.__name__}: {exc.strerror or exc})") from None
+    nul = head.find(b"\x00")
+    if nul >= 0:
+        raise DataError(f"{p}: holds NUL bytes (the first at byte {nul}); a binary file, not CSV text")
     try:
         with p.open("r", encoding="utf-8", newline="") as fh:
             reader = csv.reader(fh)

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from recstack.config.limits import SEED_MAX, SEED_MIN
 from recstack.errors import ConfigError
 from recstack.workload.batch import FeatureRequest, RawBatch, SparseInput
 from recstack.workload.distributions import Fixed, LogNormal, _Dist, stochastic_round
@@ -261,8 +262,8 @@ class BoundWorkload:
             raise ConfigError(f"must be >= 0 (got {num_dense})", field="num_dense")
         if int(num_tasks) < 1:
             raise ConfigError(f"must be >= 1 (got {num_tasks})", field="num_tasks")
-        if seed is not None and int(seed) < 0:
-            raise ConfigError(f"must be >= 0 (got {seed})", field="seed")
+        if seed is not None and not SEED_MIN <= int(seed) <= SEED_MAX:
+            raise ConfigError(f"must be in {SEED_MIN} .. {SEED_MAX} (got {seed})", field="seed")
         self.spec = spec
         self.seed = int(spec.seed if seed is None else seed)
         self.num_dense = int(num_dense)

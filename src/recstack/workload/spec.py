@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from recstack.config.limits import SEED_MAX, SEED_MIN, TABLE_COUNT_MAX, TABLE_ROWS_MAX
 from recstack.errors import ConfigError
 from recstack.outputs import atomic_write_text
 from recstack.workload.distributions import (
@@ -44,7 +45,7 @@ MLPERF_QUERY_SIZES = Empirical(
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -135,7 +136,7 @@ class TablePopulation(_Model):
     pooling with this sigma (0: fixed lengths, stochastically rounded).
     """
 
-    tables: int = Field(default=1, ge=1, description="how many tables the population describes")
+    tables: int = Field(default=1, ge=1, le=TABLE_COUNT_MAX, description="how many tables the population describes")
     rows: DistLike
     pooling: SizeDist
     length_sigma: float = Field(default=0.0, ge=0, le=5)
@@ -148,6 +149,8 @@ class TablePopulation(_Model):
             raise ValueError(
                 f"rows: the {self.rows.kind} distribution can produce tables with < 1 row; set min >= 1"
             )
+        if not float(self.rows.quantile(1 - 1e-9)[0]) <= TABLE_ROWS_MAX:
+            raise ValueError(f"rows: the {self.rows.kind} distribution can produce tables above {TABLE_ROWS_MAX:.0e} rows; set max")
         return self
 
 
@@ -174,8 +177,8 @@ class FeatureSpec(_Model):
     feature's own pooling, fixed). ``scatter``: spread hot rows over the id_range.
     """
 
-    name: str = Field(min_length=1)
-    cardinality: int | None = Field(default=None, ge=1)
+    name: str = Field(min_length=1, max_length=200)
+    cardinality: int | None = Field(default=None, ge=1, le=TABLE_ROWS_MAX)
     ids: IdDist = UniformIds()
     pooling: SizeDist | None = None
     scatter: bool = True
@@ -239,7 +242,7 @@ class WorkloadSpec(_Model):
     version: Literal[1] = 1
     name: str = Field(min_length=1)
     description: str = ""
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=SEED_MIN, le=SEED_MAX)
     population: TablePopulation | None = None
     features: list[FeatureSpec] | None = None
     dense: DenseSpec = DenseSpec()

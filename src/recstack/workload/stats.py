@@ -23,7 +23,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from recstack.errors import ConfigError
+from recstack.config.limits import (
+    BATCH_SIZE_MAX,
+    SEED_MAX,
+    SEED_MIN,
+    TABLE_COUNT_MAX,
+    USABLE_FRACTION,
+    available_bytes,
+    gib,
+)
+from recstack.errors import ConfigError, MemoryPreflightError
 from recstack.workload.batch import FeatureRequest
 from recstack.workload.generate import (
     _TABLES,
@@ -227,6 +236,26 @@ def feature_tables(spec: WorkloadSpec, k: int | None, seed: int) -> list[Resolve
     return tables
 
 
+STATS_BYTES_PER_ID = 24  # int64 IDs, plus the sorted copy and counts of the locality count
+
+
+def check_table_memory(drawn: list[ResolvedFeature], batch_size: int, available: int | None = None) -> None:
+    """Refuse (naming a --batch-size that fits) when one table's IDs at ``batch_size`` exceed the free memory.
+
+    Tables are generated one at a time, so the largest table (by mean length) decides.
+    """
+    widest = max((f.lengths.mean() for f in drawn), default=0.0)
+    need = batch_size * (4 + widest * STATS_BYTES_PER_ID)
+    avail = available_bytes() if available is None else available
+    usable = avail * USABLE_FRACTION
+    if need > usable:
+        fit = int(batch_size * usable / need)
+        raise MemoryPreflightError(
+            f"one table's IDs at batch {batch_size} (mean length {widest:.3g}) need {gib(need)} but {gib(avail)} "
+            f"is available; use --batch-size {max(fit, 1)} or less"
+        )
+
+
 def workload_stats(
     spec: WorkloadSpec, batch_size: int, tables: int | None = None, seed: int = 0
 ) -> dict[str, Any]:
@@ -238,17 +267,19 @@ def workload_stats(
     :func:`locality_stats` plus ``spec``, ``seed`` and ``per_table`` (rows, mean pooling,
     skew, lookups and unique rows of each drawn table).
     """
-    if int(batch_size) < 1:
-        raise ConfigError(f"must be >= 1 (got {batch_size})", field="batch_size")
-    if tables is not None and int(tables) < 1:
-        raise ConfigError(f"must be >= 1 (got {tables})", field="tables")
-    if int(seed) < 0:
-        raise ConfigError(f"must be >= 0 (got {seed})", field="seed")
+    for field, value, low, high in (
+        ("batch_size", batch_size, 1, BATCH_SIZE_MAX),
+        ("tables", tables, 1, TABLE_COUNT_MAX),
+        ("seed", seed, SEED_MIN, SEED_MAX),
+    ):
+        if value is not None and not low <= int(value) <= high:
+            raise ConfigError(f"must be in {low} .. {high} (got {value})", field=field)
     batch_size = int(batch_size)
     if spec.population is not None:
         drawn = population_tables(spec.population, int(tables or DEFAULT_POPULATION_TABLES), int(seed))
     else:
         drawn = feature_tables(spec, None if tables is None else int(tables), int(seed))
+    check_table_memory(drawn, batch_size)
     acc = LocalityAccumulator()
     work = Workspace()
     per_table = []

@@ -6,7 +6,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from recstack.zoo.build import BuildOptions, build_model, module_tree, resolve_config, summary
+    from recstack.zoo.build import BuildOptions, build_model, module_tree, preflight, resolve_config, summary
     from recstack.zoo.config import ModelConfig, builtin_names, load_model_config
     from recstack.zoo.embedding import BACKENDS
     from recstack.zoo.models import RecModel
@@ -21,6 +21,7 @@ _LAZY = {
     "builtin_names": "recstack.zoo.config",
     "load_model_config": "recstack.zoo.config",
     "module_tree": "recstack.zoo.build",
+    "preflight": "recstack.zoo.build",
     "resolve_config": "recstack.zoo.build",
     "summary": "recstack.zoo.build",
 }
@@ -34,6 +35,7 @@ __all__ = [
     "builtin_names",
     "load_model_config",
     "module_tree",
+    "preflight",
     "resolve_config",
     "summary",
 ]

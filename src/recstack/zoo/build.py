@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
+from recstack.config.limits import BATCH_SIZE_MAX, SEED_MAX, SEED_MIN, TASKS_MAX
 from recstack.errors import ConfigError
 from recstack.zoo.config import ModelConfig, load_model_config
-from recstack.zoo.embedding import BACKENDS, TABLE_DTYPES, TorchEmbeddings, make_backend
-from recstack.zoo.memory import MemoryEstimate, check_fits, estimate
-from recstack.zoo.models import ARCH_CLASSES, RecModel
+from recstack.zoo.memory import NUM_BATCHES, BatchShape, MemoryEstimate, check_fits, estimate
+
+# torch, the embedding backends and the model classes are imported where a model is built, so that
+# resolving and checking a config (and failing on a bad one) needs no torch.
+if TYPE_CHECKING:
+    import torch
+
+    from recstack.workload.spec import WorkloadSpec
+    from recstack.zoo.models import RecModel
 
 MODES = ("inference", "train")
 OPTIMIZERS = ("sgd", "adagrad")
@@ -29,6 +34,8 @@ class BuildOptions:
     batch_size: int = 1024  # only for the memory estimate of sparse gradients
 
     def validate(self) -> None:
+        from recstack.zoo.embedding import BACKENDS, TABLE_DTYPES
+
         for field, value, allowed in (
             ("--backend", self.backend, BACKENDS),
             ("--mode", self.mode, MODES),
@@ -37,8 +44,19 @@ class BuildOptions:
         ):
             if value not in allowed:
                 raise ConfigError(f"must be one of {', '.join(allowed)} (got {value!r})", field=field)
-        if self.tasks is not None and self.tasks < 1:
-            raise ConfigError(f"must be >= 1 (got {self.tasks})", field="--tasks")
+        for field, value, low, high in (
+            ("--tasks", self.tasks, 1, TASKS_MAX),
+            ("--seed", self.seed, SEED_MIN, SEED_MAX),
+            ("--batch-size", self.batch_size, 1, BATCH_SIZE_MAX),
+        ):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"must be an integer (got {value!r})", field=field)
+            if not low <= value <= high:
+                raise ConfigError(f"must be in {low} .. {high} (got {value})", field=field)
+        if not isinstance(self.learning_rate, (int, float)) or not 0 < self.learning_rate < float("inf"):
+            raise ConfigError(f"must be a positive number (got {self.learning_rate!r})", field="learning_rate")
 
 
 def resolve_config(model: str | ModelConfig, scale: float = 1.0, tasks: int | None = None) -> ModelConfig:
@@ -46,6 +64,8 @@ def resolve_config(model: str | ModelConfig, scale: float = 1.0, tasks: int | No
     if scale != 1.0:
         cfg = cfg.scaled(scale)
     if tasks is not None:
+        if isinstance(tasks, bool) or not isinstance(tasks, int) or not 1 <= tasks <= TASKS_MAX:
+            raise ConfigError(f"must be an integer in 1 .. {TASKS_MAX} (got {tasks!r})", field="--tasks")
         if cfg.arch != "mtwnd":
             raise ConfigError(f"only arch mtwnd has tasks (model {cfg.name} is {cfg.arch})", field="--tasks")
         cfg = cfg.model_copy(update={"tasks": tasks})
@@ -54,6 +74,11 @@ def resolve_config(model: str | ModelConfig, scale: float = 1.0, tasks: int | No
 
 def _skeleton(cfg: ModelConfig) -> RecModel:
     """The model on the meta device: layer shapes and parameter counts, no memory."""
+    import torch
+
+    from recstack.zoo.embedding import TorchEmbeddings
+    from recstack.zoo.models import ARCH_CLASSES
+
     with torch.device("meta"):
         backend = TorchEmbeddings(cfg.resolved_tables(), sparse=False, device="meta")
         return ARCH_CLASSES[cfg.arch](cfg, backend)
@@ -65,7 +90,45 @@ def dense_param_count(model: RecModel) -> int:
     )
 
 
-def memory_estimate(cfg: ModelConfig, opts: BuildOptions) -> MemoryEstimate:
+def _layer_outputs(cfg: ModelConfig, seq_len: float) -> float:
+    """Activation values per sample of the dense layers (every layer's output; attention per position)."""
+    flat = [cfg.bottom_mlp, cfg.top_mlp, cfg.mlp, cfg.final_mlp]
+    per_sample = sum(sum(v[1:]) for v in flat if v)
+    if cfg.task_mlp:
+        per_sample += cfg.tasks * sum(cfg.task_mlp[1:])
+    per_position = sum(cfg.attention_hidden or []) + (cfg.attention_dim or 0) + 3 * (cfg.extractor_hidden or 0)
+    return float(per_sample + seq_len * per_position)
+
+
+def batch_shape(cfg: ModelConfig, workload: WorkloadSpec | None = None) -> BatchShape:
+    """Per-sample input and activation sizes of ``cfg`` under ``workload`` (mean lengths; None: the config's pooling)."""
+    skel = _skeleton(cfg)
+    requests = skel.features()
+    mean_len = {f.name: float(f.pooling) for f in requests}
+    if workload is not None:
+        from recstack.workload.generate import bind
+
+        bound = bind(workload, requests, skel.num_dense, skel.num_tasks)
+        mean_len = {f.name: f.lengths.mean() for f in bound.features}
+    tables = cfg.resolved_tables()
+    lookups = sum(mean_len[t.feature] for t in tables)
+    emb_out = sum(t.dim * (mean_len[t.feature] if t.kind == "sequence" else 1.0) for t in tables)
+    seq_len = max((mean_len[t.feature] for t in tables if t.kind == "sequence"), default=0.0)
+    return BatchShape(
+        ids=sum(mean_len.values()),
+        lookups=lookups,
+        features=len(requests),
+        tables=len(tables),
+        dense=skel.num_dense,
+        tasks=skel.num_tasks,
+        activations=emb_out + _layer_outputs(cfg, seq_len),
+    )
+
+
+def memory_estimate(
+    cfg: ModelConfig, opts: BuildOptions, workload: WorkloadSpec | None = None, num_batches: int = NUM_BATCHES
+) -> MemoryEstimate:
+    """Bytes ``cfg`` needs with ``opts`` (tables, optimizer, dense layers) and ``opts.batch_size`` of ``workload``."""
     skel = _skeleton(cfg)
     return estimate(
         cfg.resolved_tables(),
@@ -75,7 +138,34 @@ def memory_estimate(cfg: ModelConfig, opts: BuildOptions) -> MemoryEstimate:
         optimizer=opts.optimizer,
         table_dtype=opts.table_dtype,
         batch_size=opts.batch_size,
+        shape=batch_shape(cfg, workload),
+        num_batches=num_batches,
     )
+
+
+def preflight(
+    model: str | ModelConfig,
+    *,
+    scale: float = 1.0,
+    options: BuildOptions | None = None,
+    workload: WorkloadSpec | None = None,
+    batch_size: int | None = None,
+    available: int | None = None,
+) -> MemoryEstimate:
+    """Check, before anything is allocated, that ``model`` at ``scale`` and ``batch_size`` fits in memory.
+
+    Validates the options and the config's sizes, then raises MemoryPreflightError (naming a
+    ``--scale`` and ``--batch-size`` that would fit) when the tables, optimizer state, dense
+    layers, generated batches and one step's activations exceed the available memory.
+    """
+    opts = options or BuildOptions()
+    if batch_size is not None:
+        opts = BuildOptions(**{**opts.__dict__, "batch_size": batch_size})
+    opts.validate()
+    cfg = resolve_config(model, scale, opts.tasks)
+    est = memory_estimate(cfg, opts, workload)
+    check_fits(est, model=cfg.name, scale=cfg.scale, available=available)
+    return est
 
 
 def build_model(
@@ -84,6 +174,7 @@ def build_model(
     scale: float = 1.0,
     options: BuildOptions | None = None,
     preflight: bool = True,
+    workload: WorkloadSpec | None = None,
     **kwargs: Any,
 ) -> RecModel:
     """Build a zoo model (by id or YAML path, or a ModelConfig) ready to run.
@@ -92,12 +183,19 @@ def build_model(
     backend, mode, table dtype, optimizer and seed. Dense layers are seeded
     from ``seed`` independently of the backend, and every table is initialised
     from (seed, table index), so the three backends hold the same weights.
+    The memory preflight counts ``options.batch_size`` samples of ``workload``
+    (default: the config's own pooling) besides the tables.
     """
+    import torch
+
+    from recstack.zoo.embedding import make_backend
+    from recstack.zoo.models import ARCH_CLASSES
+
     opts = options or BuildOptions(**kwargs)
     opts.validate()
     cfg = resolve_config(model, scale, opts.tasks)
     if preflight:
-        check_fits(memory_estimate(cfg, opts), model=cfg.name, scale=cfg.scale)
+        check_fits(memory_estimate(cfg, opts, workload), model=cfg.name, scale=cfg.scale)
     tables = cfg.resolved_tables()
     # The backend is built on its own; dense layers get the global RNG seeded the same way for every backend.
     backend = make_backend(

@@ -12,10 +12,21 @@ from __future__ import annotations
 import math
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from recstack.config.limits import (
+    CONFIG_SCALE_MAX,
+    DENSE_FEATURES_MAX,
+    EMBEDDING_DIM_MAX,
+    LAYER_WIDTH_MAX,
+    LAYERS_MAX,
+    SIZE_MAX,
+    TABLE_COUNT_MAX,
+    TABLE_ROWS_MAX,
+    TASKS_MAX,
+)
 from recstack.config.loading import load_yaml_file, parse_config
 from recstack.errors import ConfigError
 
@@ -23,20 +34,33 @@ ARCHS = ("dlrm", "ncf", "wnd", "mtwnd", "din", "dien")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, value: object, info: ValidationInfo) -> object:
+        # YAML's true/false would otherwise pass as 1/0 for a number field (embedding_dim: true)
+        if isinstance(value, bool) and info.field_name and cls.model_fields[info.field_name].annotation is not bool:
+            raise ValueError("expected a number or text, got a boolean")
+        return value
+
+
+Width = Annotated[int, Field(gt=0, le=LAYER_WIDTH_MAX)]
+"""One dense layer width: 1 .. LAYER_WIDTH_MAX."""
+Layers = Annotated[list[Width], Field(max_length=LAYERS_MAX)]
 
 
 class TableGroup(_Strict):
     """One table, or ``count`` identical tables named ``name_0 .. name_{count-1}``."""
 
-    name: str = Field(min_length=1)
-    rows: int = Field(gt=0)
-    count: int = Field(default=1, gt=0)
-    dim: int | None = Field(default=None, gt=0)
-    feature: str | None = None
-    pooling: float = Field(default=1.0, gt=0, description="IDs per sample (sequence: default length)")
+    name: str = Field(min_length=1, max_length=200)
+    rows: int = Field(gt=0, le=TABLE_ROWS_MAX)
+    count: int = Field(default=1, gt=0, le=TABLE_COUNT_MAX)
+    dim: int | None = Field(default=None, gt=0, le=EMBEDDING_DIM_MAX)
+    feature: str | None = Field(default=None, min_length=1, max_length=200)
+    pooling: float = Field(default=1.0, gt=0, le=SIZE_MAX, description="IDs per sample (sequence: default length)")
     kind: Literal["pooled", "sequence"] = "pooled"
-    max_length: int | None = Field(default=None, gt=0)
+    max_length: int | None = Field(default=None, gt=0, le=SIZE_MAX)
     fixed_length: bool = False
 
     @model_validator(mode="after")
@@ -70,33 +94,33 @@ class Table(_Strict):
 class ModelConfig(_Strict):
     """A zoo model. Layer lists include the input width first (``[in, h1, ..., out]``)."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=200)
     arch: Literal["dlrm", "ncf", "wnd", "mtwnd", "din", "dien"]
     description: str = ""
-    embedding_dim: int = Field(gt=0)
-    dense_features: int = Field(default=0, ge=0)
-    tables: list[TableGroup] = Field(min_length=1)
+    embedding_dim: int = Field(gt=0, le=EMBEDDING_DIM_MAX)
+    dense_features: int = Field(default=0, ge=0, le=DENSE_FEATURES_MAX)
+    tables: list[TableGroup] = Field(min_length=1, max_length=TABLE_COUNT_MAX)
     # dlrm
-    bottom_mlp: list[int] | None = None
+    bottom_mlp: Layers | None = None
     interaction: Literal["concat", "dot"] = "concat"
     # dlrm, wnd, din, dien: top MLP; mtwnd: the shared MLP
-    top_mlp: list[int] | None = None
+    top_mlp: Layers | None = None
     wide: bool = True
     # ncf
-    mlp: list[int] | None = None
-    final_mlp: list[int] | None = None
+    mlp: Layers | None = None
+    final_mlp: Layers | None = None
     # mtwnd
-    tasks: int = Field(default=1, gt=0)
-    task_mlp: list[int] | None = None
+    tasks: int = Field(default=1, gt=0, le=TASKS_MAX)
+    task_mlp: Layers | None = None
     # din
-    attention_hidden: list[int] | None = None
+    attention_hidden: Layers | None = None
     # dien
-    extractor_hidden: int | None = Field(default=None, gt=0)
+    extractor_hidden: int | None = Field(default=None, gt=0, le=LAYER_WIDTH_MAX)
     evolution_cell: Literal["augru", "gru", "rnn"] = "augru"
     extractor_cell: Literal["gru", "rnn"] = "gru"
-    attention_dim: int | None = Field(default=None, gt=0)
+    attention_dim: int | None = Field(default=None, gt=0, le=LAYER_WIDTH_MAX)
     sequence_tables: str | None = None
-    scale: float = Field(default=1.0, gt=0)
+    scale: float = Field(default=1.0, gt=0, le=CONFIG_SCALE_MAX)
 
     @field_validator("bottom_mlp", "top_mlp", "mlp", "final_mlp", "task_mlp", "attention_hidden")
     @classmethod
@@ -104,11 +128,32 @@ class ModelConfig(_Strict):
         if v is not None:
             if not v:
                 raise ValueError("layer list is empty; give [input, hidden..., output]")
-            if any(w <= 0 for w in v):
-                raise ValueError("layer widths must be positive integers")
         return v
 
+    @model_validator(mode="after")
+    def _check_table_count(self) -> ModelConfig:
+        total = sum(g.count for g in self.tables)
+        if total > TABLE_COUNT_MAX:
+            raise ValueError(f"tables: {total:,} tables in all, above the limit {TABLE_COUNT_MAX:,}")
+        return self
+
+    def largest_scale(self) -> float:
+        """The largest ``scale`` whose tables stay within TABLE_ROWS_MAX rows."""
+        return TABLE_ROWS_MAX / max(g.rows for g in self.tables)
+
+    def check_rows(self, field: str = "scale") -> None:
+        """ConfigError (naming ``field`` and a scale that fits) if a scaled table exceeds TABLE_ROWS_MAX rows."""
+        for g in self.tables:
+            rows = g.rows * self.scale
+            if not rows <= TABLE_ROWS_MAX:
+                raise ConfigError(
+                    f"table {g.name!r} would have {rows:.3g} rows at scale {self.scale:g}, above the limit "
+                    f"{TABLE_ROWS_MAX:.0e}; use a scale of {_round_down(self.largest_scale()):g} or less",
+                    field=field,
+                )
+
     def resolved_tables(self) -> list[Table]:
+        self.check_rows()
         out: list[Table] = []
         for g in self.tables:
             names = [g.name] if g.count == 1 else [f"{g.name}_{i}" for i in range(g.count)]
@@ -136,7 +181,23 @@ class ModelConfig(_Strict):
     def scaled(self, scale: float) -> ModelConfig:
         if not (scale > 0) or not math.isfinite(scale):
             raise ConfigError(f"must be a positive number (got {scale})", field="--scale")
-        return self.model_copy(update={"scale": self.scale * scale})
+        new_scale = self.scale * scale
+        fits = min(CONFIG_SCALE_MAX, self.largest_scale())
+        if not new_scale <= fits:
+            raise ConfigError(
+                f"{scale:g} is too large: tables are limited to {TABLE_ROWS_MAX:.0e} rows and the scale to "
+                f"{CONFIG_SCALE_MAX:g}; use --scale {_round_down(fits / self.scale):g} or less",
+                field="--scale",
+            )
+        return self.model_copy(update={"scale": new_scale})
+
+
+def _round_down(x: float) -> float:
+    """``x`` rounded down to two significant digits (a suggested limit that really fits)."""
+    if not x > 0 or not math.isfinite(x):
+        return x
+    step = 10.0 ** (math.floor(math.log10(x)) - 1)
+    return round(math.floor(x / step) * step, 12)
 
 
 BUILTIN = ("rmc1", "rmc2", "rmc3", "ncf", "wnd", "mtwnd", "din", "dien")
