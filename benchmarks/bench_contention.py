@@ -25,7 +25,7 @@ from typing import Any
 import recstack
 from recstack.api import resolve_machine
 from recstack.outputs import atomic_write_text
-from recstack.workload import load_workload
+from recstack.workload import bind, load_workload
 from recstack.zoo import build_model
 
 
@@ -63,7 +63,7 @@ def main() -> None:
     if machine is None:
         print("note: no machine file: the capacity probe is recorded but not compared")
     model = build_model(args.model, scale=args.scale)
-    bound = load_workload("production").bind(model.features(), model.num_dense, model.num_tasks)
+    bound = bind(load_workload("production"), model.features(), model.num_dense, model.num_tasks)
     rows: list[dict[str, Any]] = []
     for i in range(2 * args.runs):
         loaded = i % 2 == 1
