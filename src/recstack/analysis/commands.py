@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from recstack.analysis.pipeline import STEPS, Machine, analyse, as_machine, select_steps
-from recstack.tree import Profile
+
+if TYPE_CHECKING:
+    from recstack.tree import Profile
 
 HOST = "host"
 
@@ -58,6 +61,8 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     from recstack.outputs import check_writable
 
     out = check_writable(args.output, "-o")
+    from recstack.tree import Profile  # lazy: the profile schema (CLI start-up)
+
     profile = Profile.load(args.profile)
     machine = machine_arg(args.machine) if args.machine is not None else None
     steps = select_steps(args.steps or list(STEPS), machine is not None)

@@ -9,8 +9,7 @@ every stage again in both dtypes, outside the profile's timed passes:
   a stage's time per step is its best step in that dtype (bf16 pooled over
   both of its blocks, so a slow drift of the host affects both dtypes
   alike; the best, because interference and the occasional kernel
-  compilation only ever lengthen a step: 10-100 ms spikes on a 0.2 ms stage
-  were seen on a busy host);
+  compilation only ever lengthen a step);
 * stage time = wall time inside the stage root modules' forward calls
   (forward hooks); forward only, in eval mode with gradients off, also for a
   training run (no optimizer state or running statistic is touched;

@@ -36,10 +36,12 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recstack.errors import ConfigError
-from recstack.tree import Profile
+
+if TYPE_CHECKING:  # annotations only: the CLI imports this module at start-up (no schema, no numpy)
+    from recstack.tree import Profile
 
 CLASSIFICATION_KEYS = ("bound", "bound_basis", "bound_reason", "roofline")
 FINDING_KINDS = ("stage_bound",)

@@ -402,13 +402,11 @@ def gather_point(
     The footprint is per table, weighted by lookups, not the sum over tables:
     every lookup walks one table (per-table embedding_bag calls, and FBGEMM's
     table-batched kernel also works table by table), so the working set that
-    decides cache and TLB behaviour within a call is one table's. Measured
-    with recstack's kernel (2 threads, 128 B rows, 81,920 lookups per call):
-    one 512 MiB table 9.2 GB/s; eight 512 MiB tables read in turn 5.8-6.1
-    GB/s (page-table entries of the other tables evicted between calls);
-    one 4 GiB table 2.7 GB/s. A stage cycling through many tables therefore
-    sits between the per-table roof and the summed-footprint roof, much
-    nearer the former. The machine's *tables in turn* cells measure exactly
+    decides cache and TLB behaviour within a call is one table's; reading
+    other tables in between evicts its page-table entries, so a stage cycling
+    through many tables sits between the per-table roof and the
+    summed-footprint roof, much nearer the former (measured figures:
+    docs/benchmarks.md, "Machine roofline"). The machine's *tables in turn* cells measure exactly
     that pattern, so the roof also takes the footprint (``footprint_bytes``,
     the sum of the tables read in turn): ``extra["footprint_bytes"]``; else
     ``stage_footprint`` (the enclosing stage's tables, passed by

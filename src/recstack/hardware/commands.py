@@ -276,7 +276,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "if it has none, this host's cache, measured --quick if absent)",
     )
     p.add_argument(
-        "--top", type=int, default=10, help="how many top ops to plot beside the stages (default 10)"
+        "--top", type=int, default=10, help="how many top ops to plot beside the stages (default 10; 0: stages only)"
     )
     p.add_argument("--save-profile", default=None, help="also write the classified profile JSON here")
     p.set_defaults(func=cmd_roofline)

@@ -456,9 +456,10 @@ class ContentionWatch:
             before = self._procs0.get(key)
             delta = ticks - (before[2] if before else 0)
             is_planned = bool(roots) and _descends(pid, parents, roots)
-            if delta <= 0 and not (is_planned and pid in roots):
-                continue
             runnable = state == "R" and before is not None and before[4] == "R"
+            # A process runnable at both ends counts even if the scheduler gave it no tick in the window.
+            if delta <= 0 and not runnable and not (is_planned and pid in roots):
+                continue
             usage = ProcUsage(pid, name, max(delta, 0) / clk, threads, runnable=runnable)
             if usage.cpu_s >= BUSY_PROCESS_CORES * wall or is_planned or runnable:
                 usage.cmd = _cmdline(pid) or name

@@ -10,20 +10,45 @@ docs/profile-schema.md are generated from them (:mod:`recstack.schema.docgen`).
 
 from __future__ import annotations
 
+import importlib
 import json
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from recstack.schema.profile_model import LEVELS, MAX_TREE_DEPTH, SCHEMA, SCHEMA_VERSION
-from recstack.schema.profile_model import Node as NodeModel
-from recstack.schema.profile_model import Profile as ProfileModel
-from recstack.schema.validate import check_profile, stats_version
+if TYPE_CHECKING:
+    from recstack.schema.profile_model import LEVELS, MAX_TREE_DEPTH, SCHEMA, SCHEMA_VERSION
+    from recstack.schema.profile_model import Node as NodeModel
+    from recstack.schema.profile_model import Profile as ProfileModel
+    from recstack.schema.validate import check_profile, stats_version
 
 SCHEMA_FILE = "profile.schema.json"
+
+# Lazy: `recstack validate` is registered at CLI start-up (its module lives in this package), and
+# building the models costs ~50-100 ms that --help and zoo list must not pay.
+_WHERE = {
+    "LEVELS": ("profile_model", "LEVELS"),
+    "MAX_TREE_DEPTH": ("profile_model", "MAX_TREE_DEPTH"),
+    "SCHEMA": ("profile_model", "SCHEMA"),
+    "SCHEMA_VERSION": ("profile_model", "SCHEMA_VERSION"),
+    "NodeModel": ("profile_model", "Node"),
+    "ProfileModel": ("profile_model", "Profile"),
+    "check_profile": ("validate", "check_profile"),
+    "stats_version": ("validate", "stats_version"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        module, attr = _WHERE[name]
+        return getattr(importlib.import_module(f"recstack.schema.{module}"), attr)
+    raise AttributeError(f"module 'recstack.schema' has no attribute {name!r}")
 
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a profile document, generated from the models."""
+    from recstack.schema.profile_model import SCHEMA, SCHEMA_VERSION
+    from recstack.schema.profile_model import Profile as ProfileModel
+
     schema = ProfileModel.model_json_schema(by_alias=True, mode="validation")
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.console import Console
 
 from recstack.config.limits import TABLE_COUNT_MAX
 from recstack.errors import ConfigError
@@ -53,6 +53,7 @@ def register(subparsers: Any) -> None:
 
 
 def _console() -> Console:
+    from rich.console import Console  # lazy: CLI start-up
     """Rich console; wide enough for the tables when stdout is not a terminal (pipes, logs)."""
     console = Console()
     return console if console.is_terminal else Console(width=140)
@@ -81,6 +82,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     path = spec.to_yaml(args.output)
     console = _console()
     src = spec.fitted_from
+    from rich.table import Table
+
     table = Table(
         title=f"fitted {len(spec.features or [])} features, {len(spec.dense.features)} dense from {args.file}"
     )
@@ -159,6 +162,8 @@ def render_stats(result: dict[str, Any], console: Console) -> None:
     from recstack.workload.stats import BUCKET_BOUNDS, PUBLISHED_2022
 
     pub = PUBLISHED_2022
+    from rich.table import Table
+
     table = Table(
         title=(
             f"{result['spec']}: {result['tables']} tables, batch {result['batch_size']:,}, seed {result['seed']} "

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from recstack.config import load_yaml_file, parse_config
 from recstack.errors import ConfigError
-from recstack.workload.spec import WorkloadSpec
+
+if TYPE_CHECKING:
+    from recstack.workload.spec import WorkloadSpec
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 
@@ -28,6 +31,8 @@ def preset_path(name: str) -> Path:
 
 def load_spec_file(path: str | Path) -> WorkloadSpec:
     """Read and validate a workload spec YAML file (errors name the file and the field)."""
+    from recstack.workload.spec import WorkloadSpec  # lazy: numpy (CLI start-up lists the presets)
+
     return parse_config(WorkloadSpec, load_yaml_file(path), source=str(path))
 
 
