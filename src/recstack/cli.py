@@ -188,6 +188,13 @@ def _split_flag(argv: list[str], flag: str) -> tuple[list[str], bool]:
     return [a for i, a in enumerate(argv) if not (i < end and a == flag)], found
 
 
+def _raised_by_rich_broken_pipe(exc: SystemExit) -> bool:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_name == "on_broken_pipe"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv, debug = _split_flag(list(sys.argv[1:] if argv is None else argv), "--debug")
     argv, quiet = _split_flag(argv, "--quiet")
@@ -212,6 +219,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         return exc.exit_code
+    except SystemExit as exc:
+        # rich turns a closed stdout (| head) into SystemExit(1) after pointing stdout at /dev/null;
+        # for us a reader that went away is success, as with a plain BrokenPipeError below.
+        if _raised_by_rich_broken_pipe(exc):
+            return 0
+        raise
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return EXIT_SIGINT

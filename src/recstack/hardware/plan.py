@@ -35,7 +35,7 @@ STOP_RULE = StopRule(block=5, margin=0.01, min_rounds=10, max_rounds=200, budget
 TINY_STOP_RULE = StopRule(block=2, margin=0.05, min_rounds=3, max_rounds=4, budget_s=0.3, warm_s=0.01)
 # Time caps per benchmark group (seconds of timed rounds): quick stays under a minute in all.
 BUDGETS_S = {
-    "quick": {"gemm": 4.0, "stream": 5.0, "gather": 24.0},
+    "quick": {"gemm": 4.0, "stream": 5.0, "gather": 12.0},
     "full": {"gemm": 30.0, "stream": 30.0, "gather": 120.0},
     "tiny": {"gemm": 0.2, "stream": 0.2, "gather": 0.5},
 }
