@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recstack.config.loading import read_json_file
-from recstack.errors import DataError
 from recstack.outputs import atomic_write_text
 from recstack.schema.profile_model import LEVELS, MAX_TREE_DEPTH, SCHEMA, SCHEMA_VERSION  # noqa: F401 (re-exported)
 from recstack.schema.validate import check_profile, stats_version, time_statistic
@@ -141,12 +139,9 @@ class Profile:
     @classmethod
     def load(cls, path: str | Path) -> Profile:
         """Read and validate a profile file; notes (an upgraded older version) go to stderr."""
-        try:
-            data = read_json_file(path, "profile")
-        except RecursionError:
-            raise DataError(
-                f"{path}: JSON nested too deeply to read; a profile tree has at most {MAX_TREE_DEPTH} levels"
-            ) from None
+        from recstack.schema.validate import read_profile_json
+
+        data = read_profile_json(path)
         prof = cls.from_dict(data, source=str(path))
         for note in prof.notes:
             print(f"note: {note}", file=sys.stderr)

@@ -18,16 +18,10 @@ from recstack.errors import EXIT_BAD_INPUT, DataError
 
 def summary(path: str) -> dict[str, Any]:
     """Validate the file at ``path``; a dict describing it (DataError when it is not a valid profile)."""
-    from recstack.config.loading import read_json_file
-    from recstack.schema.profile_model import MAX_TREE_DEPTH, SCHEMA_VERSION
-    from recstack.schema.validate import check_profile, stats_version, tree_depth
+    from recstack.schema.profile_model import SCHEMA_VERSION
+    from recstack.schema.validate import check_profile, read_profile_json, stats_version, tree_depth
 
-    try:
-        data = read_json_file(path, "profile")
-    except RecursionError:
-        raise DataError(
-            f"{path}: JSON nested too deeply to read; a profile tree has at most {MAX_TREE_DEPTH} levels"
-        ) from None
+    data = read_profile_json(path)
     d, notes = check_profile(data, source=path)
     stack, nodes = [d["root"]], 0
     while stack:

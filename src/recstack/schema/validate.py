@@ -11,6 +11,7 @@ naming it as a path: ``out.json: root.children[2].time_s: ...``.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -159,6 +160,18 @@ def upgrade_v1(d: dict[str, Any]) -> dict[str, Any]:
     stat = v1_time_statistic(d.get("root"))
     d["upgraded_from"] = {"schema_version": 1, "time_statistic": stat, "notes": [V1_NOTES[stat]]}
     return d
+
+
+def read_profile_json(path: str | Path) -> Any:
+    """The JSON of a profile file, unchecked; a file nested too deeply to parse is a DataError."""
+    from recstack.config.loading import read_json_file
+
+    try:
+        return read_json_file(path, "profile")
+    except RecursionError:
+        raise DataError(
+            f"{path}: JSON nested too deeply to read; a profile tree has at most {MAX_TREE_DEPTH} levels"
+        ) from None
 
 
 def check_profile(d: Any, source: str = "profile") -> tuple[dict[str, Any], list[str]]:

@@ -221,24 +221,7 @@ def summary(model: str | ModelConfig, scale: float = 1.0, tasks: int | None = No
     """Figures for `zoo list`, computed from the config without allocating tables."""
     cfg = resolve_config(model, scale, tasks)
     skel = _skeleton(cfg)
-    tables = cfg.resolved_tables()
-    dense_params = dense_param_count(skel)
-    table_params = sum(t.rows * t.dim for t in tables)
-    return {
-        "name": cfg.name,
-        "arch": cfg.arch,
-        "description": cfg.description,
-        "tables": len(tables),
-        "rows": sum(t.rows for t in tables),
-        "embedding_dim": cfg.embedding_dim,
-        "table_bytes": sum(t.bytes_fp32 for t in tables),
-        "lookups_per_sample": skel.lookups_per_sample(),
-        "dense_flops_per_sample": 2 * skel.dense_macs_per_sample(),
-        "dense_params": dense_params,
-        "params": table_params + dense_params,
-        "dense_features": cfg.dense_features,
-        "scale": cfg.scale,
-    }
+    return cfg.summary_row(skel.lookups_per_sample(), 2 * skel.dense_macs_per_sample(), dense_param_count(skel))
 
 
 def module_tree(model: torch.nn.Module, max_depth: int = 4) -> list[dict[str, Any]]:

@@ -65,22 +65,7 @@ def _row(name: str, scale: float) -> dict[str, Any]:
     cfg = load_model_config(name)
     if scale != 1.0:
         cfg = cfg.scaled(scale)
-    tables = cfg.resolved_tables()
-    return {
-        "name": cfg.name,
-        "arch": cfg.arch,
-        "description": cfg.description,
-        "tables": len(tables),
-        "rows": sum(t.rows for t in tables),
-        "embedding_dim": cfg.embedding_dim,
-        "table_bytes": sum(t.bytes_fp32 for t in tables),
-        "lookups_per_sample": fig["lookups_per_sample"],
-        "dense_flops_per_sample": fig["dense_flops_per_sample"],
-        "dense_params": fig["dense_params"],
-        "params": sum(t.rows * t.dim for t in tables) + fig["dense_params"],
-        "dense_features": cfg.dense_features,
-        "scale": cfg.scale,
-    }
+    return cfg.summary_row(fig["lookups_per_sample"], fig["dense_flops_per_sample"], fig["dense_params"])
 
 
 def list_rows(scale: float = 1.0) -> list[dict[str, Any]]:

@@ -178,6 +178,25 @@ class ModelConfig(_Strict):
             seen.add(t.name)
         return out
 
+    def summary_row(self, lookups_per_sample: float, dense_flops_per_sample: float, dense_params: int) -> dict:
+        """The `zoo list` row: table figures from this config, the dense figures as given (from a skeleton)."""
+        tables = self.resolved_tables()
+        return {
+            "name": self.name,
+            "arch": self.arch,
+            "description": self.description,
+            "tables": len(tables),
+            "rows": sum(t.rows for t in tables),
+            "embedding_dim": self.embedding_dim,
+            "table_bytes": sum(t.bytes_fp32 for t in tables),
+            "lookups_per_sample": lookups_per_sample,
+            "dense_flops_per_sample": dense_flops_per_sample,
+            "dense_params": dense_params,
+            "params": sum(t.rows * t.dim for t in tables) + dense_params,
+            "dense_features": self.dense_features,
+            "scale": self.scale,
+        }
+
     def scaled(self, scale: float) -> ModelConfig:
         if not (scale > 0) or not math.isfinite(scale):
             raise ConfigError(f"must be a positive number (got {scale})", field="--scale")
