@@ -24,6 +24,7 @@ from recstack.analysis.pipeline import (
     clear_classification,
     is_classified,
     select_steps,
+    stage_bound_finding,
 )
 from recstack.analysis.roofline import OVERHEAD_ROOF_FRACTION
 from recstack.cli import main
@@ -248,3 +249,14 @@ def test_reanalysis_judges_the_stored_probe_against_the_new_machine(saved: Path)
     rec = p.environment["contention"]
     assert not rec["detected"] and not any("host slower" in e for e in rec["evidence"])
     assert rec["probe"]["floor"]["gemm_flops"] == pytest.approx(0.85 * 160e9)
+
+
+def test_stage_bound_finding_names_the_ceiling_it_is_against() -> None:
+    compute = {"bound": "compute", "roofline": {"roof": "stream", "roof_key": "gemm.bf16", "ceiling_fraction": 0.37}}
+    memory = {"bound": "memory", "roofline": {"roof": "gather", "roof_key": "gather", "ceiling_fraction": 0.52}}
+    assert stage_bound_finding("head", compute)["text"] == "head is compute-bound at 37% of its bf16 GEMM ceiling"
+    assert stage_bound_finding("embedding", memory)["text"].endswith("52% of its gather roofline ceiling")
+    suspect = {"bound": "compute", "roofline": {**compute["roofline"], "ceiling_fraction": 1.88, "roof_suspect": True,
+                                                "roof_suspect_reason": "above the measured roof"}}
+    f = stage_bound_finding("head", suspect)
+    assert f["roof_suspect"] and "188%?" in f["text"] and "188% " not in f["text"]

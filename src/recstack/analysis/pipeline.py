@@ -181,17 +181,19 @@ def stage_bound_finding(stage: str, extra: dict[str, Any]) -> dict[str, Any] | N
     frac = roof.get("ceiling_fraction")
     if bound is None or frac is None:
         return None
+    key = str(roof.get("roof_key") or "")
+    # The ceiling the fraction is against: the GEMM peak for a compute ceiling, else the memory roof.
+    ceiling = f"{key.split('.', 1)[1]} GEMM" if key.startswith("gemm.") else f"{roof.get('roof')} roofline"
     finding: dict[str, Any] = {"kind": "stage_bound", "stage": stage, "value": frac, "unit": "fraction"}
     if roof.get("roof_suspect"):
         # Above the measured roof: the roof, not the stage, is the likely error; never a plain number.
         finding["roof_suspect"] = True
         finding["roof_suspect_reason"] = roof.get("roof_suspect_reason")
         finding["text"] = (
-            f"{stage} is {bound}-bound at {frac:.0%}? of its {roof.get('roof')} roofline ceiling "
-            f"({roof.get('roof_suspect_reason')})"
+            f"{stage} is {bound}-bound at {frac:.0%}? of its {ceiling} ceiling ({roof.get('roof_suspect_reason')})"
         )
     else:
-        finding["text"] = f"{stage} is {bound}-bound at {frac:.0%} of its {roof.get('roof')} roofline ceiling"
+        finding["text"] = f"{stage} is {bound}-bound at {frac:.0%} of its {ceiling} ceiling"
     return finding
 
 
