@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _machines import synthetic_machine
 
 from recstack.cli import main
 from recstack.errors import ConfigError, RecstackError
@@ -271,43 +272,8 @@ def _set_peak(m: dict[str, Any], value: Any) -> dict[str, Any]:
 
 
 def _machine() -> dict[str, Any]:
-    """A complete synthetic machine file (exact figures; same shape as test_machine's)."""
-    gb = 1e9
-
-    def st(v: float) -> dict[str, Any]:
-        return {"median": v, "min": v * 0.9, "max": v, "p10": v * 0.92, "p90": v, "repeats": 5}
-
-    grid = [
-        {"threads": t, "dist": dist, "row_bytes": r, "table_bytes": tb, "bandwidth": st(bw * t)}
-        for t in (1, 2)
-        for dist in ("uniform", "zipf")
-        for r in (64, 128, 256, 512)
-        for tb, bw in ((1 << 20, 40 * gb), (1 << 30, 4 * gb))
-    ]
-    return {
-        "schema": "recstack.machine",
-        "schema_version": 1,
-        "host": "test-host",
-        "cpu_model": "Test CPU",
-        "cpu_hash": "0",
-        "measured_at": "2024-01-01T00:00:00+00:00",
-        "quick": False,
-        "mode": "full",
-        "caches": [{"level": 3, "type": "Unified", "size_bytes": 32 << 20, "instances": 1, "total_bytes": 32 << 20}],
-        "gemm_flops": {
-            "fp32": {"native": True, "by_threads": {"1": st(100 * gb), "2": st(180 * gb)}},
-            "bf16": {"native": False, "emulated": True, "by_threads": {"1": st(2 * gb), "2": st(3 * gb)}},
-        },
-        "stream_bandwidth": {
-            "by_threads": {
-                "1": {"copy": st(9 * gb), "triad": st(10 * gb)},
-                "2": {"copy": st(18 * gb), "triad": st(20 * gb)},
-            }
-        },
-        "gather_bandwidth": {"grid": grid},
-        "latency_ns": {"dram": st(95.0), "by_size": []},
-        "gpu": None,
-    }
+    """A complete synthetic machine file (exact figures)."""
+    return synthetic_machine()
 
 
 # User factories: (batch_size, seed) -> (model, batch_fn). Each module is written into {D}.

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _machines import synthetic_machine
 
 from recstack.analysis.roofline import (
     OVERHEAD_PER_CALL_S,
@@ -125,7 +126,7 @@ def test_latency_without_compiler_is_flagged_and_not_used(tmp_path, monkeypatch)
     assert lat["method"] == "python-fallback" and lat["trusted"] is False
     assert "RECSTACK_NO_NATIVE" in lat["fallback_reason"]
     assert all(s["ns"]["min"] > 0 for s in lat["by_size"])
-    m = _synthetic_machine()
+    m = synthetic_machine()
     m["latency_ns"] = lat
     p = _profile()
     classify(p, m)
@@ -271,55 +272,6 @@ def test_corrupt_cache_is_remeasured(tmp_path, monkeypatch):
 
 
 # -- validation ---------------------------------------------------------------------
-def _synthetic_machine() -> dict:
-    """Exact figures: peak fp32 100 GFLOP/s at 1 thread and 180 at 2; stream 20 GB/s at 2 threads;
-    uniform gather 40 GB/s on 1 MiB tables and 4 GB/s on 1 GiB tables (all row sizes), 2 threads."""
-
-    def st(v: float) -> dict:
-        return {"median": v, "min": v * 0.9, "max": v, "p10": v * 0.92, "p90": v, "repeats": 5}
-
-    grid = []
-    for t, scale in ((1, 0.5), (2, 1.0)):
-        for dist, boost in (("uniform", 1.0), ("zipf", 1.5)):
-            for r in (64, 128, 256, 512):
-                for tb, bw in ((1 << 20, 40 * GB), (1 << 30, 4 * GB)):
-                    grid.append(
-                        {
-                            "threads": t,
-                            "dist": dist,
-                            "row_bytes": r,
-                            "table_bytes": tb,
-                            "bandwidth": st(bw * scale * boost),
-                        }
-                    )
-    return {
-        "schema": "recstack.machine",
-        "schema_version": 1,
-        "host": "test-host",
-        "cpu_model": "Test CPU",
-        "cpu_hash": "0",
-        "measured_at": "2024-01-01T00:00:00+00:00",
-        "quick": False,
-        "mode": "full",
-        "caches": [
-            {"level": 3, "type": "Unified", "size_bytes": 32 << 20, "instances": 1, "total_bytes": 32 << 20}
-        ],
-        "gemm_flops": {
-            "fp32": {"native": True, "by_threads": {"1": st(100 * GB), "2": st(180 * GB)}},
-            "bf16": {"native": False, "emulated": True, "by_threads": {"1": st(2 * GB), "2": st(3 * GB)}},
-        },
-        "stream_bandwidth": {
-            "by_threads": {
-                "1": {"copy": st(9 * GB), "triad": st(10 * GB)},
-                "2": {"copy": st(18 * GB), "triad": st(20 * GB)},
-            }
-        },
-        "gather_bandwidth": {"grid": grid},
-        "latency_ns": {"dram": st(95.0), "by_size": []},
-        "gpu": None,
-    }
-
-
 @pytest.mark.parametrize(
     ("path", "named"),
     [
@@ -333,7 +285,7 @@ def _synthetic_machine() -> dict:
     ],
 )
 def test_machine_file_validation_names_missing_key(tmp_path, path, named):
-    m = _synthetic_machine()
+    m = synthetic_machine()
     d = m
     for k in path[:-1]:
         d = d[k]
@@ -352,16 +304,16 @@ def test_machine_file_validation_other_errors(tmp_path):
     bad.write_text("[1, 2")
     with pytest.raises(DataError, match="cannot read"):
         load_machine(bad)
-    m = _synthetic_machine()
+    m = synthetic_machine()
     m["gather_bandwidth"]["grid"] = []
     with pytest.raises(DataError, match="grid"):
         validate_machine(m)
-    m = _synthetic_machine()
+    m = synthetic_machine()
     m["gemm_flops"]["fp32"]["by_threads"]["one"] = m["gemm_flops"]["fp32"]["by_threads"]["1"]
     with pytest.raises(DataError, match="thread count"):
         validate_machine(m)
     good = tmp_path / "good.json"
-    save_machine(_synthetic_machine(), good)
+    save_machine(synthetic_machine(), good)
     assert load_machine(good)["host"] == "test-host"
 
 
@@ -629,7 +581,7 @@ def _profile(dtype: str = "fp32", threads: int = 2) -> Profile:
 @pytest.fixture()
 def classified() -> Profile:
     p = _profile()
-    classify(p, _synthetic_machine())
+    classify(p, synthetic_machine())
     return p
 
 
@@ -704,7 +656,7 @@ def test_profile_machine_summary_and_roundtrip(classified):
 
 
 def test_thread_count_and_dtype_select_the_roofs():
-    m = _synthetic_machine()
+    m = synthetic_machine()
     one = build_roofs(m, {"threads": 1, "dtype": "fp32"})
     assert one.peak_flops == pytest.approx(100 * GB) and one.stream_bw == pytest.approx(10 * GB)
     assert one.gather_bw(128, 1 << 30) == pytest.approx(2 * GB)
@@ -716,7 +668,7 @@ def test_thread_count_and_dtype_select_the_roofs():
 
 
 def test_fallback_gather_roof_is_flagged():
-    m = _synthetic_machine()
+    m = synthetic_machine()
     m["gather_bandwidth"].update(
         {"kernel": "torch.index_select(...) (fallback)", "native": False, "fallback_reason": "no C compiler"}
     )
@@ -743,7 +695,7 @@ def test_fallback_gather_roof_is_flagged():
 
 
 def test_gather_point_sources():
-    m = _synthetic_machine()
+    m = synthetic_machine()
     p = _profile()
     op = p.root.find("embedding/emb/aten::embedding_bag")
     op.extra.pop("shapes")
@@ -783,13 +735,13 @@ def test_unique_bytes_at_top_level_extra_and_ancestors_not_gather():
     skew.extra["unique_bytes"] = skew.extra["cost_detail"].pop("unique_bytes")
     p.root.extra["cost_detail"] = {"unique_bytes": 2e6}  # the cost model sums unique bytes up to the run
     p.root.flops, p.root.bytes = 112.701e6, 18.808e6
-    classify(p, _synthetic_machine())
+    classify(p, synthetic_machine())
     assert skew.extra["bound_basis"] == "unique bytes"
     assert p.root.extra["roofline"]["roof"] == "stream"  # 2 of 4.2 ms in embedding ops: not dominated
 
 
 def test_gpu_profile_uses_gpu_figures():
-    m = _synthetic_machine()
+    m = synthetic_machine()
     st = m["stream_bandwidth"]["by_threads"]["1"]["copy"]
     scale = {k: (v * 100 if isinstance(v, float) else v) for k, v in st.items()}
     m["gpu"] = {
@@ -824,7 +776,7 @@ def test_gpu_profile_needs_gpu_figures():
     p = _profile()
     p.run["device"] = "cuda"
     with pytest.raises(DataError, match="GPU"):
-        classify(p, _synthetic_machine())
+        classify(p, synthetic_machine())
 
 
 def test_classify_against_measured_tiny_machine(tiny_machine):
@@ -870,7 +822,7 @@ def _cli(argv: list[str]) -> int:
 def test_cli_roofline(tmp_path, capsys):
     prof, mach = tmp_path / "p.json", tmp_path / "m.json"
     _profile().save(prof)
-    save_machine(_synthetic_machine(), mach)
+    save_machine(synthetic_machine(), mach)
     out = tmp_path / "chart.png"
     saved = tmp_path / "classified.json"
     assert (
@@ -919,7 +871,7 @@ def test_classify_real_profile_with_cost_model(tmp_path):
     with torch.inference_mode(), costmodel.CostCounter(model) as counter:
         call_model(model, batch)
     costmodel.attach_costs(prof.root, counter.counts, steps=1)
-    classify(prof, _synthetic_machine())
+    classify(prof, synthetic_machine())
     emb = prof.stage("embedding")
     r = emb.extra["roofline"]
     assert r["roof"] == "gather" and r["memory_fraction_unique"] is not None
@@ -941,7 +893,7 @@ def test_classify_real_profile_with_cost_model(tmp_path):
 def test_compare_machines_counts_figures_beyond_tolerance():
     from recstack.hardware.repeatability import TOLERANCE, compare_machines, format_comparison, roof_figures
 
-    before = _synthetic_machine()
+    before = synthetic_machine()
     now = copy.deepcopy(before)
     now["measured_at"] = "2024-01-02T00:00:00+00:00"
     now["gemm_flops"]["fp32"]["by_threads"]["2"]["max"] *= 1.25  # the roof moved 25%
@@ -961,7 +913,7 @@ def test_compare_machines_counts_figures_beyond_tolerance():
 def test_within_run_spread_and_noisy_host_warning():
     from recstack.hardware.repeatability import format_spread, within_run_spread
 
-    m = _synthetic_machine()  # every figure has p10 = 0.92 x median, p90 = median: 8% spread
+    m = synthetic_machine()  # every figure has p10 = 0.92 x median, p90 = median: 8% spread
     quiet = within_run_spread(m)
     assert all(v["median_spread"] == pytest.approx(0.08) for v in quiet.values())
     assert "warning" not in format_spread(quiet)
@@ -1043,7 +995,7 @@ def _with_turn_cells(m: dict, bw: float) -> dict:
 
 
 def test_tables_in_turn_lower_the_gather_roof_with_the_footprint():
-    m = _with_turn_cells(_synthetic_machine(), 1 * GB)
+    m = _with_turn_cells(synthetic_machine(), 1 * GB)
     roofs = build_roofs(m, {"threads": 2, "dtype": "fp32"})
     one = roofs.gather_bw(128, 256 << 20)
     assert one > 1 * GB  # one table of 256 MiB: the one-table curve
@@ -1060,12 +1012,12 @@ def test_tables_in_turn_lower_the_gather_roof_with_the_footprint():
     assert roofs.gather_bw(128, 64 << 20, 1 << 30) == pytest.approx(roofs.gather_bw(128, 64 << 20))
     assert roofs.gather_bw(128, 1 << 20, 1 << 30) == pytest.approx(roofs.gather_bw(128, 1 << 20)) == 40 * GB
     # a machine file without tables-in-turn cells ignores the footprint
-    plain = build_roofs(_synthetic_machine(), {"threads": 2, "dtype": "fp32"})
+    plain = build_roofs(synthetic_machine(), {"threads": 2, "dtype": "fp32"})
     assert plain.gather_bw(128, 256 << 20, 1 << 30) == pytest.approx(plain.gather_bw(128, 256 << 20))
 
 
 def test_stage_footprint_reaches_its_ops():
-    m = _with_turn_cells(_synthetic_machine(), 1 * GB)
+    m = _with_turn_cells(synthetic_machine(), 1 * GB)
     p = _profile()
     classify(p, m)
     stage = p.stage("embedding")

@@ -7,19 +7,17 @@ Per-dtype roofs and kernel parsing run on figures recorded on an Intel Xeon with
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from recstack.analysis.roofline import ROOF_SUSPECT_REASON, classify
-from recstack.errors import ConfigError, RecstackError
+from recstack.cli import main
+from recstack.errors import ConfigError
 from recstack.hardware import onednn
-from recstack.hardware.commands import register
 from recstack.hardware.machine import load_machine, save_machine, validate_machine
 from recstack.tree import Node, Profile
 
@@ -187,17 +185,6 @@ def test_bf16_findings_per_stage_on_a_zoo_model():
 
 
 # -- machine --compare FILE --profile PROFILE ------------------------------------------------------------
-def _cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="recstack")
-    register(parser.add_subparsers(dest="cmd", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except RecstackError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
 def test_machine_compare_remeasures_only_the_roofs_a_profile_used(intel, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RECSTACK_CACHE_DIR", str(tmp_path / "cache"))
     old = copy.deepcopy(intel)
@@ -211,13 +198,13 @@ def test_machine_compare_remeasures_only_the_roofs_a_profile_used(intel, tmp_pat
         if n is not stream_op:
             n.extra.get("roofline", {}).pop("roof_key", None)
     p.save(tmp_path / "p.json")
-    assert _cli(["machine", "--compare", str(tmp_path / "old.json"), "--profile", str(tmp_path / "p.json"), "--json"]) == 0
+    assert main(["machine", "--compare", str(tmp_path / "old.json"), "--profile", str(tmp_path / "p.json"), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["roof_keys"] == ["stream"] and data["remeasured"] == ["stream"]
     assert data["comparison"]["figures"] and {r["group"] for r in data["comparison"]["figures"]} == {"stream"}
-    assert _cli(["machine", "--compare", str(tmp_path / "old.json"), "--profile", str(tmp_path / "p.json")]) == 0
+    assert main(["machine", "--compare", str(tmp_path / "old.json"), "--profile", str(tmp_path / "p.json")]) == 0
     out = capsys.readouterr().out
     assert "re-measured the roofs the profile used (stream)" in out and "stream copy 1 thread(s)" in out
     assert "GEMM" not in out
-    assert _cli(["machine", "--profile", str(tmp_path / "p.json")]) == 2
+    assert main(["machine", "--profile", str(tmp_path / "p.json")]) == 2
     assert "--compare" in capsys.readouterr().err

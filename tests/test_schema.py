@@ -15,6 +15,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from _machines import synthetic_machine
 from pydantic import BaseModel
 
 import recstack
@@ -34,43 +35,15 @@ from recstack.zoo import builtin_names
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = 0.0005
-GB = 1e9
 PERF_DATA = Path(__file__).parent / "data" / "perf"
 
 
 def _machine() -> dict[str, Any]:
-    """A small machine file (exact figures) so that the roofline classifies every node."""
-
-    def st(v: float) -> dict[str, Any]:
-        return {"median": v, "min": v * 0.9, "max": v, "p10": v * 0.92, "p90": v, "repeats": 5}
-
-    grid = [
-        {"threads": t, "dist": "uniform", "row_bytes": r, "table_bytes": tb, "bandwidth": st(bw * t)}
-        for t in (1, 2)
-        for r in (64, 128, 256)
-        for tb, bw in ((1 << 20, 40 * GB), (1 << 30, 4 * GB))
-    ]
-    return {
-        "schema": "recstack.machine",
-        "schema_version": 2,
-        "host": "test-host",
-        "cpu_model": "Test CPU",
-        "cpu_hash": "0",
-        "measured_at": "2024-01-01T00:00:00+00:00",
-        "quick": False,
-        "mode": "full",
-        "caches": [],
-        "gemm_flops": {
-            "fp32": {"native": True, "by_threads": {"1": st(100 * GB), "2": st(180 * GB)}},
-            "bf16": {"native": False, "emulated": True, "by_threads": {"1": st(2 * GB), "2": st(3 * GB)}},
-        },
-        "stream_bandwidth": {
-            "by_threads": {"1": {"copy": st(9 * GB), "triad": st(10 * GB)}, "2": {"copy": st(18 * GB), "triad": st(20 * GB)}}
-        },
-        "gather_bandwidth": {"grid": grid},
-        "latency_ns": {"dram": st(95.0), "by_size": [], "method": "native", "trusted": True},
-        "gpu": None,
-    }
+    """The shared synthetic machine file with a trusted (native) latency, so the profile carries it."""
+    m = synthetic_machine()
+    m["schema_version"] = 2
+    m["latency_ns"].update(method="native", trusted=True)
+    return m
 
 
 def _with_counters(p: Profile) -> None:

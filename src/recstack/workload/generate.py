@@ -409,17 +409,7 @@ class BoundWorkload:
         return float(sum(f.lengths.mean() for f in self.features) * batch_size)
 
 
-def bind(
-    spec: WorkloadSpec,
-    features: list[FeatureRequest],
-    num_dense: int,
-    num_tasks: int = 1,
-    mapping: dict[str, str] | None = None,
-    *,
-    seed: int | None = None,
-) -> BoundWorkload:
-    """Resolve ``spec`` for a model's features (``seed`` overrides the spec's); see :class:`BoundWorkload`.
 
-    A function here rather than a method of the spec, so that the spec module does not import the
-    generator that imports it."""
-    return BoundWorkload(spec, features, num_dense, num_tasks=num_tasks, mapping=mapping, seed=seed)
+# Resolving a spec for a model is constructing its BoundWorkload: ``bind(spec, features, num_dense, ...)``.
+# (Not a method of the spec, so that the spec module does not import the generator that imports it.)
+bind = BoundWorkload
