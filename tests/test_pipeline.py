@@ -82,6 +82,9 @@ def test_runner_runs_the_pipeline(saved: Path) -> None:
     assert is_classified(p) and p.extra["machine"]["file"] is None  # a dict, from no file
     assert p.extra["machine"]["sha256"] == analyse(copy.deepcopy(p), FAST).extra["machine"]["sha256"]
     assert [f["stage"] for f in p.extra["findings"]] == [s.name for s in p.root.children if s.extra["bound"]]
+    from_file = recstack.profile(model, lambda i: torch.randn(16, 32), batch_size=16, iters=2, warmup=1,
+                                 op_iters=1, counters=False, cost_model=False, machine=str(FAST))
+    assert from_file.extra["machine"]["file"] == str(FAST.resolve())  # the file the figures came from
 
 
 def test_reanalysis_follows_the_machine_file_and_leaves_nothing_stale(saved: Path) -> None:

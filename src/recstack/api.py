@@ -97,7 +97,7 @@ def profile_zoo(
     from recstack.zoo import BuildOptions, build_model
 
     # Validate every input file before the (possibly minutes-long) model build.
-    rules, machine = _resolve_files(cfg)
+    resolved = _resolve_files(cfg)
     spec = load_workload(cfg.workload)
     build = BuildOptions(
         backend=cfg.backend,
@@ -123,7 +123,7 @@ def profile_zoo(
     }
     info.update(run_info or {})
     return _run(net, bound, cfg, loss_fn=None, num_batches=num_batches, run_info=info, trace=trace,
-                cost_model=cost_model, counters=counters, users_model=False, resolved=(rules, machine))
+                cost_model=cost_model, counters=counters, users_model=False, resolved=resolved)
 
 
 def profile_config(
@@ -153,9 +153,9 @@ def _run(
     cost_model: bool,
     counters: bool,
     users_model: bool,
-    resolved: tuple[StageRules | None, dict[str, Any] | None] | None = None,
+    resolved: Resolved | None = None,
 ) -> Profile:
-    rules, machine = resolved or _resolve_files(cfg)
+    rules, machine, machine_file = resolved or _resolve_files(cfg)
     batches = _make_batches(inputs, cfg.batch_size, num_batches)
     _check_devices(model, batches[0])
     if cfg.mode == "train" and not any(p.requires_grad for p in model.parameters()):
@@ -174,7 +174,7 @@ def _run(
     info["config"] = cfg.model_dump(mode="json")
     info["config_key"] = cfg.key()
     opts = ProfileOptions(
-        cfg, stage_rules=rules, machine=machine, trace_path=str(trace) if trace else None,
+        cfg, stage_rules=rules, machine=machine, machine_file=machine_file, trace_path=str(trace) if trace else None,
         run_info=info, cost_model=cost_model, counters=counters,
     )
     if not users_model:
@@ -188,8 +188,12 @@ def _run(
         raise err from exc
 
 
-def _resolve_files(cfg: RunConfig) -> tuple[StageRules | None, dict[str, Any] | None]:
-    """Load the stage rules and the machine the config names (errors name the file and field)."""
+Resolved = tuple[StageRules | None, dict[str, Any] | None, str | None]  # rules, machine, machine file
+
+
+def _resolve_files(cfg: RunConfig) -> Resolved:
+    """Load the stage rules and the machine the config names (errors name the file and field); also
+    the machine's file, which the profile records."""
     rules = None
     if isinstance(cfg.stage_rules, str):
         rules = load_stage_rules(cfg.stage_rules)
@@ -197,7 +201,8 @@ def _resolve_files(cfg: RunConfig) -> tuple[StageRules | None, dict[str, Any] | 
         from recstack.config.loading import parse_config
 
         rules = parse_config(StageRules, cfg.stage_rules, source="stage_rules")
-    return rules, resolve_machine(cfg.machine)
+    machine, machine_file = machine_with_file(cfg.machine)
+    return rules, machine, machine_file
 
 
 def _check_keywords(**kw: Any) -> None:
@@ -289,17 +294,22 @@ def _infer_batch_size(batch: Any) -> int | None:
 # -- files and factories ----------------------------------------------------------------
 def resolve_machine(machine: dict[str, Any] | str | Path | None) -> dict[str, Any] | None:
     """A machine dict, a machine JSON file, ``"auto"`` (this host's cached measurement, if any) or None."""
+    return machine_with_file(machine)[0]
+
+
+def machine_with_file(machine: dict[str, Any] | str | Path | None) -> tuple[dict[str, Any] | None, str | None]:
+    """:func:`resolve_machine` and the file the figures were read from (None for a dict or no machine)."""
     if machine is None or isinstance(machine, dict):
-        return machine
+        return machine, None
     from recstack.hardware.machine import cache_is_current, cache_path, load_machine
 
     if str(machine) == "auto":
         path = cache_path()
         if not path.exists():
-            return None
+            return None, None
         cached = load_machine(path)
-        return cached if cache_is_current(cached, "quick") is None else None
-    return load_machine(machine)
+        return (cached, str(path)) if cache_is_current(cached, "quick") is None else (None, None)
+    return load_machine(machine), str(Path(machine).resolve())
 
 
 def is_factory(model: str) -> bool:

@@ -28,7 +28,6 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -70,6 +69,7 @@ class ProfileOptions:
         *,
         stage_rules: StageRules | None = None,
         machine: dict[str, Any] | None = None,
+        machine_file: str | None = None,
         trace_path: str | None = None,
         run_info: dict[str, Any] | None = None,
         op_pass: bool = True,
@@ -80,6 +80,7 @@ class ProfileOptions:
         self.config = RunConfig.build(config, fields) if fields or config is None else config
         self.stage_rules = stage_rules
         self.machine = machine
+        self.machine_file = machine_file  # where ``machine`` was read from (recorded in extra.machine.file)
         self.trace_path = trace_path
         self.run_info: dict[str, Any] = dict(run_info or {})
         self.op_pass = op_pass
@@ -355,18 +356,6 @@ def _run_metadata(
     return run
 
 
-def _machine_file(opts: ProfileOptions) -> str | None:
-    """The file the run's machine figures were read from (recorded in ``extra.machine.file``), if any."""
-    if opts.machine is None:
-        return None
-    chosen = opts.config.machine
-    if chosen == "auto":
-        from recstack.hardware.machine import cache_path
-
-        return str(cache_path())
-    return str(Path(chosen).resolve()) if isinstance(chosen, str) else None
-
-
 def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: ProfileOptions) -> None:
     """Outside the timed passes: collect analytic costs and hardware counters (they run the model),
     then the analysis pipeline (:func:`recstack.analysis.pipeline.analyse`: roofline bound classes, ...)."""
@@ -381,7 +370,7 @@ def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: Prof
         from recstack.profiling.counters_replay import counters_for_profile
 
         counters_for_profile(prof, model, lambda: step.run(batch), repeats=5)
-    analyse(prof, machine=opts.machine, machine_file=_machine_file(opts))
+    analyse(prof, machine=opts.machine, machine_file=opts.machine_file)
     if opts.dtype == "bf16":  # measured bf16/fp32 time per stage, and the oneDNN kernels that ran
         from recstack.analysis.dtype_compare import add_bf16_findings
 
