@@ -2,7 +2,7 @@
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.recstack-setup-v4
+STAMP := $(VENV)/.recstack-setup-v5
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
 
 .PHONY: setup demo test lint bench clean
@@ -19,7 +19,9 @@ $(STAMP): pyproject.toml Makefile
 	# could pull another torch; the pure-Python and wheel deps they import are pinned here instead
 	$(PIP) scikit-learn==1.9.1 scipy==1.17.1 joblib==1.6.0 threadpoolctl==3.8.0 narwhals==2.28.0
 	$(PIP) --no-deps deepctr-torch==0.3.0 torch-rechub==0.9.0
-	$(PIP) -e '.[dev]'
+	# results store, serving latency histograms, trace decoding (core), Ray (optional sweep executor)
+	$(PIP) duckdb==2.0.1 hdrhistogram==0.10.8 msgspec==0.23.0 ray==2.60.0
+	$(PIP) -e '.[dev,ray]'
 	bash scripts/install-system.sh
 	@touch $(STAMP)
 

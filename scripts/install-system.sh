@@ -3,11 +3,13 @@
 #  - gcc (with libc headers): builds recstack's native gather kernel for the
 #    machine roofline (without it the gather roof falls back to
 #    torch.index_select and says so);
+#  - g++: torch.compile's Inductor backend compiles C++ kernels on CPU;
 #  - chromium and chromium-driver: the report's browser test (a test tool's
 #    own browser download cannot work offline).
 set -euo pipefail
 need=()
 command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+command -v c++ >/dev/null 2>&1 || need+=(g++)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 if [ ${#need[@]} -eq 0 ]; then
