@@ -35,11 +35,14 @@ def other_breakdown(prof) -> dict:
     """`other` as shares of the step: ops seen outside every stage (with the top three), and framework time."""
     other = prof.stage("other")
     total = prof.root.time_s or 1.0
+    callers = {st.name: c.time_s / total for st in prof.root.children
+               if (c := st.child("[caller code]")) is not None}
     if other is None:
-        return {"other": 0.0, "ops": 0.0, "framework": 0.0, "top_ops": []}
+        return {"other": 0.0, "ops": 0.0, "framework": 0.0, "top_ops": [], "caller": callers}
     ops = [c for c in other.children if c.extra.get("kind") is None]
     framework = sum(c.time_s for c in other.children if c.extra.get("kind") == "framework")
     return {
+        "caller": callers,  # stage -> share of the step run by the model's own code before that stage's root
         "other": other.time_s / total,
         "ops": sum(c.time_s for c in ops) / total,
         "framework": framework / total,
@@ -48,13 +51,21 @@ def other_breakdown(prof) -> dict:
 
 
 def print_other_table(results: list[dict]) -> None:
-    print("\n| model | batch | other | ops outside stages | python/framework | largest ops |")
-    print("|---|---|---|---|---|---|")
+    print("\n| model | batch | other | ops outside stages | python/framework | largest ops | caller code in stages |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
         o = r["other_breakdown"]
         top = ", ".join(f"{n} {100 * v:.1f}%" for n, v in o["top_ops"]) or "-"
         print(f"| {r['model']} | {r['batch']} | {100 * o['other']:.1f}% | {100 * o['ops']:.1f}% | "
-              f"{100 * o['framework']:.1f}% | {top} |")
+              f"{100 * o['framework']:.1f}% | {top} | {caller_text(o['caller'])} |")
+
+
+def caller_text(callers: dict[str, float]) -> str:
+    """Total caller-code share and the stages holding the most of it."""
+    if not callers:
+        return "-"
+    top = sorted(callers.items(), key=lambda kv: -kv[1])[:3]
+    return f"{100 * sum(callers.values()):.1f}% (" + ", ".join(f"{k} {100 * v:.1f}%" for k, v in top) + ")"
 
 
 def torch_profiler_alone(model, batches, iters: int) -> float:

@@ -3,7 +3,8 @@
 Builds each model of tests/_public_models.py (deepctr-torch DeepFM and DIN,
 torch-rechub DIN, TorchRec DLRM) at the given batch size, profiles it, and
 prints one markdown row per model: stage shares, `other` split into ops seen
-outside every stage and Python/framework time, and the stage roots that were
+after the last stage root and Python/framework time, the caller code the
+stages hold (the model's own code before each stage's root), and the stage roots that were
 handed down from containers that never ran. Target: `other` under 10%. Run it
 on a quiet host; results go to --out as JSON.
 
@@ -24,7 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from _public_models import MODELS  # noqa: E402
-from bench_profiler import other_breakdown  # noqa: E402
+from bench_profiler import caller_text, other_breakdown  # noqa: E402
 
 import recstack  # noqa: E402
 
@@ -42,8 +43,8 @@ def main() -> None:
     args = ap.parse_args()
 
     print(f"threads={torch.get_num_threads()}")
-    print("| model | batch | step (ms) | " + " | ".join(STAGES) + " | other: ops | other: framework | handed down |")
-    print("|---" * (len(STAGES) + 6) + "|")
+    print("| model | batch | step (ms) | " + " | ".join(STAGES) + " | other: ops | other: framework | caller code in stages | handed down |")
+    print("|---" * (len(STAGES) + 7) + "|")
     results = []
     for name in args.models:
         module, build, _ = MODELS[name]
@@ -61,7 +62,7 @@ def main() -> None:
                             "other_breakdown": other, "never_ran_roots": prof.run["never_ran_roots"]})
             print(f"| {name} | {bs} | {prof.root.time_s * 1e3:.2f} | "
                   + " | ".join(f"{100 * shares.get(s, 0.0):.1f}%" for s in STAGES)
-                  + f" | {100 * other['ops']:.1f}% | {100 * other['framework']:.1f}% | "
+                  + f" | {100 * other['ops']:.1f}% | {100 * other['framework']:.1f}% | {caller_text(other['caller'])} | "
                   + (", ".join(f"{k} -> {n}" for k, n in handed.items()) or "-") + " |", flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -16,12 +16,16 @@ per step, every module and op node is scaled by ``k = min(1, T / P)``:
   the difference ``T - P`` is a child ``[unattributed]`` (level ``op``,
   ``extra.kind = "unattributed"``).
 
-``other`` (work outside every stage root) gets the ops the op pass saw outside
-every stage range, by op name, at their op-pass time (scaled down only where
-they would exceed ``other``), plus ``[python/framework between ops]``
-(``extra.kind = "framework"``) for the rest, so its children sum to it. The
-op pass's own outside-stage time is no guide to the profiler's slowdown there:
-it also holds the per-module range hooks' Python.
+Work outside every stage root is the model's own code. What ran before a
+stage root is that stage's ``[caller code]`` child (level ``module``,
+``extra.kind = "caller"``): its timing-pass time, the ops the op pass saw
+there by op name, and ``[python/framework between ops]`` for the rest. What
+ran after the last stage root of a step is ``other``, built the same way.
+Those ops keep their op-pass time, scaled down only where they would exceed
+the timing-pass time (the op pass's own time outside stages is no guide to
+the profiler's slowdown there: it also holds the per-module range hooks'
+Python), and the framework filler (``extra.kind = "framework"``) makes the
+children sum to the node.
 
 Siblings that would show the same short name get a ``label`` long enough to
 tell them apart (:func:`assign_labels`).
@@ -37,6 +41,7 @@ from recstack.profiling.oppass import Folder, RawNode
 from recstack.profiling.passes import TimingResult
 from recstack.profiling.rules import FORWARD_STAGES
 from recstack.profiling.stats import bootstrap_ci, central_mean, central_steps, median, percentile
+from recstack.profiling.timing import CALLER, split_caller_key
 from recstack.tree import Node
 
 STAGE_ORDER = FORWARD_STAGES + ("loss", "backward", "optimizer", "communication", "other")
@@ -85,12 +90,21 @@ def _filler(name: str, stage: str, time_s: float, kind: str, note: str) -> Node:
                 calls=0, extra={"kind": kind, "note": note})
 
 
-def stage_node(name: str, samples: list[float], central: list[int], raw: RawNode | None, folder: Folder) -> Node:
-    """A forward/train stage: timing-pass time, op-pass children scaled by ``min(1, T/P)``, unattributed rest."""
+def _per_step_sum(a: list[float], b: list[float]) -> list[float]:
+    return [x + y for x, y in zip(a, b, strict=True)] if a and b else a or b
+
+
+def stage_node(name: str, samples: list[float], central: list[int], raw: RawNode | None, folder: Folder,
+               caller_samples: list[float] | None = None) -> Node:
+    """A forward/train stage: timing-pass time, op-pass children scaled by ``min(1, T/P)``, unattributed rest;
+    plus its ``[caller code]`` child when the model's own code ran before the stage root."""
     t = central_mean(samples, central) if samples else 0.0
-    node = Node(name=name, path=name, level="stage", stage=name, time_s=t, calls=1)
-    if samples:
-        node.extra.update(time_s_p10=percentile(samples, 10), time_s_p90=percentile(samples, 90))
+    caller = caller_node(name, caller_samples or [], central, folder) if caller_samples else None
+    whole = _per_step_sum(samples, caller_samples or [])
+    node = Node(name=name, path=name, level="stage", stage=name, time_s=t + (caller.time_s if caller else 0.0),
+                calls=1)
+    if whole:
+        node.extra.update(time_s_p10=percentile(whole, 10), time_s_p90=percentile(whole, 90))
     if folder.steps:  # with no op pass, a stage has no children
         p = Folder.stage_exclusive_us(raw) * 1e-6 / folder.steps if raw is not None else 0.0
         factor = min(1.0, t / p) if p > 0 else 0.0
@@ -102,12 +116,47 @@ def stage_node(name: str, samples: list[float], central: list[int], raw: RawNode
             node.children.append(_filler(
                 UNATTRIBUTED, name, t - p, "unattributed",
                 "timing-pass time of this stage that the op pass did not see (not spread over the ops it saw)"))
+    if caller is not None:
+        node.children.append(caller)
     node.self_time_s = max(0.0, node.time_s - sum(c.time_s for c in node.children))
     return node
 
 
+def _fill_outside(node: Node, raw: RawNode | None, steps: int, note: str) -> None:
+    """Children of a node of code outside every stage root: the op pass's ops by name, scaled down only
+    where they would exceed the node's timing-pass time, and a framework filler for the rest."""
+    t = node.time_s
+    ops = sum(c.us for c in raw.children.values()) * 1e-6 / steps if raw is not None else 0.0
+    factor = min(1.0, t / ops) if ops > 0 else 0.0
+    node.extra["apportion_factor"] = factor
+    if raw is not None:
+        node.children = [raw_to_node(c, node.path, factor, steps) for c in raw.children.values()]
+        node.children.sort(key=lambda c: -c.time_s)
+    # Always present after an op pass (0 where the ops fill the node), so every profile has the same shape.
+    rest = max(0.0, t - sum(c.time_s for c in node.children))
+    filler = _filler(FRAMEWORK, node.stage or "other", rest, "framework", note)
+    filler.path = f"{node.path}/{FRAMEWORK}"
+    node.children.append(filler)
+    node.self_time_s = max(0.0, node.time_s - sum(c.time_s for c in node.children))
+
+
+def caller_node(stage: str, samples: list[float], central: list[int], folder: Folder) -> Node:
+    """``<stage>/[caller code]``: the model's own code that ran outside every stage just before the stage's root."""
+    t = central_mean(samples, central)
+    node = Node(name=CALLER, path=f"{stage}/{CALLER}", level="module", stage=stage, time_s=t, calls=0,
+                extra={"kind": "caller",
+                       "note": "the model's own code run outside every stage root just before this stage's root "
+                               "(input slicing, concatenation, Python between module calls)"})
+    if folder.steps:
+        _fill_outside(node, folder.callers.get(stage), folder.steps,
+                      "Python and the dispatcher between the caller's ops")
+    else:
+        node.self_time_s = t
+    return node
+
+
 def other_node(samples: list[float], central: list[int], folder: Folder) -> Node:
-    """``other``: the ops seen outside every stage range, and Python/framework time between them."""
+    """``other``: what ran after the last stage root of a step: ops by name, Python/framework time between."""
     t = central_mean(samples, central) if samples else 0.0
     node = Node(name="other", path="other", level="stage", stage="other", time_s=t, calls=1)
     if samples:
@@ -116,23 +165,9 @@ def other_node(samples: list[float], central: list[int], folder: Folder) -> Node
         node.self_time_s = t
         return node
     inside_us = sum(Folder.stage_exclusive_us(c) for k, c in folder.root.children.items() if k != ("stage", "other"))
-    raw = folder.root.children.get(("stage", "other"))
-    ops = sum(c.us for c in raw.children.values()) * 1e-6 / folder.steps if raw is not None else 0.0
-    # The op pass's own time outside every stage also holds its per-module range hooks (Python), so it
-    # is no measure of the profiler's slowdown here; ops keep their op-pass time (an upper bound: the
-    # profiler only lengthens an op), shrunk only where they would exceed `other` itself.
-    factor = min(1.0, t / ops) if ops > 0 else 0.0
-    node.extra.update(op_pass_time_s=max(0.0, folder.step_us - inside_us) * 1e-6 / folder.steps,
-                      apportion_factor=factor)
-    if raw is not None:
-        node.children = [raw_to_node(c, "other", factor, folder.steps) for c in raw.children.values()]
-        node.children.sort(key=lambda c: -c.time_s)
-    # Always present after an op pass (0 where the ops fill `other`), so every profile has the same shape.
-    rest = max(0.0, t - sum(c.time_s for c in node.children))
-    node.children.append(_filler(
-        FRAMEWORK, "other", rest, "framework",
-        "outside every stage and every op: Python between module calls, the dispatcher, hooks"))
-    node.self_time_s = max(0.0, node.time_s - sum(c.time_s for c in node.children))
+    node.extra["op_pass_time_s"] = max(0.0, folder.step_us - inside_us) * 1e-6 / folder.steps
+    _fill_outside(node, folder.root.children.get(("stage", "other")), folder.steps,
+                  "outside every stage and every op: Python after the last stage root, the dispatcher, hooks")
     return node
 
 
@@ -143,14 +178,17 @@ def build_tree(model_name: str, timing: TimingResult, folder: Folder) -> Node:
                 calls=1)
     root.extra.update(time_s_p10=percentile(timing.timed, 10), time_s_p90=percentile(timing.timed, 90))
     op_stages = {name for (level, name) in folder.root.children if level == "stage"}
-    names = sorted(set(timing.stage_samples) | op_stages | {"other"},
+    callers = {st: timing.stage_samples[k] for k in timing.stage_samples if (st := split_caller_key(k))}
+    plain = {k for k in timing.stage_samples if split_caller_key(k) is None}
+    names = sorted(plain | set(callers) | op_stages | {"other"},
                    key=lambda s: (STAGE_ORDER.index(s) if s in STAGE_ORDER else 99, s))
     for sname in names:
         samples = timing.stage_samples.get(sname, [])
         if sname == "other":
             root.children.append(other_node(samples, central, folder))
         else:
-            root.children.append(stage_node(sname, samples, central, folder.root.children.get(("stage", sname)), folder))
+            raw = folder.root.children.get(("stage", sname))
+            root.children.append(stage_node(sname, samples, central, raw, folder, callers.get(sname)))
     root.self_time_s = max(0.0, root.time_s - sum(c.time_s for c in root.children))
     assign_labels(root)
     return root

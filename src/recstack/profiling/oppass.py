@@ -11,9 +11,11 @@ modules (their ops still run inside the enclosing range).
 
 Folding: per step, walk each range's children; stage ranges become stage
 nodes under the run, module ranges module nodes, everything else op nodes
-(nested as the dispatcher nested them). Ops outside every stage range go to
-the stage ``other`` by op name (the ranges of modules outside every stage are
-looked through). Backward work is split per forward
+(nested as the dispatcher nested them). Ops outside every stage range (the
+ranges of modules outside every stage are looked through) are caller code:
+they go, by op name, to a ``[caller code]`` node of the stage whose range
+starts next in the step (the timing pass charges the same interval there);
+those after the last stage range go to the stage ``other``. Backward work is split per forward
 stage by autograd sequence number (the forward op that created each autograd
 node). Times are summed over the op-pass steps and divided by their number.
 """
@@ -29,7 +31,7 @@ from torch import nn
 from torch.autograd import DeviceType
 from torch.autograd.profiler import record_function
 
-from recstack.profiling.timing import ForwardWrappers
+from recstack.profiling.timing import CALLER, ForwardWrappers
 
 STEP = "recstack.step::"
 STAGE = "recstack.stage::"
@@ -155,11 +157,22 @@ def _shape_key(evt: Any) -> str | None:
     return str([list(s) if isinstance(s, (list, tuple)) else s for s in shapes])
 
 
+def _outside_sequence(events: Iterable[Any]) -> Iterable[Any]:
+    """Events directly under a step in start order, looking through module ranges (outside every stage
+    at this level: a stage root's module range sits inside its stage range)."""
+    for e in sorted(events, key=lambda e: e.time_range.start):
+        if e.name.startswith(MODULE):
+            yield from _outside_sequence(e.cpu_children)
+        else:
+            yield e
+
+
 class Folder:
     """Fold profiler events of several steps into one RawNode tree (run root with stage children)."""
 
     def __init__(self) -> None:
         self.root = RawNode("run", "run", None)
+        self.callers: dict[str, RawNode] = {}  # stage -> ops run outside every stage just before its root
         self.seq_stage: dict[int, str] = {}
         self.steps = 0
         self.unparented_us = 0.0
@@ -175,8 +188,7 @@ class Folder:
         self.step_us += sum(_dur(s) for s in steps)
         self.op_total_us += _outermost_op_us(evs, steps)
         for s in steps:
-            for c in s.cpu_children:
-                self._visit(c, self.root, None, in_backward=False)
+            self._fold_step(s)
         # Events recorded on other threads (e.g. autograd workers) are roots: place them by time.
         for e in evs:
             if e.cpu_parent is None and not e.name.startswith(STEP):
@@ -185,6 +197,22 @@ class Folder:
                     continue
                 self.unparented_us += _dur(e)
                 self._visit(e, self.root.child("backward", "stage", "backward"), "backward", in_backward=True)
+
+    def _fold_step(self, step: Any) -> None:
+        """One step range: stage ranges in order, each preceded by the caller-code ops that ran before it."""
+        pending: list[Any] = []
+        for e in _outside_sequence(step.cpu_children):
+            if e.name.startswith(STAGE):
+                st = e.name[len(STAGE) :]
+                caller = self.callers.setdefault(st, RawNode(CALLER, "module", st)) if pending else None
+                for op in pending:
+                    self._visit(op, caller, st, in_backward=False)
+                pending = []
+                self._visit(e, self.root, None, in_backward=False)
+            else:
+                pending.append(e)
+        for op in pending:  # after the last stage range: `other`
+            self._visit(op, self.root, None, in_backward=False)
 
     def _visit(self, evt: Any, ctx: RawNode, stage: str | None, *, in_backward: bool) -> None:
         name: str = evt.name
@@ -200,7 +228,7 @@ class Folder:
                 self._visit(c, node, st, in_backward=st == "backward")
             return
         if name.startswith(MODULE) and stage is None:
-            # A module outside every stage: its ops belong to `other`, grouped by op name.
+            # A module outside every stage: look through it (its ops are grouped by op name).
             for c in evt.cpu_children:
                 self._visit(c, ctx, None, in_backward=in_backward)
             return

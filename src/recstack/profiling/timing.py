@@ -14,6 +14,14 @@ faults, voluntary and involuntary context switches) are charged to stages the
 same exclusive way; the deltas are worked out after the step's clock stops.
 ``stage_rusage`` averages them over the central steps for the stage nodes'
 ``extra.rusage``.
+
+Caller code: time between stage roots, when no stage is open, is the model's
+own code (its ``forward`` and the functions it calls outside every stage
+root: slicing inputs for a lookup, concatenating embeddings for the MLP,
+Python between module calls). It is charged to the stage whose root runs
+next, under the key :func:`caller_key` (``<stage>/[caller code]``), because
+that stage is what the code prepares; the tree shows it as its own child of
+the stage. Time after the last stage root of a step stays ``other``.
 """
 
 from __future__ import annotations
@@ -35,7 +43,19 @@ except ImportError:  # not POSIX: no per-stage kernel counters
 
 
 RUSAGE_FIELDS = ("minor_faults", "major_faults", "voluntary_ctx_switches", "involuntary_ctx_switches")
-OUTSIDE = "other"  # where counters between stage roots go (the runner's ``other`` stage)
+OUTSIDE = "other"  # where time and counters after the last stage root of a step go
+CALLER = "[caller code]"
+
+
+def caller_key(stage: str) -> str:
+    """The accumulator key of the caller code that ran, outside every stage, just before ``stage``'s root."""
+    return f"{stage}/{CALLER}"
+
+
+def split_caller_key(key: str) -> str | None:
+    """The stage of a :func:`caller_key`, or None for a plain stage key."""
+    stage, sep, rest = key.partition("/")
+    return stage if sep and rest == CALLER else None
 
 
 def _ru_tuple(r: Any) -> tuple[int, int, int, int]:
@@ -94,11 +114,11 @@ class StageTimer:
         if self.sync:
             self.sync()
         now = time.perf_counter_ns()
-        if self.stack:
-            top = self.stack[-1]
-            self.acc[top] = self.acc.get(top, 0) + now - self.last
+        # No stage open: the interval since the last boundary is caller code preparing this stage.
+        owner = self.stack[-1] if self.stack else caller_key(stage)
+        self.acc[owner] = self.acc.get(owner, 0) + now - self.last
         if self.ru:
-            self.marks.append((self.stack[-1] if self.stack else OUTSIDE, self.ru(_SELF)))
+            self.marks.append((owner, self.ru(_SELF)))
         self.stack.append(stage)
         self.last = now
 

@@ -76,6 +76,7 @@ def zoo_show(info: dict[str, Any]) -> None:
 SYNTHETIC = {
     "unattributed": "time the timing pass measured in the stage that the op pass did not see (not spread over the ops)",
     "framework": "Python and framework time between ops, outside every op the op pass recorded",
+    "caller": "the model's own code run outside every stage root just before the stage's root",
 }
 
 
@@ -225,7 +226,8 @@ class _TreeTable:
         return out
 
 
-_KIND_NAMES = {"unattributed": "\\[unattributed]", "framework": "\\[python/framework between ops]"}
+_KIND_NAMES = {"unattributed": "\\[unattributed]", "framework": "\\[python/framework between ops]",
+              "caller": "\\[caller code]"}
 
 
 def schema_line(prof: Any) -> str:

@@ -229,8 +229,10 @@ class Node(_M):
     # module, op and kernel nodes
     label: str | None = F("display name, disambiguated among siblings that share a name", None,
                           producer="profiling.runner")
-    kind: str | None = F("``unattributed`` (a stage's time the op pass did not see) or ``framework`` "
-                         "(Python and framework time between ops, under other)", None,
+    kind: str | None = F("``unattributed`` (a stage's time the op pass did not see), ``framework`` "
+                         "(Python and framework time between ops, under other or caller code) or ``caller`` "
+                         "(a stage's ``[caller code]``: the model's own code run outside every stage root "
+                         "just before the stage's root)", None,
                          producer="profiling.runner")
     module_type: str | None = F("the module's class name (module)", None, producer="profiling.runner")
     rule: str | None = F("the stage rule that placed the module, or ``inherited`` (module)", None,
