@@ -43,8 +43,8 @@ def main() -> None:
     args = ap.parse_args()
 
     print(f"threads={torch.get_num_threads()}")
-    print("| model | batch | step (ms) | " + " | ".join(STAGES) + " | other: ops | other: framework | caller code in stages | handed down |")
-    print("|---" * (len(STAGES) + 7) + "|")
+    print("| model | batch | step (ms) | " + " | ".join(STAGES) + " | other: ops | other: framework | caller code in stages | stage pass (95% CI) | handed down |")
+    print("|---" * (len(STAGES) + 8) + "|")
     results = []
     for name in args.models:
         module, build, _ = MODELS[name]
@@ -57,12 +57,14 @@ def main() -> None:
                                     counters=False, run_info={"model": name})
             shares = prof.stage_shares()
             other = other_breakdown(prof)
+            ov = prof.overhead
             handed = {k: len(v["handed_to"]) for k, v in prof.run["never_ran_roots"].items()}
             results.append({"model": name, "batch": bs, "step_s": prof.root.time_s, "shares": shares,
                             "other_breakdown": other, "never_ran_roots": prof.run["never_ran_roots"]})
             print(f"| {name} | {bs} | {prof.root.time_s * 1e3:.2f} | "
                   + " | ".join(f"{100 * shares.get(s, 0.0):.1f}%" for s in STAGES)
                   + f" | {100 * other['ops']:.1f}% | {100 * other['framework']:.1f}% | {caller_text(other['caller'])} | "
+                  + f"{ov['stage_pass_ratio']:.3f} ({ov['stage_pass_ratio_ci'][0]:.3f}-{ov['stage_pass_ratio_ci'][1]:.3f}) | "
                   + (", ".join(f"{k} -> {n}" for k, n in handed.items()) or "-") + " |", flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
