@@ -124,6 +124,15 @@ class RunConfig(BaseModel):
         json_schema_extra={"file": True, "cli": {"default": "auto", "metavar": "FILE|auto|none"}},
     )
 
+    device: Literal["cpu", "cuda", "auto"] = Field(
+        "cpu", description="where the model runs: cpu, cuda (needs torch.cuda), auto (cuda if available)"
+    )
+    workload_batches: Literal["fixed", "query"] = Field(
+        "fixed",
+        description="fixed: every batch has batch-size samples; query: batches as serving forms them "
+        "(queries from the workload's query sizes split into batches of at most batch-size)",
+    )
+
     _normalise_stage_rules = field_validator("stage_rules", mode="before")(_rules_to_dict)
     _normalise_machine = field_validator("machine", mode="before")(_none_word)
 
@@ -139,6 +148,24 @@ class RunConfig(BaseModel):
             )
             return cores
         return v
+
+    @field_validator("device")
+    @classmethod
+    def _check_device(cls, v: str) -> str:
+        if v == "cuda":
+            import torch  # only for cuda: the CLI's start-up and every CPU run stay torch-free here
+
+            if not torch.cuda.is_available():
+                raise ValueError("cuda is not available to torch on this host; use cpu (or auto)")
+        return v
+
+    def resolved_device(self) -> str:
+        """``cpu`` or ``cuda``: ``auto`` resolved against this host's torch."""
+        if self.device != "auto":
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
 
     # -- building --------------------------------------------------------------
     @classmethod

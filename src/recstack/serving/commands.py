@@ -1,0 +1,209 @@
+"""``recstack serve``: open-loop load on a pool of worker processes; ``--search`` for the QPS at a p99 target.
+
+The run options are RunConfig's (generated flags, :func:`recstack.commands.add_run_arguments`);
+the serving flags are defined here. ``MODEL`` ``spin`` is the built-in model
+whose every batch busy-waits ``--service-ms``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from recstack.cli_types import int_at_least, positive_float
+from recstack.errors import EXIT_SIGINT, ConfigError, PartialResultsError
+
+
+def _non_negative(name: str) -> Any:
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number (got {text!r})") from None
+        if not 0 <= v < float("inf"):
+            raise argparse.ArgumentTypeError(f"{name} must be a number >= 0 (got {text!r})")
+        return v
+
+    return parse
+
+
+def _accel(text: str) -> tuple[float, float]:
+    ms, _, us = text.partition(":")
+    try:
+        out = (float(ms), float(us or 0))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sim-accel takes MS[:US_PER_CANDIDATE] (got {text!r})") from None
+    if not all(0 <= v < float("inf") for v in out):
+        raise argparse.ArgumentTypeError(f"--sim-accel values must be >= 0 (got {text!r})")
+    return out
+
+
+def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    from recstack.commands import add_run_arguments
+
+    add_run_arguments(p)
+    p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
+    p.add_argument("--qps", type=positive_float("--qps"), default=100.0,
+                   help="offered load, queries per second (--search: the starting point; default 100)")
+    p.add_argument("--duration", type=positive_float("--duration"), default=10.0,
+                   help="seconds of scheduled arrivals (--search: at least; default 10)")
+    p.add_argument("--max-batch", type=int_at_least("--max-batch", 1), default=256,
+                   help="split queries into batches of at most this many candidates (default 256)")
+    p.add_argument("--workers", type=int_at_least("--workers", 1), default=None,
+                   help="CPU worker processes (default: usable cores // threads)")
+    p.add_argument("--query-size", type=int_at_least("--query-size", 1), default=None,
+                   help="every query has this many candidates (default: --query-sizes)")
+    p.add_argument("--query-sizes", choices=["workload", "lognormal"], default="workload",
+                   help="workload: the workload's query_sizes (MLPerf quantiles unless the spec says); "
+                        "lognormal: mu 5.1, sigma 0.2 clamped to [1, 1024] (DeepRecSys)")
+    p.add_argument("--arrivals", default="poisson", metavar="poisson|diurnal[:PERIOD[:AMPL]]|FILE.csv",
+                   help="arrival process (seeded by --seed); a CSV replays one timestamp (s) per line")
+    p.add_argument("--grace", type=_non_negative("--grace"), default=None,
+                   help="seconds after the schedule's end before unfinished requests are late "
+                        "(default max(1, 10%% of the duration))")
+    p.add_argument("--depth", type=int_at_least("--depth", 1), default=1,
+                   help="batches a worker may hold (1: one central FIFO queue, as M/D/c; default 1)")
+    p.add_argument("--service-ms", type=_non_negative("--service-ms"), default=None,
+                   help="spin model: busy-wait per batch, ms")
+    p.add_argument("--per-sample-us", type=_non_negative("--per-sample-us"), default=0.0,
+                   help="spin model: busy-wait per candidate, us (default 0)")
+    p.add_argument("--gpu-threshold", type=int_at_least("--gpu-threshold", 0), default=None,
+                   help="queries of more candidates go whole to the accelerator workers (CPU/GPU split)")
+    p.add_argument("--accel-workers", type=int_at_least("--accel-workers", 1), default=1,
+                   help="accelerator workers of a split (default 1)")
+    p.add_argument("--sim-accel", type=_accel, default=None, metavar="MS[:US]",
+                   help="simulated accelerator for the split: busy-wait MS per batch + US per candidate")
+    p.add_argument("--oversubscribe", action="store_true", help="allow workers x threads > usable cores")
+    p.add_argument("--search", action="store_true", help="find the highest QPS meeting --p99, over --grid")
+    p.add_argument("--p99", type=positive_float("--p99"), default=None, metavar="SECONDS",
+                   help="--search: the p99 latency target")
+    p.add_argument("--budget", type=positive_float("--budget"), default=15.0, metavar="MINUTES",
+                   help="--search: time budget (default 15)")
+    p.add_argument("--grid", default=None, metavar="KEY=V,V;...",
+                   help="--search grid over max_batch, workers, threads, backend, dtype, gpu_threshold")
+    p.add_argument("--tail-samples", type=int_at_least("--tail-samples", 1), default=100,
+                   help="--search: samples beyond the percentile every probe holds (default 100)")
+    p.add_argument("--store", default=None, metavar="FILE.duckdb",
+                   help="--search: write every probe and the result to this DuckDB file (table serving)")
+    p.add_argument("-o", "--output", default=None, help="write the result JSON here")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+
+
+def options_from_args(args: argparse.Namespace) -> Any:
+    from recstack.serving.arrivals import parse_arrivals
+    from recstack.serving.service import ServeOptions
+
+    return ServeOptions(
+        qps=args.qps, duration_s=args.duration, max_batch=args.max_batch, workers=args.workers,
+        query_size=args.query_size, query_sizes=args.query_sizes, arrivals=parse_arrivals(args.arrivals),
+        grace_s=args.grace, depth=args.depth, service_ms=args.service_ms, per_sample_us=args.per_sample_us,
+        gpu_threshold=args.gpu_threshold, accel_workers=args.accel_workers, sim_accel=args.sim_accel,
+        oversubscribe=args.oversubscribe,
+    )
+
+
+def _emit(result: dict[str, Any], args: argparse.Namespace, render: Any) -> None:
+    if args.output:
+        from recstack.outputs import atomic_write_text
+
+        atomic_write_text(args.output, json.dumps(result, indent=2, default=str) + "\n")
+    if args.json:
+        sys.stdout.write(json.dumps(result, default=str) + "\n")
+    else:
+        render(result)
+        if args.output:
+            print(f"result written to {args.output}")
+    sys.stdout.flush()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from recstack.commands import run_config_from_args
+    from recstack.outputs import check_writable
+
+    if args.output:
+        check_writable(args.output, "-o/--output")
+    cfg = run_config_from_args(args)
+    if cfg.model and ":" in cfg.model and cfg.model != "spin":
+        from recstack.api import is_factory
+
+        if is_factory(cfg.model):
+            raise ConfigError("serve runs zoo models (id or YAML) and spin, not factories", field="MODEL")
+    opts = options_from_args(args)
+    if args.search:
+        return _search(cfg, opts, args)
+    if args.p99 is not None or args.store:
+        raise ConfigError("--p99 and --store apply to --search", field="--search")
+    return _serve(cfg, opts, args)
+
+
+def _serve(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
+    from recstack.render.progress import phase
+    from recstack.serving.render import render_run
+    from recstack.serving.service import build_plan, plan_sizes, pool_for, probe
+
+    plan = build_plan(cfg, opts)
+    with pool_for(cfg, opts, plan_sizes(plan)) as pool:
+        with phase("starting workers"):
+            pool.start()
+        result = probe(pool, plan, opts)
+    result["model"] = cfg.model
+    result["run_config"] = cfg.model_dump(mode="json")
+    result["serve"] = _opts_dict(opts)
+    _emit(result, args, render_run)
+    if result["stopped"] == "SIGINT":
+        sys.stderr.write("interrupted: the result is partial (complete: false)\n")
+        return EXIT_SIGINT
+    if result["failed"]:
+        raise PartialResultsError(f"{result['failed']} requests failed (a worker died); the result is written")
+    return 0
+
+
+def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
+    from recstack.serving.render import render_probe, render_search
+    from recstack.serving.results import ServingStore, probe_row
+    from recstack.serving.search import Search, Target, parse_grid
+
+    if args.p99 is None:
+        raise ConfigError("--search needs the target, e.g. --p99 0.02 (seconds)", field="--p99")
+    if args.store:
+        from recstack.outputs import check_writable
+
+        check_writable(args.store, "--store")
+    target = Target(99.0, args.p99, args.tail_samples)
+    points = parse_grid(args.grid, cfg, opts)
+    store = ServingStore(args.store) if args.store else None
+    counter = [0]
+    search: Search
+
+    def on_probe(kind: str, point: dict[str, Any], result: dict[str, Any] | None) -> None:
+        counter[0] += 1
+        if store is not None:
+            store.write(probe_row(search.search_id, counter[0], kind, point, result, target.pct, target.latency_s))
+        if kind == "probe" and not args.json:
+            render_probe(point, result)
+
+    try:
+        search = Search(cfg, opts, target, budget_s=args.budget * 60, points=points, on_probe=on_probe)
+        verdict = search.run()
+    finally:
+        if store is not None:
+            store.close()
+    verdict["model"] = cfg.model
+    verdict["run_config"] = cfg.model_dump(mode="json")
+    verdict["serve"] = _opts_dict(opts)
+    _emit(verdict, args, render_search)
+    return 0
+
+
+def _opts_dict(opts: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(opts)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve a model under open-loop load; --search: QPS at a p99 target")
+    add_serve_arguments(p)
+    p.set_defaults(func=cmd_serve)

@@ -1,0 +1,348 @@
+"""The open-loop load generator and the worker pool.
+
+One dispatcher loop (this process) releases every request at its *scheduled*
+arrival time, whatever the workers are doing (open loop: a slow system does not
+slow the load down, so there is no coordinated omission), into a central FIFO
+queue per worker class (CPU, accelerator). A worker is handed the next batch of
+its class's queue whenever it holds fewer than ``depth`` batches (default 1:
+one central queue, as in an M/D/c system; the hand-off is one pipe message).
+
+The loop sleeps in ``select`` (microsecond timeouts) on the workers' pipes and
+process sentinels until the next arrival, so it wakes for arrivals,
+completions and worker deaths alike and uses little CPU between them.
+
+A worker that dies is replaced (a fresh process; it serves once it says
+ready); the requests of its in-flight batches count as failed. SIGINT (or
+``stop()``) stops releasing arrivals; what was released is drained until the
+deadline and the record is marked stopped. The deadline is the end of the
+schedule plus ``grace_s``: requests unfinished then are late.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import select
+import signal
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from hdrh.histogram import HdrHistogram
+
+from recstack.errors import RecstackError
+from recstack.serving.plan import ACCEL, CPU, Plan
+from recstack.serving.worker import WorkerSetup, worker_main
+
+HIST_MAX_US = 3_600_000_000  # one hour, in microseconds
+HIST_DIGITS = 3
+START_TIMEOUT_S = 600.0
+RETURN_TIMEOUT_S = 60.0  # after a run: how long in-flight batches may take to come back
+MAX_WAIT_S = 0.05  # the loop looks at the stop flag at least this often
+
+
+def new_histogram() -> HdrHistogram:
+    """Microseconds from 1 us to 1 h at 3 significant digits (0.1% resolution)."""
+    return HdrHistogram(1, HIST_MAX_US, HIST_DIGITS)
+
+
+@dataclass
+class Worker:
+    """One worker process and what the dispatcher knows about it."""
+
+    wid: int
+    cls: int
+    proc: Any
+    conn: Any
+    ready: bool = False
+    alive: bool = True
+    pid: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    inflight: deque[int] = field(default_factory=deque)
+    busy_s: float = 0.0
+    served: int = 0
+    replaced_by: int | None = None
+
+
+class WorkerPool:
+    """Worker processes per class, started with ``spawn`` (each builds its own model: no fork of torch state)."""
+
+    def __init__(self, setups: dict[int, WorkerSetup], counts: dict[int, int], *, max_replacements: int | None = None):
+        self.ctx = mp.get_context("spawn")
+        self.setups = setups
+        self.counts = counts
+        self.workers: list[Worker] = []
+        total = sum(counts.values())
+        self.replacements_left = 2 * total + 2 if max_replacements is None else max_replacements
+
+    # -- life cycle --------------------------------------------------------------
+    def spawn(self, cls: int) -> Worker:
+        parent, child = self.ctx.Pipe(duplex=True)
+        proc = self.ctx.Process(target=worker_main, args=(child, self.setups[cls]), daemon=True,
+                                name=f"recstack-serve-{'cpu' if cls == CPU else 'accel'}-{len(self.workers)}")
+        proc.start()
+        child.close()
+        w = Worker(len(self.workers), cls, proc, parent)
+        self.workers.append(w)
+        return w
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Start every worker and wait until each says ready (a worker's build error is raised here)."""
+        for cls, n in self.counts.items():
+            for _ in range(n):
+                self.spawn(cls)
+        end = time.monotonic() + timeout_s
+        for w in self.workers:
+            left = end - time.monotonic()
+            if not w.conn.poll(max(left, 0.0)):
+                self.close()
+                raise RecstackError(f"a serving worker did not start within {timeout_s:.0f} s")
+            self._ready(w, w.conn.recv())
+
+    def _ready(self, w: Worker, msg: Any) -> None:
+        if msg[0] == "error":
+            self.close()
+            raise RecstackError(f"a serving worker failed to start: {msg[1]}")
+        w.ready, w.pid, w.info = True, msg[1], msg[2]
+
+    def live(self) -> list[Worker]:
+        return [w for w in self.workers if w.alive]
+
+    def pids(self) -> list[int]:
+        return [w.proc.pid for w in self.workers if w.alive and w.proc.pid]
+
+    def close(self) -> None:
+        for w in self.live():
+            with contextlib.suppress(OSError, ValueError, BrokenPipeError):
+                w.conn.send(None)
+        for w in self.live():
+            w.proc.join(timeout=5)
+            if w.proc.is_alive():
+                w.proc.kill()
+                w.proc.join(timeout=5)
+            w.alive = False
+            with contextlib.suppress(OSError):
+                w.conn.close()
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class RunRecord:
+    """What one load run observed (times in seconds from the run's start)."""
+
+    plan: Plan
+    t_start: np.ndarray  # per batch; NaN if never started (or its result never came)
+    t_end: np.ndarray
+    t_sent: np.ndarray  # per batch: when the dispatcher handed it to a worker
+    batch_worker: np.ndarray  # worker id per batch (-1: never dispatched)
+    request_failed: np.ndarray  # bool per request: a batch was on a worker that died
+    released: int  # requests released (all of them unless stopped)
+    deadline_s: float
+    elapsed_s: float  # start to the end of the loop
+    stopped: str | None  # "SIGINT" / "stop" when stopped early
+    lateness: HdrHistogram  # release lateness (us)
+    loadgen_cpu_s: float  # the dispatcher's CPU time during the run
+    worker_stats: list[dict[str, Any]]
+    deaths: int
+
+
+class _Stop:
+    """SIGINT sets a flag (the loop checks it) instead of raising in the middle of bookkeeping."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.count = 0
+
+    def __call__(self, _signum: int, _frame: Any) -> None:
+        self.reason = "SIGINT"
+        self.count += 1
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        try:
+            old = signal.signal(signal.SIGINT, self)
+        except ValueError:  # not the main thread: no handler (stop() still works)
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, old)
+
+
+class LoadRun:
+    """One open-loop run of ``plan`` on ``pool``; see the module docstring."""
+
+    def __init__(self, plan: Plan, pool: WorkerPool, *, grace_s: float = 1.0, depth: int = 1) -> None:
+        self.plan, self.pool, self.grace_s, self.depth = plan, pool, grace_s, depth
+        nb = plan.batch_size.size
+        self.t_start = np.full(nb, np.nan)
+        self.t_end = np.full(nb, np.nan)
+        self.t_sent = np.full(nb, np.nan)
+        self.batch_worker = np.full(nb, -1, dtype=np.int64)
+        self.failed = np.zeros(plan.requests, dtype=bool)
+        self.queues: dict[int, deque[int]] = {CPU: deque(), ACCEL: deque()}
+        self.stop_flag = _Stop()
+        self.deaths = 0
+        self.lateness = new_histogram()
+
+    def stop(self) -> None:
+        self.stop_flag.reason = self.stop_flag.reason or "stop"
+
+    # -- the loop ----------------------------------------------------------------------
+    def run(self) -> RunRecord:
+        with self.stop_flag.installed():
+            return self._run()
+
+    def _run(self) -> RunRecord:
+        plan = self.plan
+        arr = plan.arrivals.tolist()
+        first = plan.request_first_batch.tolist()
+        bcls = plan.batch_class.tolist()
+        n = len(arr)
+        deadline = (plan.duration_s if n == 0 else max(plan.duration_s, arr[-1])) + self.grace_s
+        clock = time.perf_counter
+        for w in self.pool.workers:
+            w.busy_s, w.served = 0.0, 0
+        cpu0 = time.process_time()
+        self.t0 = t0 = clock() + 0.01
+        i = 0
+        stop_at: float | None = None
+        while True:
+            now = clock() - t0
+            if self.stop_flag.reason and stop_at is None:
+                stop_at = now
+                deadline = min(deadline, now + self.grace_s)
+            if stop_at is None:
+                while i < n and arr[i] <= now:
+                    self.lateness.record_value(max(1, int((now - arr[i]) * 1e6)))
+                    for b in range(first[i], first[i + 1]):
+                        self.queues[bcls[b]].append(b)
+                    i += 1
+            self._hand_out()
+            busy = any(w.inflight for w in self.pool.workers if w.alive)
+            if (i >= n or stop_at is not None) and not busy and not any(self.queues.values()):
+                break
+            if now >= deadline or self.stop_flag.count > 1:
+                break
+            wake = arr[i] if (i < n and stop_at is None) else deadline
+            self._wait(min(max(wake - now, 0.0), MAX_WAIT_S))
+        elapsed = clock() - t0
+        cpu = time.process_time() - cpu0
+        stats = self._worker_stats()
+        self._collect_stragglers()
+        return RunRecord(
+            plan, self.t_start, self.t_end, self.t_sent, self.batch_worker, self.failed, i, deadline, elapsed,
+            self.stop_flag.reason, self.lateness, cpu, stats, self.deaths,
+        )
+
+    def _hand_out(self) -> None:
+        req = self.plan.batch_request
+        sizes = self.plan.batch_size
+        for w in self.pool.workers:
+            if not (w.alive and w.ready):
+                continue
+            q = self.queues[w.cls]
+            while q and len(w.inflight) < self.depth:
+                b = q.popleft()
+                if self.failed[req[b]]:
+                    continue  # its request already failed: do not spend a worker on it
+                try:
+                    w.conn.send((b, int(sizes[b]), b))
+                except (BrokenPipeError, OSError):
+                    q.appendleft(b)
+                    self._died(w)
+                    break
+                w.inflight.append(b)
+                self.batch_worker[b] = w.wid
+                self.t_sent[b] = time.perf_counter() - self.t0
+
+    def _wait(self, timeout: float) -> None:
+        """Sleep until a pipe or a sentinel is readable or ``timeout`` passes (select: microsecond timeouts)."""
+        fds: dict[int, tuple[Worker, bool]] = {}
+        for w in self.pool.workers:
+            if w.alive:
+                fds[w.conn.fileno()] = (w, False)
+                fds[w.proc.sentinel] = (w, True)
+        try:
+            ready, _, _ = select.select(list(fds), [], [], timeout)
+        except InterruptedError:
+            return
+        for fd in ready:
+            w, is_sentinel = fds[fd]
+            if w.alive and not is_sentinel:
+                self._drain_pipe(w)
+        for fd in ready:
+            w, is_sentinel = fds[fd]
+            if w.alive and is_sentinel:
+                self._drain_pipe(w)  # what it sent before dying still counts
+                self._died(w)
+
+    def _drain_pipe(self, w: Worker) -> None:
+        t0 = self.t0
+        try:
+            while w.alive and w.conn.poll():
+                msg = w.conn.recv()
+                if isinstance(msg, tuple) and msg and isinstance(msg[0], str):
+                    if msg[0] == "ready":
+                        w.ready, w.pid, w.info = True, msg[1], msg[2]
+                    else:  # a replacement failed to build: it is gone, and no more are started
+                        self.pool.replacements_left = 0
+                        self._died(w)
+                    continue
+                b, ts, te = msg
+                if w.inflight and w.inflight[0] == b:
+                    w.inflight.popleft()
+                self.t_start[b] = ts - t0
+                self.t_end[b] = te - t0
+                w.busy_s += te - ts
+                w.served += 1
+        except (EOFError, OSError):
+            self._died(w)
+
+    def _died(self, w: Worker) -> None:
+        if not w.alive:
+            return
+        w.alive = False
+        self.deaths += 1
+        for b in w.inflight:
+            self.failed[self.plan.batch_request[b]] = True
+        w.inflight.clear()
+        with contextlib.suppress(OSError):
+            w.conn.close()
+        w.proc.join(timeout=1)
+        if self.pool.replacements_left > 0 and self.stop_flag.reason is None:
+            self.pool.replacements_left -= 1
+            w.replaced_by = self.pool.spawn(w.cls).wid
+
+    def _collect_stragglers(self) -> None:
+        """After the deadline: let in-flight batches come back (not counted), so the next run starts idle."""
+        for q in self.queues.values():
+            q.clear()
+        end = time.monotonic() + RETURN_TIMEOUT_S
+        saved = self.t_start.copy(), self.t_end.copy()
+        while any(w.inflight or not w.ready for w in self.pool.workers if w.alive) and time.monotonic() < end:
+            self._wait(MAX_WAIT_S)
+        self.t_start, self.t_end = saved  # results after the loop ended are not part of this run
+        for w in self.pool.workers:
+            if w.alive and w.inflight:
+                w.proc.kill()
+                self._died(w)
+
+    def _worker_stats(self) -> list[dict[str, Any]]:
+        out = []
+        for w in self.pool.workers:
+            out.append({
+                "id": w.wid, "pid": w.pid or w.proc.pid, "class": "cpu" if w.cls == CPU else "accel",
+                "served_batches": w.served, "busy_s": w.busy_s, "alive": w.alive, "replaced_by": w.replaced_by,
+                **({"info": w.info} if w.info else {}),
+            })
+        return out

@@ -1,0 +1,144 @@
+"""A serving worker process: builds its model (or the spin model) once, then serves batches.
+
+Protocol over one duplex pipe (:func:`multiprocessing.Pipe`):
+
+* the worker sends ``("ready", pid, info)`` when its model and input pool are
+  built and warmed up, or ``("error", message)`` and exits;
+* the dispatcher sends ``(batch_id, size, slot)`` tuples, one per message, or
+  ``None`` to stop;
+* the worker answers every batch with ``(batch_id, t_start, t_end)``, times
+  from ``time.perf_counter`` (CLOCK_MONOTONIC on Linux: one clock for all
+  processes of the host, so the dispatcher compares them with its own).
+
+Workers ignore SIGINT: Ctrl-C reaches the whole process group, and the
+dispatcher, not the workers, decides how to stop (drain, then a partial result).
+This module imports no torch at import time: spin workers start in ~0.1 s.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+POOL_SLOTS = 4  # distinct input batches per batch size (requests cycle through them)
+WARMUP_SIZES = 24  # batch sizes run once each before "ready" (the largest always, and a spread)
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """Everything a worker needs to build its server (picklable: sent to a spawned process)."""
+
+    kind: str  # "spin" or "model"
+    sizes: tuple[int, ...]  # the batch sizes it will serve
+    service_s: float = 0.0  # spin: per batch
+    per_sample_s: float = 0.0  # spin: per candidate
+    run_config: dict[str, Any] = field(default_factory=dict)  # model: RunConfig fields
+    device: str = "cpu"
+    threads: int | None = None
+
+
+class SpinServer:
+    """Busy-waits ``service_s + per_sample_s * size``: a deterministic service time (M/D/c validation)."""
+
+    def __init__(self, setup: WorkerSetup) -> None:
+        self.service_s = setup.service_s
+        self.per_sample_s = setup.per_sample_s
+
+    def info(self) -> dict[str, Any]:
+        return {"kind": "spin", "service_s": self.service_s, "per_sample_s": self.per_sample_s}
+
+    def run(self, size: int, slot: int) -> None:
+        end = time.perf_counter() + self.service_s + self.per_sample_s * size
+        while time.perf_counter() < end:
+            pass
+
+
+class ModelServer:
+    """A zoo model built from the RunConfig with an input pool of pre-generated batches per size."""
+
+    def __init__(self, setup: WorkerSetup) -> None:
+        import torch
+
+        from recstack.config.run import RunConfig
+        from recstack.profiling.runner import ProfileOptions, Step
+        from recstack.serving.pool import build_pool, to_device
+        from recstack.workload import bind, load_workload
+        from recstack.zoo import BuildOptions, build_model
+
+        cfg = RunConfig.build(setup.run_config)
+        self.torch = torch
+        if setup.threads:
+            torch.set_num_threads(setup.threads)
+        spec = load_workload(cfg.workload)
+        build = BuildOptions(backend=cfg.backend, mode="inference", table_dtype=cfg.table_dtype, seed=cfg.seed,
+                             tasks=cfg.tasks, batch_size=max(setup.sizes))
+        net = build_model(cfg.model, scale=cfg.scale, options=build, workload=spec)
+        if cfg.dtype == "bf16":
+            net.set_dense_dtype(torch.bfloat16)
+        self.device = setup.device
+        if self.device == "cuda":
+            net = net.to("cuda")
+        bound = bind(spec, net.features(), net.num_dense, net.num_tasks)
+        self.pool = {s: [to_device(b, self.device) for b in bs] for s, bs in build_pool(bound, setup.sizes,
+                                                                                      POOL_SLOTS).items()}
+        self.step = Step(net, ProfileOptions(cfg.updated(mode="inference")), None)
+        self.name = net.cfg.name
+        self.threads = torch.get_num_threads()
+        for s in _warmup_sizes(setup.sizes):
+            self.run(s, 0)
+        self.run(max(setup.sizes), 1)
+
+    def info(self) -> dict[str, Any]:
+        return {"kind": "model", "model": self.name, "threads": self.threads, "device": self.device}
+
+    def run(self, size: int, slot: int) -> None:
+        batches = self.pool.get(size)
+        if batches is None:  # a size the plan did not announce: prefixes of the largest (views), kept
+            from recstack.serving.pool import head
+
+            top = self.pool[max(self.pool)]
+            batches = self.pool[size] = [head(b, size) for b in top]
+        self.step.run(batches[slot % len(batches)])
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+
+
+def _warmup_sizes(sizes: tuple[int, ...]) -> list[int]:
+    ordered = sorted(sizes)
+    if len(ordered) <= WARMUP_SIZES:
+        return ordered
+    step = len(ordered) / WARMUP_SIZES
+    return sorted({ordered[int(i * step)] for i in range(WARMUP_SIZES)} | {ordered[-1]})
+
+
+def make_server(setup: WorkerSetup) -> SpinServer | ModelServer:
+    return SpinServer(setup) if setup.kind == "spin" else ModelServer(setup)
+
+
+def worker_main(conn: Any, setup: WorkerSetup) -> None:
+    """The worker process's entry point (see the module docstring for the protocol)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        server = make_server(setup)
+    except BaseException as exc:  # reported to the dispatcher, which names it in one line
+        text = str(exc).strip().splitlines()
+        msg = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+        conn.send(("error", msg, traceback.format_exc(limit=4)))
+        return
+    conn.send(("ready", os.getpid(), server.info()))
+    clock = time.perf_counter
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        bid, size, slot = msg
+        t0 = clock()
+        server.run(size, slot)
+        conn.send((bid, t0, clock()))
