@@ -280,4 +280,4 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     register_schema(sub)
     from recstack.serving.commands import register as register_serve
 
-    register_serve(sub)
+    register_serve(sub, add_run_arguments, run_config_from_args)

@@ -1,7 +1,9 @@
 """``recstack serve``: open-loop load on a pool of worker processes; ``--search`` for the QPS at a p99 target.
 
-The run options are RunConfig's (generated flags, :func:`recstack.commands.add_run_arguments`);
-the serving flags are defined here. ``MODEL`` ``spin`` is the built-in model
+The run options are RunConfig's: the generated flags and their parsing are
+handed in by :func:`recstack.commands.register_all` (``add_run_arguments``,
+``run_config_from_args``; passed, not imported, so that the two command modules
+do not import each other); the serving flags are defined here. ``MODEL`` ``spin`` is the built-in model
 whose every batch busy-waits ``--service-ms``.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from recstack.cli_types import int_at_least, positive_float
@@ -40,9 +43,7 @@ def _accel(text: str) -> tuple[float, float]:
     return out
 
 
-def add_serve_arguments(p: argparse.ArgumentParser) -> None:
-    from recstack.commands import add_run_arguments
-
+def add_serve_arguments(p: argparse.ArgumentParser, add_run_arguments: Callable[[Any], None]) -> None:
     add_run_arguments(p)
     p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
     p.add_argument("--qps", type=positive_float("--qps"), default=100.0,
@@ -119,12 +120,11 @@ def _emit(result: dict[str, Any], args: argparse.Namespace, render: Any) -> None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from recstack.commands import run_config_from_args
     from recstack.outputs import check_writable
 
     if args.output:
         check_writable(args.output, "-o/--output")
-    cfg = run_config_from_args(args)
+    cfg = args.run_config_from_args(args)
     if cfg.model and ":" in cfg.model and cfg.model != "spin":
         from recstack.api import is_factory
 
@@ -147,7 +147,13 @@ def _serve(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
     with pool_for(cfg, opts, plan_sizes(plan)) as pool:
         with phase("starting workers"):
             pool.start()
-        result = probe(pool, plan, opts)
+
+        def announce() -> None:
+            sys.stderr.write(f"serving: load started, {plan.requests} requests over {plan.duration_s:g} s "
+                             f"on {len(pool.live())} workers\n")
+            sys.stderr.flush()
+
+        result = probe(pool, plan, opts, announce=announce)
     result["model"] = cfg.model
     result["run_config"] = cfg.model_dump(mode="json")
     result["serve"] = _opts_dict(opts)
@@ -203,7 +209,9 @@ def _opts_dict(opts: Any) -> dict[str, Any]:
     return asdict(opts)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction, add_run_arguments: Callable[[Any], None],
+             run_config_from_args: Callable[[argparse.Namespace], Any]) -> None:
+    """``recstack serve``; the RunConfig flags come from ``add_run_arguments`` (see the module docstring)."""
     p = sub.add_parser("serve", help="serve a model under open-loop load; --search: QPS at a p99 target")
-    add_serve_arguments(p)
-    p.set_defaults(func=cmd_serve)
+    add_serve_arguments(p, add_run_arguments)
+    p.set_defaults(func=cmd_serve, run_config_from_args=run_config_from_args)

@@ -26,7 +26,7 @@ import select
 import signal
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,8 +181,10 @@ class _Stop:
 class LoadRun:
     """One open-loop run of ``plan`` on ``pool``; see the module docstring."""
 
-    def __init__(self, plan: Plan, pool: WorkerPool, *, grace_s: float = 1.0, depth: int = 1) -> None:
+    def __init__(self, plan: Plan, pool: WorkerPool, *, grace_s: float = 1.0, depth: int = 1,
+                 announce: Callable[[], None] | None = None) -> None:
         self.plan, self.pool, self.grace_s, self.depth = plan, pool, grace_s, depth
+        self.announce = announce  # called once when the load starts (the CLI's "load started" line)
         nb = plan.batch_size.size
         self.t_start = np.full(nb, np.nan)
         self.t_end = np.full(nb, np.nan)
@@ -213,6 +215,8 @@ class LoadRun:
         for w in self.pool.workers:
             w.busy_s, w.served = 0.0, 0
         cpu0 = time.process_time()
+        if self.announce is not None:
+            self.announce()
         self.t0 = t0 = clock() + 0.01
         i = 0
         stop_at: float | None = None

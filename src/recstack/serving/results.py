@@ -30,6 +30,7 @@ COLUMNS: list[tuple[str, str]] = [
     ("gpu_threshold", "INTEGER"),
     ("target_pct", "DOUBLE"),
     ("target_s", "DOUBLE"),
+    ("qps", "DOUBLE"),  # the scheduled rate of the probe (offered_qps: the arrivals drawn / duration)
     ("offered_qps", "DOUBLE"),
     ("achieved_qps", "DOUBLE"),
     ("requests", "BIGINT"),
@@ -101,7 +102,7 @@ def probe_row(search_id: str, index: int, kind: str, point: dict[str, Any], resu
         **{k: point.get(k) for k in ("model", "config_key", "run_config", "max_batch", "workers", "threads",
                                      "backend", "dtype", "gpu_threshold", "meets_target", "qps_at_target")},
         "target_pct": target_pct, "target_s": target_s,
-        **{k: (result or {}).get(k) for k in ("offered_qps", "achieved_qps", "requests", "failed", "late",
+        **{k: (result or {}).get(k) for k in ("qps", "offered_qps", "achieved_qps", "requests", "failed", "late",
                                               "queue_s_mean", "service_s_mean", "utilisation")},
         "p50_s": lat.get("p50"), "p95_s": lat.get("p95"), "p99_s": lat.get("p99"), "p999_s": lat.get("p999"),
         "mean_s": lat.get("mean"), "target_ci_low_s": ci[0], "target_ci_high_s": ci[1],

@@ -146,7 +146,7 @@ class Search:
                 if self.left() < self._probe_time(qps) or qps < QPS_FLOOR:
                     break
                 plan = build_plan(cfg, opts, qps=qps, min_requests=self.target.min_requests())
-                res = probe(pool, plan, opts, target_pct=self.target.pct)
+                res = probe(pool, plan, opts, qps=qps, target_pct=self.target.pct)
                 ok = meets(res, self.target)
                 res["meets_target"] = ok
                 tried.append({"qps": qps, "result": res})

@@ -119,12 +119,12 @@ def plan_sizes(plan: Plan) -> dict[int, list[int]]:
     return {c: plan.distinct_sizes(c) for c in (CPU, ACCEL) if np.any(plan.batch_class == c)}
 
 
-def probe(pool: WorkerPool, plan: Plan, opts: ServeOptions, *, target_pct: float = 99.0,
-          on_run: Any = None) -> dict[str, Any]:
+def probe(pool: WorkerPool, plan: Plan, opts: ServeOptions, *, qps: float | None = None, target_pct: float = 99.0,
+          on_run: Any = None, announce: Any = None) -> dict[str, Any]:
     """One open-loop run of ``plan`` (the pool started), its summary, with the contention record."""
     from recstack.profiling.contention import ContentionWatch, planned_processes
 
-    run = LoadRun(plan, pool, grace_s=opts.grace(), depth=opts.depth)
+    run = LoadRun(plan, pool, grace_s=opts.grace(), depth=opts.depth, announce=announce)
     if on_run is not None:
         on_run(run)
     with planned_processes(pool.pids()):
@@ -133,6 +133,7 @@ def probe(pool: WorkerPool, plan: Plan, opts: ServeOptions, *, target_pct: float
         with contextlib.suppress(Exception):  # the record is evidence, never a reason to lose a result
             watch.planned.update(pool.pids())
         contention = watch.stop()
-    out = summarise(rec, target_pct=target_pct)
+    out = {"qps": qps if qps is not None else (opts.qps if opts.arrivals.kind != "csv" else None),
+           **summarise(rec, target_pct=target_pct)}
     out["contention"] = contention
     return out

@@ -1,0 +1,203 @@
+"""recstack serve: real worker processes (spawn), real pipes, real signals; the spin model of known service time.
+
+Nothing here asserts a host's speed: the checks are counts (no request lost),
+bounds that physics guarantees (latency >= the busy-wait), and the exit paths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from recstack.config.run import RunConfig
+from recstack.errors import ConfigError, DataError
+from recstack.serving.arrivals import ArrivalSpec, arrival_times, from_csv, parse_arrivals
+from recstack.serving.plan import ACCEL, CPU, make_plan
+from recstack.serving.service import ServeOptions, build_plan, plan_sizes, pool_for, probe
+from recstack.serving.summary import decode
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+ENV = dict(os.environ, PYTHONPATH=str(SRC))
+
+
+def _serve(*argv: str, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recstack", "serve", *argv], capture_output=True, text=True,
+                          timeout=timeout, env=ENV, cwd=cwd)
+
+
+def _workers_of(pid: int) -> list[int]:
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        kids += [int(k) for k in (task / "children").read_text().split()]
+    return [k for k in kids if "resource_tracker" not in Path(f"/proc/{k}/cmdline").read_bytes().decode(errors="replace")]
+
+
+# -- plan and arrivals (pure) ----------------------------------------------------------------
+def test_plan_splits_every_query_into_batches_of_at_most_b_and_routes_large_ones_whole():
+    sizes = np.array([1, 100, 101, 700, 250, 1000])
+    plan = make_plan(np.arange(6) * 0.1, sizes, 100, 1.0, gpu_threshold=600)
+    for r, n in enumerate(sizes):
+        b = slice(plan.request_first_batch[r], plan.request_first_batch[r + 1])
+        assert plan.batch_size[b].sum() == n  # no candidate lost or invented
+        if n > 600:
+            assert list(plan.batch_class[b]) == [ACCEL] and plan.batch_size[b][0] == n
+        else:
+            assert (plan.batch_size[b] <= 100).all() and (plan.batch_class[b] == CPU).all()
+            assert b.stop - b.start == -(-n // 100)
+
+
+def test_arrivals_are_seeded_and_in_range(tmp_path):
+    a = arrival_times(ArrivalSpec("poisson"), 1000.0, 5.0, seed=3)
+    assert np.array_equal(a, arrival_times(ArrivalSpec("poisson"), 1000.0, 5.0, seed=3))
+    assert not np.array_equal(a, arrival_times(ArrivalSpec("poisson"), 1000.0, 5.0, seed=4))
+    assert (np.diff(a) >= 0).all() and a[0] >= 0 and a[-1] < 5.0
+    assert abs(a.size - 5000) < 6 * np.sqrt(5000)  # Poisson count: 6 sigma
+    d = arrival_times(parse_arrivals("diurnal:10:1"), 1000.0, 10.0, seed=0)
+    # rate 1000 (1 + sin(2 pi t / 10)): expected 5000 + 10000/pi in the first half, 5000 - 10000/pi after
+    first = (d < 5).sum()
+    assert abs(first - (5000 + 10000 / np.pi)) < 6 * np.sqrt(8200) and abs(d.size - 10000) < 6 * 100
+    f = tmp_path / "t.csv"
+    f.write_text("time\n10.5\n10.5\n11\n12.25\n")
+    assert from_csv(str(f)).tolist() == [0.0, 0.0, 0.5, 1.75]
+    f.write_text("1\n3\n2\n")
+    with pytest.raises(DataError, match="line 3: timestamps must not decrease"):
+        from_csv(str(f))
+    with pytest.raises(ConfigError, match="--arrivals"):
+        parse_arrivals("weibull")
+
+
+# -- real processes -----------------------------------------------------------------------------
+def test_spin_at_low_load_loses_no_request_and_latency_covers_the_service_time(tmp_path):
+    r = _serve("spin", "--service-ms", "2", "--query-size", "3", "--max-batch", "2", "--qps", "40",
+               "--duration", "2", "--workers", "2", "--json", "-o", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    for key in ("achieved_qps", "offered_qps", "queue_s_mean", "service_s_mean", "utilisation", "requests",
+                "failed", "late"):
+        assert key in out
+    assert set(out["latency_s"]) >= {"p50", "p95", "p99", "p999", "mean"}
+    assert out["complete"] and out["requests"] == out["planned_requests"] == out["completed"] > 0
+    assert out["failed"] == out["late"] == 0
+    assert out["batches"]["served"] == out["batches"]["planned"] == 2 * out["requests"]  # 3 = 2 + 1
+    # a request of two batches on two workers takes at least one busy-wait of 2 ms, from its scheduled arrival
+    assert out["latency_s"]["p50"] >= 0.002 * 0.999 and out["service_s_mean"] >= 0.002
+    assert out["queue_s_mean"] >= 0
+    hist = decode(out["histogram"]["latency_us"])
+    assert hist.get_total_count() == out["requests"]
+    assert sum(w["served_batches"] for w in out["workers"]) == out["batches"]["served"]
+    assert json.loads((tmp_path / "r.json").read_text())["requests"] == out["requests"]
+
+
+def test_cpu_gpu_split_sends_large_queries_to_the_simulated_accelerator():
+    cfg = RunConfig(model="spin", seed=1)
+    opts = ServeOptions(qps=30, duration_s=1.5, max_batch=100, workers=1, service_ms=1.0, gpu_threshold=400,
+                        sim_accel=(2.0, 0.0), grace_s=5.0)
+    plan = build_plan(cfg, opts)
+    with pool_for(cfg, opts, plan_sizes(plan)) as pool:
+        pool.start()
+        out = probe(pool, plan, opts)
+    assert out["failed"] == 0 and out["completed"] == out["requests"] == plan.requests
+    served = {w["class"]: w["served_batches"] for w in out["workers"]}
+    big = plan.sizes > 400
+    assert served.get("accel", 0) == int(big.sum())
+    assert served["cpu"] == int((-(-plan.sizes[~big] // 100)).sum())
+
+
+def test_a_worker_killed_mid_run_is_replaced_and_its_requests_fail_with_exit_4(tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "recstack", "serve", "spin", "--service-ms", "150", "--qps", "10",
+                          "--duration", "4", "--workers", "1", "--query-size", "1", "--grace", "1", "--json"],
+                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None
+    line = p.stderr.readline()
+    while line and "load started" not in line:
+        line = p.stderr.readline()
+    time.sleep(0.5)
+    victims = _workers_of(p.pid)
+    assert victims, "no worker process found"
+    os.kill(victims[0], signal.SIGKILL)  # overloaded (150 ms per request at 10/s): it always holds a batch
+    out_text, err = p.communicate(timeout=120)
+    assert p.returncode == 4, err
+    out = json.loads(out_text)
+    assert out["worker_deaths"] == 1 and out["failed"] >= 1
+    assert out["completed"] + out["failed"] + out["late"] == out["requests"]  # none dropped silently
+    dead = [w for w in out["workers"] if not w["alive"]]
+    assert len(dead) == 1 and dead[0]["replaced_by"] is not None
+    assert "failed" in err and "error:" in err
+
+
+def test_sigint_drains_and_writes_a_partial_result(tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "recstack", "serve", "spin", "--service-ms", "2", "--qps", "50",
+                          "--duration", "60", "--workers", "1", "--query-size", "1", "-o", "r.json"],
+                         env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None
+    line = p.stderr.readline()
+    while line and "load started" not in line:
+        line = p.stderr.readline()
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    out = json.loads((tmp_path / "r.json").read_text())
+    assert out["complete"] is False and out["stopped"] == "SIGINT"
+    assert 0 < out["requests"] < out["planned_requests"]
+    assert out["completed"] + out["failed"] + out["late"] == out["requests"]
+    assert "Traceback" not in err
+
+
+def test_search_stores_every_probe_and_respects_the_physics(tmp_path):
+    db = tmp_path / "s.duckdb"
+    r = _serve("spin", "--service-ms", "5", "--query-size", "1", "--search", "--p99", "0.2", "--qps", "100",
+               "--grid", "max_batch=1;workers=1;threads=1", "--tail-samples", "1", "--duration", "0.5",
+               "--grace", "0.5", "--budget", "0.7", "--store", str(db), "--json", timeout=180)
+    assert r.returncode == 0, r.stderr
+    v = json.loads(r.stdout)
+    con = duckdb.connect(str(db))
+    rows = con.execute("SELECT kind, qps, achieved_qps, p99_s, meets_target, requests, result_json "
+                       "FROM serving ORDER BY probe").fetchall()
+    kinds = [k for k, *_ in rows]
+    assert kinds.count("probe") >= 2 and kinds.count("result") == 1 and kinds[-1] == "best"
+    probes = [r for r in rows if r[0] == "probe"]
+    for _kind, _offered, achieved, p99, ok, n, res in probes:
+        assert n >= 1 and ok == (p99 <= 0.2)
+        assert achieved <= 200 * 1.001  # one worker busy 5 ms per request completes at most 200 per second
+        assert json.loads(res)["requests"] == n
+    best = v["best"]
+    if best is not None:  # the answer is the highest offered load among the probes that met the target
+        assert best["qps_at_target"] == max(r[1] for r in probes if r[4]) and best["latency_s"]["p99"] <= 0.2
+    else:
+        assert v["closest"] is not None and not any(r[4] for r in probes)
+
+
+@pytest.mark.parametrize(("argv", "field"), [
+    (["spin", "--service-ms", "1", "--arrivals", "weibull"], "--arrivals"),
+    (["spin", "--service-ms", "1", "--search"], "--p99"),
+    (["spin", "--qps", "10"], "--service-ms"),
+    (["rmc1", "--workers", "64", "--threads", "1", "--scale", "0.001"], "--workers"),
+])
+def test_bad_serving_input_is_one_line_exit_2(argv, field):
+    r = _serve(*argv, "--duration", "0.2")
+    assert r.returncode == 2 and r.stderr.startswith(f"error: {field}"), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_stop_from_another_thread_marks_the_run_incomplete():
+    cfg = RunConfig(model="spin")
+    opts = ServeOptions(qps=100, duration_s=30, workers=1, query_size=1, service_ms=1.0, grace_s=1.0)
+    plan = build_plan(cfg, opts)
+    runs = []
+    with pool_for(cfg, opts, plan_sizes(plan)) as pool:
+        pool.start()
+        timer = threading.Timer(0.5, lambda: runs[0].stop())
+        timer.start()
+        out = probe(pool, plan, opts, on_run=runs.append)
+    assert out["stopped"] == "stop" and not out["complete"] and 0 < out["requests"] < plan.requests
