@@ -156,7 +156,10 @@ def _run(
     resolved: Resolved | None = None,
 ) -> Profile:
     rules, machine, machine_file = resolved or _resolve_files(cfg)
-    batches = _make_batches(inputs, cfg.batch_size, num_batches)
+    if cfg.workload_batches == "query":
+        batches = _query_batches(inputs, cfg.batch_size, max(num_batches, QUERY_BATCHES))
+    else:
+        batches = _make_batches(inputs, cfg.batch_size, num_batches)
     _check_devices(model, batches[0])
     if cfg.mode == "train" and not any(p.requires_grad for p in model.parameters()):
         raise ConfigError(
@@ -271,6 +274,21 @@ def _make_batches(inputs: Any, batch_size: int, count: int) -> list[Any]:
         f"(got {type(inputs).__name__})",
         field="inputs",
     )
+
+
+QUERY_BATCHES = 16  # batches pre-generated for workload_batches query (sizes vary, so more than fixed)
+
+
+def _query_batches(inputs: Any, max_batch: int, count: int) -> list[Any]:
+    """Batches as serving forms them: queries drawn from the workload's query sizes, split into at most
+    ``max_batch`` candidates each (:func:`recstack.serving.plan.batch_sizes_of`); the first ``count``."""
+    if not (hasattr(inputs, "query_sizes") and hasattr(inputs, "batch")):
+        raise ConfigError("query needs a workload with query sizes (zoo models); use fixed for your own batches",
+                          field="workload_batches")
+    from recstack.serving.plan import batch_sizes_of
+
+    sizes = batch_sizes_of(inputs.query_sizes(count), max_batch)[:count]
+    return [inputs.batch(int(n), i) for i, n in enumerate(sizes)]
 
 
 def _check_batch(batch: Any, what: str) -> None:

@@ -281,6 +281,8 @@ def _profile(
             st.extra["resident_bytes"] = res
     bs = batch_size or _infer_batch_size(batches[0])
     _latency(root, timing, bs)
+    if opts.workload_batches == "query":
+        _latency_by_bucket(root, timing, [_infer_batch_size(b) or 0 for b in batches])
     prof = Profile(
         run_id=uuid.uuid4().hex[:12],
         run=_run_metadata(model, model_name, bs, opts, step, found, dtype_note),
@@ -316,6 +318,32 @@ def _latency(root: Node, timing: TimingResult, batch_size: int | None) -> None:
     )
 
 
+def _latency_by_bucket(root: Node, timing: TimingResult, sizes: list[int]) -> None:
+    """Per batch-size bucket (powers of two: 1, 2, 3-4, 5-8, ...): the uninstrumented steps' times.
+
+    Step i ran batch i mod len(batches) (the timing pass cycles them); throughput is the
+    bucket's samples over its steps' time. With variable batches the run's own
+    throughput is all samples over all plain steps' time, not batch size / p50.
+    """
+    steps = [(sizes[i % len(sizes)], t) for i, t in enumerate(timing.plain)]
+    buckets: dict[int, list[tuple[int, float]]] = {}
+    for n, t in steps:
+        buckets.setdefault(max(0, (n - 1).bit_length()), []).append((n, t))
+    rows = []
+    for k in sorted(buckets):
+        got = buckets[k]
+        times = [t for _, t in got]
+        rows.append({
+            "low": 1 if k == 0 else (1 << (k - 1)) + 1, "high": 1 << k, "steps": len(got),
+            "batch_size_mean": sum(n for n, _ in got) / len(got), "mean_s": sum(times) / len(times),
+            "p50_s": percentile(times, 50),
+            "samples_per_s": sum(n for n, _ in got) / sum(times) if sum(times) > 0 else None,
+        })
+    root.extra["step_time_by_batch_bucket"] = rows
+    total = sum(t for _, t in steps)
+    root.extra["throughput_samples_per_s"] = sum(n for n, _ in steps) / total if total > 0 else None
+
+
 def _run_metadata(
     model: nn.Module,
     model_name: str,
@@ -337,6 +365,7 @@ def _run_metadata(
         "threads": torch.get_num_threads(),
         "device": "cuda" if torch.cuda.is_available() and _on_cuda(model) else "cpu",
         "seed": opts.seed,
+        "workload_batches": opts.workload_batches,
         "iters": opts.iters,
         "warmup": opts.warmup,
         "op_iters": opts.op_iters if opts.op_pass else 0,

@@ -37,6 +37,7 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("`ranks[].shards[]`", pm.Shard, "`ranks[].shards`"),
     ("Nodes", pm.Node, "`root` and every `children[]` entry"),
     ("Node `latency_s`", pm.Latency, "run node"),
+    ("Node `step_time_by_batch_bucket[]`", pm.BatchBucket, "run node (workload_batches query)"),
     ("Node `cost_detail`", pm.CostDetail, "any node with cost figures"),
     ("Node `provenance`", pm.CostProvenance, "any node"),
     ("Node `roofline`", pm.Roofline, "any node, after classification"),

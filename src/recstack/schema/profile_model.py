@@ -65,6 +65,21 @@ class Latency(_M):
     p99: Seconds = F("99th percentile", unit="s", producer="profiling.runner")
 
 
+class BatchBucket(_M):
+    """Uninstrumented step times of one batch-size bucket (``root.step_time_by_batch_bucket[]``)."""
+
+    low: Annotated[int, Field(ge=1)] = F("smallest batch size of the bucket", unit="samples",
+                                         producer="profiling.runner")
+    high: Annotated[int, Field(ge=1)] = F("largest batch size of the bucket (a power of two)", unit="samples",
+                                          producer="profiling.runner")
+    steps: NonNegInt = F("uninstrumented steps with a batch in the bucket", unit="steps", producer="profiling.runner")
+    batch_size_mean: Ratio = F("mean batch size of those steps", unit="samples", producer="profiling.runner")
+    mean_s: Seconds = F("mean step time", unit="s", producer="profiling.runner")
+    p50_s: Seconds = F("median step time", unit="s", producer="profiling.runner")
+    samples_per_s: Ratio | None = F("the bucket's samples / its steps' time", None, unit="samples/s",
+                                    producer="profiling.runner")
+
+
 class CostDetail(_M):
     """Additive cost-model extras of a node (``cost_detail``), summed over its subtree."""
 
@@ -212,8 +227,11 @@ class Node(_M):
                                    producer="profiling.runner")
     latency_s: Latency | None = F("uninstrumented step latency percentiles (run)", None, unit="s",
                                   producer="profiling.runner")
-    throughput_samples_per_s: Ratio | None = F("batch size / latency_s.p50 (run)", None, unit="samples/s",
-                                               producer="profiling.runner")
+    throughput_samples_per_s: Ratio | None = F("batch size / latency_s.p50 (run); with workload_batches "
+                                               "query: all samples / all uninstrumented steps' time", None,
+                                               unit="samples/s", producer="profiling.runner")
+    step_time_by_batch_bucket: list[BatchBucket] | None = F(
+        "step times per batch-size bucket (run; workload_batches query)", None, producer="profiling.runner")
     optimizer_note: str | None = F("why there is no optimizer stage (run)", None, producer="profiling.runner")
     op_pass_time_s: Seconds | None = F("time in the op pass, under torch.profiler (stage, op)", None, unit="s",
                                        producer="profiling.runner")
@@ -309,6 +327,9 @@ class Run(_M):
                                                     producer="profiling.runner")
     device: str | None = F("``cpu`` or ``cuda``", None, producer="profiling.runner")
     seed: int | None = F("random seed", None, producer="profiling.runner")
+    workload_batches: Literal["fixed", "query"] | None = F(
+        "fixed batch size, or batches as serving forms them (query sizes split at batch_size)", None,
+        producer="profiling.runner")
     scale: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = F("table-row scale of a zoo model", None,
                                                                            producer="api")
     workload: str | None = F("workload preset or spec file", None, producer="api")

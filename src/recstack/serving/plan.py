@@ -51,6 +51,12 @@ def query_sizes(dist: _Dist, n: int, seed: int) -> np.ndarray:
     return out.astype(np.int64)
 
 
+def batch_sizes_of(sizes: np.ndarray, max_batch: int) -> np.ndarray:
+    """The batch sizes that queries of ``sizes`` candidates split into (at most ``max_batch`` each), in order."""
+    plan = make_plan(np.zeros(len(sizes)), np.asarray(sizes), max_batch, 1.0)
+    return plan.batch_size
+
+
 def make_plan(
     arrivals: np.ndarray,
     sizes: np.ndarray,
