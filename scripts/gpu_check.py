@@ -211,6 +211,21 @@ def check_roofline(out: Path, profile: Path, machine: Path) -> None:
     )
 
 
+def check_serve_split(out: Path) -> None:
+    """``recstack serve`` with a CPU/GPU split: queries above 300 candidates go to a cuda worker."""
+    proc = _cli(["serve", "rmc1", "--scale", "0.05", "--qps", "40", "--duration", "8", "--workers", "2",
+                 "--threads", "1", "--gpu-threshold", "300", "--json", "-o", str(out / "serve.json")], timeout=300)
+    if proc.returncode != 0:
+        report("serve-split-cuda", False, _tail(proc))
+        return
+    r = json.loads(proc.stdout)
+    accel = [w for w in r["workers"] if w["class"] == "accel"]
+    served = sum(w["served_batches"] for w in accel)
+    ok = bool(accel) and served > 0 and r["failed"] == 0 and accel[0].get("info", {}).get("device") == "cuda"
+    report("serve-split-cuda", ok, f"{served} batches on the GPU worker, p99 {_ms(r['latency_s']['p99'])}, "
+           f"{r['completed']}/{r['requests']} completed")
+
+
 def main() -> int:
     import torch
 
@@ -227,6 +242,7 @@ def main() -> int:
                                                          {"GPU_CHECK_MODE": "train"})),
             ("profile-cuda-bf16", lambda: check_profile("profile-cuda-bf16", out, ["--dtype", "bf16"], {})),
             ("gpu-roofs", lambda: check_gpu_roofs(out)),
+            ("serve-split-cuda", lambda: check_serve_split(out)),
         ]
         done: dict[str, Any] = {}
         for name, fn in steps:

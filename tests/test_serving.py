@@ -212,15 +212,16 @@ def test_profile_with_query_batches_reports_declared_step_times_per_bucket():
     from recstack.schema.profile_model import Profile as ProfileModel
 
     prof = recstack.profile_zoo("rmc1", scale=0.001, batch_size=64, workload_batches="query", iters=6, warmup=1,
-                                op_iters=1, machine=None, counters=False)
+                                op_iters=1, machine=None, counters=False, device="auto")
     d = json.loads(json.dumps(prof.to_dict(), allow_nan=False))
     jsonschema.Draft202012Validator(committed_json_schema()).validate(d)
     rows = ProfileModel.model_validate(d).root.step_time_by_batch_bucket
+    import torch
+
+    assert d["run"]["device"] == ("cuda" if torch.cuda.is_available() else "cpu")
     assert d["run"]["workload_batches"] == "query" and rows
     assert sum(r.steps for r in rows) == 6  # every uninstrumented step lands in one bucket
     for r in rows:  # MLPerf query sizes (100 ... 700) split at 64: batches of 64 and the remainders
         assert r.low <= r.batch_size_mean <= r.high <= 64 and r.mean_s > 0
     with pytest.raises(ConfigError, match="workload_batches"):
-        import torch
-
         recstack.profile(torch.nn.Linear(2, 1), [torch.zeros(4, 2)], workload_batches="query", machine=None)

@@ -160,6 +160,9 @@ def _run(
         batches = _query_batches(inputs, cfg.batch_size, max(num_batches, QUERY_BATCHES))
     else:
         batches = _make_batches(inputs, cfg.batch_size, num_batches)
+    if cfg.resolved_device() == "cuda":  # validated: cuda is available
+        model.to("cuda")
+        batches = [_to_device(b, "cuda") for b in batches]
     _check_devices(model, batches[0])
     if cfg.mode == "train" and not any(p.requires_grad for p in model.parameters()):
         raise ConfigError(
@@ -274,6 +277,17 @@ def _make_batches(inputs: Any, batch_size: int, count: int) -> list[Any]:
         f"(got {type(inputs).__name__})",
         field="inputs",
     )
+
+
+def _to_device(batch: Any, device: str) -> Any:
+    """A batch (RawBatch, tensor, tuple, list or dict of them) with its tensors on ``device``."""
+    if hasattr(batch, "to") and callable(batch.to) and not isinstance(batch, nn.Module):
+        return batch.to(device)
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_to_device(b, device) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    return batch
 
 
 QUERY_BATCHES = 16  # batches pre-generated for workload_batches query (sizes vary, so more than fixed)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from recstack.workload.batch import RawBatch, SparseInput
 
 
@@ -36,11 +34,4 @@ def build_pool(bound: Any, sizes: tuple[int, ...] | list[int], slots: int) -> di
 
 def to_device(batch: RawBatch, device: str) -> RawBatch:
     """The batch on ``device`` (cpu: unchanged)."""
-    if device == "cpu":
-        return batch
-
-    def mv(t: torch.Tensor | None) -> torch.Tensor | None:
-        return None if t is None else t.to(device)
-
-    sparse = {k: SparseInput(values=f.values.to(device), lengths=f.lengths.to(device)) for k, f in batch.sparse.items()}
-    return RawBatch(dense=mv(batch.dense), sparse=sparse, labels=mv(batch.labels))
+    return batch if device == "cpu" else batch.to(device)

@@ -59,5 +59,14 @@ class RawBatch:
             return int(self.labels.shape[0])
         return 0
 
+    def to(self, device: str | torch.device) -> RawBatch:
+        """The batch with every tensor on ``device`` (the same object when already there)."""
+        def mv(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.to(device)
+
+        sparse = {k: SparseInput(values=f.values.to(device), lengths=f.lengths.to(device))
+                  for k, f in self.sparse.items()}
+        return RawBatch(dense=mv(self.dense), sparse=sparse, labels=mv(self.labels))
+
     def num_ids(self) -> int:
         return int(sum(int(f.values.numel()) for f in self.sparse.values()))
