@@ -171,6 +171,8 @@ def test_search_stores_every_probe_and_respects_the_physics(tmp_path):
         assert n >= 1 and ok == (p99 <= 0.2)
         assert achieved <= 200 * 1.001  # one worker busy 5 ms per request completes at most 200 per second
         assert json.loads(res)["requests"] == n
+    cap = v["configurations"][0]["capacity_estimate_qps"]
+    assert 0 < cap <= 200 * 1.001  # from timed busy-waits of at least 5 ms
     best = v["best"]
     if best is not None:  # the answer is the highest offered load among the probes that met the target
         assert best["qps_at_target"] == max(r[1] for r in probes if r[4]) and best["latency_s"]["p99"] <= 0.2

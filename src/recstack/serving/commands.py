@@ -46,8 +46,9 @@ def _accel(text: str) -> tuple[float, float]:
 def add_serve_arguments(p: argparse.ArgumentParser, add_run_arguments: Callable[[Any], None]) -> None:
     add_run_arguments(p)
     p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
-    p.add_argument("--qps", type=positive_float("--qps"), default=100.0,
-                   help="offered load, queries per second (--search: the starting point; default 100)")
+    p.add_argument("--qps", type=positive_float("--qps"), default=None,
+                   help="offered load, queries per second (default 100; --search: the starting point, "
+                        "default 0.7 x each configuration's capacity estimate)")
     p.add_argument("--duration", type=positive_float("--duration"), default=10.0,
                    help="seconds of scheduled arrivals (--search: at least; default 10)")
     p.add_argument("--max-batch", type=int_at_least("--max-batch", 1), default=256,
@@ -97,7 +98,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
     from recstack.serving.service import ServeOptions
 
     return ServeOptions(
-        qps=args.qps, duration_s=args.duration, max_batch=args.max_batch, workers=args.workers,
+        qps=args.qps or 100.0, duration_s=args.duration, max_batch=args.max_batch, workers=args.workers,
         query_size=args.query_size, query_sizes=args.query_sizes, arrivals=parse_arrivals(args.arrivals),
         grace_s=args.grace, depth=args.depth, service_ms=args.service_ms, per_sample_us=args.per_sample_us,
         gpu_threshold=args.gpu_threshold, accel_workers=args.accel_workers, sim_accel=args.sim_accel,
@@ -191,7 +192,8 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
             render_probe(point, result)
 
     try:
-        search = Search(cfg, opts, target, budget_s=args.budget * 60, points=points, on_probe=on_probe)
+        search = Search(cfg, opts, target, budget_s=args.budget * 60, points=points, on_probe=on_probe,
+                        start_qps=args.qps)
         verdict = search.run()
     finally:
         if store is not None:
@@ -200,6 +202,9 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
     verdict["run_config"] = cfg.model_dump(mode="json")
     verdict["serve"] = _opts_dict(opts)
     _emit(verdict, args, render_search)
+    if verdict["stopped"] == "SIGINT":
+        sys.stderr.write("interrupted: the search is partial (complete: false)\n")
+        return EXIT_SIGINT
     return 0
 
 

@@ -100,7 +100,16 @@ class WorkerPool:
             if not w.conn.poll(max(left, 0.0)):
                 self.close()
                 raise RecstackError(f"a serving worker did not start within {timeout_s:.0f} s")
-            self._ready(w, w.conn.recv())
+            try:
+                msg = w.conn.recv()
+            except (EOFError, OSError):
+                w.proc.join(timeout=5)
+                code = w.proc.exitcode
+                self.close()
+                why = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+                raise RecstackError(f"a serving worker died while starting ({why}); if it ran out of memory, "
+                                    "lower --scale or --workers") from None
+            self._ready(w, msg)
 
     def _ready(self, w: Worker, msg: Any) -> None:
         if msg[0] == "error":

@@ -49,7 +49,9 @@ def render_search(v: dict[str, Any]) -> None:
         print(f"  B={c['max_batch']} workers={c['workers']} threads={c['threads']} {c['backend']}/{c['dtype']}"
               f"{'' if c.get('gpu_threshold') is None else ' gpu>' + str(c['gpu_threshold'])}: "
               + (f"{q:.4g} QPS at p99 {_ms((c.get('latency_s') or {}).get('p99'))}{ci_text}" if q is not None
-                 else "target not met") + f" ({c['probes']} probes{', contended' if c.get('contended') else ''})")
+                 else "target not met") + f" ({c['probes']} probes{', contended' if c.get('contended') else ''}"
+              + (f"; back-to-back capacity estimate {c['capacity_estimate_qps']:.4g} QPS"
+                 if c.get("capacity_estimate_qps") else "") + ")")
     if v["best"]:
         b = v["best"]
         print(f"best: {b['qps_at_target']:.4g} QPS at p99 <= {_ms(t['latency_s'])} with B={b['max_batch']} "

@@ -98,6 +98,24 @@ def configure(cfg: RunConfig, opts: ServeOptions, point: dict[str, Any]) -> tupl
     return c, o
 
 
+def capacity_estimate(pool: Any, plan: Any) -> float | None:
+    """Queries per second the CPU workers could complete back to back: workers / mean service per query,
+    the service per batch interpolated from the workers' timed warm-up batches (an estimate: a start point)."""
+    import numpy as np
+
+    from recstack.serving.plan import CPU
+
+    times = [w.info.get("service_s_by_size") or {} for w in pool.live() if w.cls == CPU]
+    if not times or not times[0] or plan.requests == 0:
+        return None
+    sizes = sorted(int(k) for k in times[0])
+    secs = [float(np.median([t[k] for t in times if k in t])) for k in sizes]
+    cpu = plan.batch_class == CPU
+    per_batch = np.interp(plan.batch_size[cpu], sizes, secs)
+    per_query = per_batch.sum() / plan.requests
+    return len(times) / per_query if per_query > 0 else None
+
+
 def meets(result: dict[str, Any], target: Target) -> bool:
     value = (result.get("latency_s") or {}).get(target.key)
     return value is not None and value <= target.latency_s and not result.get("failed")
@@ -108,14 +126,16 @@ class Search:
 
     def __init__(self, cfg: RunConfig, opts: ServeOptions, target: Target, *, budget_s: float,
                  points: list[dict[str, Any]], on_probe: Callable[[str, dict[str, Any], dict[str, Any] | None], None],
-                 rel_tol: float = 0.05) -> None:
+                 rel_tol: float = 0.05, start_qps: float | None = None) -> None:
         self.cfg, self.opts, self.target, self.points = cfg, opts, target, points
         self.deadline = time.monotonic() + budget_s
         self.budget_s = budget_s
         self.on_probe = on_probe
         self.rel_tol = rel_tol
+        self.start_qps = start_qps  # None: 0.7 x each point's capacity estimate
         self.search_id = uuid.uuid4().hex[:12]
         self.probes: list[dict[str, Any]] = []
+        self.stopped: str | None = None  # a probe was interrupted (SIGINT): the search ends there
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -123,7 +143,7 @@ class Search:
     def run(self) -> dict[str, Any]:
         results, skipped = [], []
         for point in self.points:
-            if self.left() <= 0:
+            if self.left() <= 0 or self.stopped:
                 skipped.append(point)
                 continue
             results.append(self._point(point))
@@ -141,7 +161,9 @@ class Search:
         tried: list[dict[str, Any]] = []
         with pool_for(cfg, opts, plan_sizes(plan0)) as pool:
             pool.start()
-            qps = opts.qps
+            cap = capacity_estimate(pool, plan0)
+            qps = self.start_qps or (0.7 * cap if cap else opts.qps)
+            info["capacity_estimate_qps"] = cap
             for _ in range(MAX_PROBES_PER_POINT):
                 if self.left() < self._probe_time(qps) or qps < QPS_FLOOR:
                     break
@@ -162,6 +184,7 @@ class Search:
                 else:
                     qps = qps * 2 if ok else qps / 2
                 if res.get("stopped"):
+                    self.stopped = res["stopped"]
                     break
         out = {**info, "qps_at_target": good[0] if good else None, "meets_target": good is not None,
                "probes": len(tried), "bracket": [good[0] if good else None, bad[0] if bad else None],
@@ -182,6 +205,8 @@ class Search:
             "target": {"percentile": self.target.pct, "latency_s": self.target.latency_s,
                        "tail_samples": self.target.tail_samples, "min_requests": self.target.min_requests()},
             "budget_s": self.budget_s,
+            "complete": self.stopped is None,
+            "stopped": self.stopped,
             "met": best is not None,
             "best": _brief(best) if best else None,
             "closest": _brief(closest) if closest else None,
@@ -202,7 +227,8 @@ def _brief(r: dict[str, Any]) -> dict[str, Any]:
     """A configuration's result without the bulky per-probe objects (latencies at target kept)."""
     at = r.get("at_target") or r.get("closest") or {}
     return {
-        **{k: r.get(k) for k in (*GRID_KEYS, "qps_at_target", "meets_target", "probes", "bracket")},
+        **{k: r.get(k) for k in (*GRID_KEYS, "qps_at_target", "meets_target", "probes", "bracket",
+                                 "capacity_estimate_qps")},
         "latency_s": at.get("latency_s"), "latency_ci95_s": at.get("latency_ci95_s"),
         "achieved_qps": at.get("achieved_qps"), "utilisation": at.get("utilisation"),
         "contended": bool((at.get("contention") or {}).get("detected")),

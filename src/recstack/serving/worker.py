@@ -115,6 +115,16 @@ def _warmup_sizes(sizes: tuple[int, ...]) -> list[int]:
     return sorted({ordered[int(i * step)] for i in range(WARMUP_SIZES)} | {ordered[-1]})
 
 
+def _service_times(server: SpinServer | ModelServer, sizes: tuple[int, ...]) -> dict[int, float]:
+    """One timed batch per warm-up size (after the warm-up): the search's first capacity estimate."""
+    out = {}
+    for s in _warmup_sizes(sizes):
+        t0 = time.perf_counter()
+        server.run(s, 0)
+        out[s] = time.perf_counter() - t0
+    return out
+
+
 def make_server(setup: WorkerSetup) -> SpinServer | ModelServer:
     return SpinServer(setup) if setup.kind == "spin" else ModelServer(setup)
 
@@ -129,7 +139,9 @@ def worker_main(conn: Any, setup: WorkerSetup) -> None:
         msg = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
         conn.send(("error", msg, traceback.format_exc(limit=4)))
         return
-    conn.send(("ready", os.getpid(), server.info()))
+    info = server.info()
+    info["service_s_by_size"] = _service_times(server, setup.sizes)
+    conn.send(("ready", os.getpid(), info))
     clock = time.perf_counter
     while True:
         try:
