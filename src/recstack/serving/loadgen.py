@@ -204,6 +204,9 @@ class LoadRun:
         self.stop_flag = _Stop()
         self.deaths = 0
         self.lateness = new_histogram()
+        self._fd_key: tuple[bool, ...] = ()
+        self._fds: dict[int, tuple[Worker, bool]] = {}
+        self._fd_list: list[int] = []
 
     def stop(self) -> None:
         self.stop_flag.reason = self.stop_flag.reason or "stop"
@@ -280,13 +283,18 @@ class LoadRun:
 
     def _wait(self, timeout: float) -> None:
         """Sleep until a pipe or a sentinel is readable or ``timeout`` passes (select: microsecond timeouts)."""
-        fds: dict[int, tuple[Worker, bool]] = {}
-        for w in self.pool.workers:
-            if w.alive:
-                fds[w.conn.fileno()] = (w, False)
-                fds[w.proc.sentinel] = (w, True)
+        key = tuple(w.alive for w in self.pool.workers)
+        if key != self._fd_key:  # rebuilt only when a worker is added or dies
+            self._fds = {}
+            for w in self.pool.workers:
+                if w.alive:
+                    self._fds[w.conn.fileno()] = (w, False)
+                    self._fds[w.proc.sentinel] = (w, True)
+            self._fd_list = list(self._fds)
+            self._fd_key = key
+        fds = self._fds
         try:
-            ready, _, _ = select.select(list(fds), [], [], timeout)
+            ready, _, _ = select.select(self._fd_list, [], [], timeout)
         except InterruptedError:
             return
         for fd in ready:

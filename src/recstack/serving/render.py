@@ -49,6 +49,7 @@ def render_search(v: dict[str, Any]) -> None:
         print(f"  B={c['max_batch']} workers={c['workers']} threads={c['threads']} {c['backend']}/{c['dtype']}"
               f"{'' if c.get('gpu_threshold') is None else ' gpu>' + str(c['gpu_threshold'])}: "
               + (f"{q:.4g} QPS at p99 {_ms((c.get('latency_s') or {}).get('p99'))}{ci_text}" if q is not None
+                 else "target out of reach (missed with the workers mostly idle)" if c.get("unreachable")
                  else "target not met") + f" ({c['probes']} probes{', contended' if c.get('contended') else ''}"
               + (f"; back-to-back capacity estimate {c['capacity_estimate_qps']:.4g} QPS"
                  if c.get("capacity_estimate_qps") else "") + ")")
@@ -62,4 +63,4 @@ def render_search(v: dict[str, Any]) -> None:
                  f"{_ms((c.get('latency_s') or {}).get('p99'))}") if c else ""
         print(f"target not met by any configuration{where}")
     if v["not_probed"]:
-        print(f"  {len(v['not_probed'])} configurations not probed (budget spent)")
+        print(f"  {len(v['not_probed'])} configurations not probed (budget spent or stopped)")

@@ -7,6 +7,10 @@ backend, dtype and, with a CPU/GPU split, the size threshold):
    it is not, until one QPS meets it and one does not;
 2. bisect between them until the gap is within ``rel_tol`` of the upper end.
 
+A miss while the workers were busy less than :data:`LOW_UTILISATION` of the
+time ends the halving: queueing is then not what misses the target (the
+service time itself is too long), so lower loads cannot meet it either.
+
 A probe meets the target when its latency percentile is at most the target and
 no request failed. Every probe schedules at least ``tail_samples / (1 - p)``
 requests (100 samples beyond p99: 10,000 requests), so its percentile rests on
@@ -34,6 +38,7 @@ from recstack.serving.service import SPIN, ServeOptions, build_plan, plan_sizes,
 GRID_KEYS = ("max_batch", "workers", "threads", "backend", "dtype", "gpu_threshold")
 MAX_PROBES_PER_POINT = 10
 QPS_FLOOR = 0.05
+LOW_UTILISATION = 0.2  # a miss at a lower mean worker utilisation ends the halving: the target is out of reach
 
 
 @dataclass(frozen=True)
@@ -159,6 +164,7 @@ class Search:
         good: tuple[float, dict[str, Any]] | None = None
         bad: tuple[float, dict[str, Any]] | None = None
         tried: list[dict[str, Any]] = []
+        unreachable = False
         with pool_for(cfg, opts, plan_sizes(plan0)) as pool:
             pool.start()
             cap = capacity_estimate(pool, plan0)
@@ -177,6 +183,9 @@ class Search:
                     good = (qps, res)
                 if not ok and (bad is None or qps < bad[0]):
                     bad = (qps, res)
+                if not ok and good is None and res.get("utilisation", 1.0) < LOW_UTILISATION:
+                    unreachable = True  # missed with the workers mostly idle: less load cannot help
+                    break
                 if good and bad:
                     if (bad[0] - good[0]) <= self.rel_tol * bad[0]:
                         break
@@ -187,7 +196,7 @@ class Search:
                     self.stopped = res["stopped"]
                     break
         out = {**info, "qps_at_target": good[0] if good else None, "meets_target": good is not None,
-               "probes": len(tried), "bracket": [good[0] if good else None, bad[0] if bad else None],
+               "probes": len(tried), "unreachable": unreachable, "bracket": [good[0] if good else None, bad[0] if bad else None],
                "at_target": good[1] if good else None,
                "closest": min(tried, key=lambda t: _miss(t["result"], self.target))["result"] if tried else None}
         self.on_probe("result", out, out["at_target"] or out["closest"])
@@ -227,7 +236,7 @@ def _brief(r: dict[str, Any]) -> dict[str, Any]:
     """A configuration's result without the bulky per-probe objects (latencies at target kept)."""
     at = r.get("at_target") or r.get("closest") or {}
     return {
-        **{k: r.get(k) for k in (*GRID_KEYS, "qps_at_target", "meets_target", "probes", "bracket",
+        **{k: r.get(k) for k in (*GRID_KEYS, "qps_at_target", "meets_target", "probes", "unreachable", "bracket",
                                  "capacity_estimate_qps")},
         "latency_s": at.get("latency_s"), "latency_ci95_s": at.get("latency_ci95_s"),
         "achieved_qps": at.get("achieved_qps"), "utilisation": at.get("utilisation"),
