@@ -158,7 +158,8 @@ def test_search_stores_every_probe_and_respects_the_physics(tmp_path):
     db = tmp_path / "s.duckdb"
     r = _serve("spin", "--service-ms", "5", "--query-size", "1", "--search", "--p99", "0.2", "--qps", "100",
                "--grid", "max_batch=1;workers=1;threads=1", "--tail-samples", "1", "--duration", "0.5",
-               "--grace", "0.5", "--budget", "0.7", "--store", str(db), "--json", timeout=180)
+               "--grace", "0.5", "--budget", "0.3", "--store", str(db), "--chart", str(tmp_path / "c.png"), "--json",
+               timeout=180)
     assert r.returncode == 0, r.stderr
     v = json.loads(r.stdout)
     con = duckdb.connect(str(db))
@@ -166,6 +167,8 @@ def test_search_stores_every_probe_and_respects_the_physics(tmp_path):
                        "FROM serving ORDER BY probe").fetchall()
     kinds = [k for k, *_ in rows]
     assert kinds.count("probe") >= 2 and kinds.count("result") == 1 and kinds[-1] == "best"
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(v["configurations"][0]["curve"]) == kinds.count("probe")
     probes = [r for r in rows if r[0] == "probe"]
     for _kind, _offered, achieved, p99, ok, n, res in probes:
         assert n >= 1 and ok == (p99 <= 0.2)

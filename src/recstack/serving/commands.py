@@ -89,6 +89,8 @@ def add_serve_arguments(p: argparse.ArgumentParser, add_run_arguments: Callable[
                    help="--search: samples beyond the percentile every probe holds (default 100)")
     p.add_argument("--store", default=None, metavar="FILE.duckdb",
                    help="--search: write every probe and the result to this DuckDB file (table serving)")
+    p.add_argument("--chart", default=None, metavar="FILE.png",
+                   help="--search: draw p99 vs load per configuration and the QPS at target (PNG)")
     p.add_argument("-o", "--output", default=None, help="write the result JSON here")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
@@ -134,8 +136,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     opts = options_from_args(args)
     if args.search:
         return _search(cfg, opts, args)
-    if args.p99 is not None or args.store:
-        raise ConfigError("--p99 and --store apply to --search", field="--search")
+    if args.p99 is not None or args.store or args.chart:
+        raise ConfigError("--p99, --store and --chart apply to --search", field="--search")
     return _serve(cfg, opts, args)
 
 
@@ -174,10 +176,12 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
 
     if args.p99 is None:
         raise ConfigError("--search needs the target, e.g. --p99 0.02 (seconds)", field="--p99")
-    if args.store:
-        from recstack.outputs import check_writable
+    from recstack.outputs import check_writable
 
+    if args.store:
         check_writable(args.store, "--store")
+    if args.chart:
+        check_writable(args.chart, "--chart")
     target = Target(99.0, args.p99, args.tail_samples)
     points = parse_grid(args.grid, cfg, opts)
     store = ServingStore(args.store) if args.store else None
@@ -202,6 +206,12 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
     verdict["run_config"] = cfg.model_dump(mode="json")
     verdict["serve"] = _opts_dict(opts)
     _emit(verdict, args, render_search)
+    if args.chart:
+        from recstack.serving.chart import render_search_chart
+
+        render_search_chart(verdict, args.chart)
+        if not args.json:
+            print(f"chart written to {args.chart}")
     if verdict["stopped"] == "SIGINT":
         sys.stderr.write("interrupted: the search is partial (complete: false)\n")
         return EXIT_SIGINT

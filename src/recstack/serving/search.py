@@ -198,6 +198,8 @@ class Search:
         out = {**info, "qps_at_target": good[0] if good else None, "meets_target": good is not None,
                "probes": len(tried), "unreachable": unreachable, "bracket": [good[0] if good else None, bad[0] if bad else None],
                "at_target": good[1] if good else None,
+               "curve": [{"qps": t["qps"], "p99_s": (t["result"].get("latency_s") or {}).get("p99"),
+                          "meets_target": t["result"]["meets_target"]} for t in sorted(tried, key=lambda t: t["qps"])],
                "closest": min(tried, key=lambda t: _miss(t["result"], self.target))["result"] if tried else None}
         self.on_probe("result", out, out["at_target"] or out["closest"])
         return out
@@ -237,7 +239,7 @@ def _brief(r: dict[str, Any]) -> dict[str, Any]:
     at = r.get("at_target") or r.get("closest") or {}
     return {
         **{k: r.get(k) for k in (*GRID_KEYS, "qps_at_target", "meets_target", "probes", "unreachable", "bracket",
-                                 "capacity_estimate_qps")},
+                                 "capacity_estimate_qps", "curve")},
         "latency_s": at.get("latency_s"), "latency_ci95_s": at.get("latency_ci95_s"),
         "achieved_qps": at.get("achieved_qps"), "utilisation": at.get("utilisation"),
         "contended": bool((at.get("contention") or {}).get("detected")),
