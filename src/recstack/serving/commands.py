@@ -65,8 +65,9 @@ def add_serve_arguments(p: argparse.ArgumentParser, add_run_arguments: Callable[
     p.add_argument("--grace", type=_non_negative("--grace"), default=None,
                    help="seconds after the schedule's end before unfinished requests are late "
                         "(default max(1, 10%% of the duration))")
-    p.add_argument("--depth", type=int_at_least("--depth", 1), default=1,
-                   help="batches a worker may hold (1: one central FIFO queue, as M/D/c; default 1)")
+    p.add_argument("--depth", type=int_at_least("--depth", 1), default=2,
+                   help="batches a worker may hold: 1 is one central FIFO queue (M/D/c) with a pipe round trip "
+                        "per batch; 2 (default) lets the next batch wait in the worker's pipe")
     p.add_argument("--service-ms", type=_non_negative("--service-ms"), default=None,
                    help="spin model: busy-wait per batch, ms")
     p.add_argument("--per-sample-us", type=_non_negative("--per-sample-us"), default=0.0,

@@ -4,8 +4,12 @@ One dispatcher loop (this process) releases every request at its *scheduled*
 arrival time, whatever the workers are doing (open loop: a slow system does not
 slow the load down, so there is no coordinated omission), into a central FIFO
 queue per worker class (CPU, accelerator). A worker is handed the next batch of
-its class's queue whenever it holds fewer than ``depth`` batches (default 1:
-one central queue, as in an M/D/c system; the hand-off is one pipe message).
+its class's queue whenever it holds fewer than ``depth`` batches, idle workers
+first. ``depth`` 1 is one central FIFO queue (an M/D/c system), but every batch
+then waits for a pipe round trip (completion, then hand-off) when a worker
+finishes; ``depth`` 2 (the CLI's default) lets the next batch wait in the
+worker's pipe, so a busy worker goes on at once, at the cost of committing
+that batch to the worker one batch early.
 
 The loop sleeps in ``select`` (microsecond timeouts) on the workers' pipes and
 process sentinels until the next arrival, so it wakes for arrivals,
@@ -190,7 +194,7 @@ class _Stop:
 class LoadRun:
     """One open-loop run of ``plan`` on ``pool``; see the module docstring."""
 
-    def __init__(self, plan: Plan, pool: WorkerPool, *, grace_s: float = 1.0, depth: int = 1,
+    def __init__(self, plan: Plan, pool: WorkerPool, *, grace_s: float = 1.0, depth: int = 2,
                  announce: Callable[[], None] | None = None) -> None:
         self.plan, self.pool, self.grace_s, self.depth = plan, pool, grace_s, depth
         self.announce = announce  # called once when the load starts (the CLI's "load started" line)
@@ -261,25 +265,29 @@ class LoadRun:
         )
 
     def _hand_out(self) -> None:
+        """Breadth first: every idle worker gets a batch before any worker gets its second."""
+        for level in range(self.depth):
+            for w in self.pool.workers:
+                if w.alive and w.ready and len(w.inflight) == level and self.queues[w.cls]:
+                    self._send_next(w)
+
+    def _send_next(self, w: Worker) -> None:
+        q = self.queues[w.cls]
         req = self.plan.batch_request
-        sizes = self.plan.batch_size
-        for w in self.pool.workers:
-            if not (w.alive and w.ready):
-                continue
-            q = self.queues[w.cls]
-            while q and len(w.inflight) < self.depth:
-                b = q.popleft()
-                if self.failed[req[b]]:
-                    continue  # its request already failed: do not spend a worker on it
-                try:
-                    w.conn.send((b, int(sizes[b]), b))
-                except (BrokenPipeError, OSError):
-                    q.appendleft(b)
-                    self._died(w)
-                    break
-                w.inflight.append(b)
-                self.batch_worker[b] = w.wid
-                self.t_sent[b] = time.perf_counter() - self.t0
+        while q:
+            b = q.popleft()
+            if self.failed[req[b]]:
+                continue  # its request already failed: do not spend a worker on it
+            try:
+                w.conn.send((b, int(self.plan.batch_size[b]), b))
+            except (BrokenPipeError, OSError):
+                q.appendleft(b)
+                self._died(w)
+                return
+            w.inflight.append(b)
+            self.batch_worker[b] = w.wid
+            self.t_sent[b] = time.perf_counter() - self.t0
+            return
 
     def _wait(self, timeout: float) -> None:
         """Sleep until a pipe or a sentinel is readable or ``timeout`` passes (select: microsecond timeouts)."""

@@ -179,6 +179,9 @@ class Search:
                 res["meets_target"] = ok
                 tried.append({"qps": qps, "result": res})
                 self.on_probe("probe", {**info, "meets_target": ok}, res)
+                if res.get("stopped"):  # interrupted: its figures are partial, and the search ends here
+                    self.stopped = res["stopped"]
+                    break
                 if ok and (good is None or qps > good[0]):
                     good = (qps, res)
                 if not ok and (bad is None or qps < bad[0]):
@@ -192,9 +195,6 @@ class Search:
                     qps = (good[0] + bad[0]) / 2
                 else:
                     qps = qps * 2 if ok else qps / 2
-                if res.get("stopped"):
-                    self.stopped = res["stopped"]
-                    break
         out = {**info, "qps_at_target": good[0] if good else None, "meets_target": good is not None,
                "probes": len(tried), "unreachable": unreachable, "bracket": [good[0] if good else None, bad[0] if bad else None],
                "at_target": good[1] if good else None,

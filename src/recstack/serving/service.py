@@ -38,7 +38,7 @@ class ServeOptions:
     query_sizes: str = "workload"  # workload (the workload's query_sizes) | lognormal
     arrivals: ArrivalSpec = ArrivalSpec("poisson")
     grace_s: float | None = None  # after the schedule's end; default max(1 s, 10% of the duration)
-    depth: int = 1  # batches a worker may hold (1: one central queue)
+    depth: int = 2  # batches a worker may hold (1: one central queue; 2: the next one waits in its pipe)
     service_ms: float | None = None  # spin: per batch
     per_sample_us: float = 0.0  # spin: per candidate
     gpu_threshold: int | None = None  # queries above go to the accelerator workers
