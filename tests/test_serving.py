@@ -202,9 +202,8 @@ def test_stop_from_another_thread_marks_the_run_incomplete():
     runs = []
     with pool_for(cfg, opts, plan_sizes(plan)) as pool:
         pool.start()
-        timer = threading.Timer(0.5, lambda: runs[0].stop())
-        timer.start()
-        out = probe(pool, plan, opts, on_run=runs.append)
+        out = probe(pool, plan, opts, on_run=runs.append,
+                    announce=lambda: threading.Timer(0.5, lambda: runs[0].stop()).start())  # 0.5 s into the load
     assert out["stopped"] == "stop" and not out["complete"] and 0 < out["requests"] < plan.requests
 
 
