@@ -98,8 +98,9 @@ def pool_for(cfg: RunConfig, opts: ServeOptions, plan_sizes: dict[int, list[int]
             raise ConfigError("the spin model needs --service-ms (the busy-wait per batch)", field="--service-ms")
         cpu = WorkerSetup("spin", cpu_sizes, service_s=opts.service_ms / 1e3, per_sample_s=opts.per_sample_us / 1e6)
     else:
-        cpu = WorkerSetup("model", cpu_sizes, run_config=cfg.model_dump(exclude_unset=True), device="cpu",
-                          threads=threads)
+        # --device: where the (main) workers run; a split's accelerator workers are cuda whatever it says
+        cpu = WorkerSetup("model", cpu_sizes, run_config=cfg.model_dump(exclude_unset=True),
+                          device=cfg.resolved_device(), threads=threads)
     setups, counts = {CPU: cpu}, {CPU: workers}
     if opts.gpu_threshold is not None:
         accel_sizes = tuple(plan_sizes.get(ACCEL) or [max(cpu_sizes)])
@@ -111,6 +112,9 @@ def pool_for(cfg: RunConfig, opts: ServeOptions, plan_sizes: dict[int, list[int]
         else:
             RunConfig.build(cfg, {"device": "cuda"}, name=lambda _n: "--gpu-threshold")  # cuda must be there
             setups[ACCEL] = replace(cpu, sizes=accel_sizes, device="cuda", threads=1)
+            if cpu.device == "cuda":
+                raise ConfigError("a CPU/GPU split needs the main workers on cpu (--device cpu)",
+                                  field="--gpu-threshold")
         counts[ACCEL] = opts.accel_workers
     return WorkerPool(setups, counts)
 
