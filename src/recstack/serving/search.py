@@ -151,7 +151,8 @@ class Search:
             if self.left() <= 0 or self.stopped:
                 skipped.append(point)
                 continue
-            results.append(self._point(point))
+            res = self._point(point)
+            (results if res["probes"] else skipped).append(res if res["probes"] else point)
         return self._verdict(results, skipped)
 
     def _probe_time(self, qps: float) -> float:
@@ -201,7 +202,8 @@ class Search:
                "curve": [{"qps": t["qps"], "p99_s": (t["result"].get("latency_s") or {}).get("p99"),
                           "meets_target": t["result"]["meets_target"]} for t in sorted(tried, key=lambda t: t["qps"])],
                "closest": min(tried, key=lambda t: _miss(t["result"], self.target))["result"] if tried else None}
-        self.on_probe("result", out, out["at_target"] or out["closest"])
+        if tried:  # a point the budget left no time for is listed as not probed, with no result row
+            self.on_probe("result", out, out["at_target"] or out["closest"])
         return out
 
     def _verdict(self, results: list[dict[str, Any]], skipped: list[dict[str, Any]]) -> dict[str, Any]:
