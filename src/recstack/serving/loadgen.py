@@ -167,6 +167,32 @@ class RunRecord:
     deaths: int
 
 
+PR_SET_TIMERSLACK, PR_GET_TIMERSLACK = 29, 30
+TIMER_SLACK_NS = 1000
+
+
+@contextlib.contextmanager
+def _tight_timers() -> Iterator[None]:
+    """Linux: 1 us timer slack for this thread while the load runs (default 50 us), so that ``select``
+    wakes the dispatcher at the next arrival rather than up to 50 us after; best effort elsewhere."""
+    libc = None
+    old = None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        old = libc.prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)
+        if old <= 0 or libc.prctl(PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0) != 0:
+            old = None
+    except (OSError, AttributeError):
+        old = None
+    try:
+        yield
+    finally:
+        if libc is not None and old:
+            libc.prctl(PR_SET_TIMERSLACK, old, 0, 0, 0)
+
+
 class _Stop:
     """SIGINT sets a flag (the loop checks it) instead of raising in the middle of bookkeeping."""
 
@@ -217,7 +243,7 @@ class LoadRun:
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> RunRecord:
-        with self.stop_flag.installed():
+        with self.stop_flag.installed(), _tight_timers():
             return self._run()
 
     def _run(self) -> RunRecord:
