@@ -195,6 +195,17 @@ def test_bad_serving_input_is_one_line_exit_2(argv, field):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+def test_csv_arrivals_are_replayed_and_cannot_be_searched(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text("\n".join(str(100 + 0.05 * i) for i in range(20)) + "\n")  # 20 requests over 0.95 s
+    r = _serve("spin", "--service-ms", "1", "--query-size", "1", "--arrivals", str(f), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["requests"] == out["completed"] == 20 and out["duration_s"] == pytest.approx(0.95)
+    r = _serve("spin", "--service-ms", "1", "--arrivals", str(f), "--search", "--p99", "0.1")
+    assert r.returncode == 2 and r.stderr.startswith("error: --arrivals"), r.stderr
+
+
 def test_stop_from_another_thread_marks_the_run_incomplete():
     cfg = RunConfig(model="spin")
     opts = ServeOptions(qps=100, duration_s=30, workers=1, query_size=1, service_ms=1.0, grace_s=1.0)

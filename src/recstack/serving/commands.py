@@ -177,6 +177,9 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
 
     if args.p99 is None:
         raise ConfigError("--search needs the target, e.g. --p99 0.02 (seconds)", field="--p99")
+    if opts.arrivals.kind == "csv":
+        raise ConfigError("a replayed CSV fixes the arrival times, so --search cannot vary the load; "
+                          "use poisson or diurnal", field="--arrivals")
     from recstack.outputs import check_writable
 
     if args.store:
