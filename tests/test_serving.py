@@ -36,10 +36,17 @@ def _serve(*argv: str, timeout: float = 120, cwd: Path | None = None) -> subproc
 
 
 def _workers_of(pid: int) -> list[int]:
-    kids: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        kids += [int(k) for k in (task / "children").read_text().split()]
-    return [k for k in kids if "resource_tracker" not in Path(f"/proc/{k}/cmdline").read_bytes().decode(errors="replace")]
+    """The serving workers (spawned children, not multiprocessing's resource tracker) of process ``pid``."""
+    kids = []
+    for d in Path("/proc").iterdir():
+        try:
+            ppid = int(d.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmd = d.joinpath("cmdline").read_bytes().decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and "spawn_main" in cmd:
+            kids.append(int(d.name))
+    return kids
 
 
 # -- plan and arrivals (pure) ----------------------------------------------------------------
