@@ -10,9 +10,11 @@ import json
 
 import pytest
 import torch
+from test_report import _open, browser  # noqa: F401  (the headless-Chromium fixture)
 from torch import nn
 
 from recstack.cli import main
+from recstack.report.sharing import write_share_report
 from recstack.sharing import Sides, analyse_sharing
 from recstack.sharing.analysis import curve
 from recstack.sharing.execute import trace_batched
@@ -217,3 +219,25 @@ def test_cli_bad_input_names_the_flag(argv, field, capsys):
     rc = main(argv)
     err = capsys.readouterr().err
     assert rc == 2 and "error:" in err and field in err
+
+
+# -- the report page -----------------------------------------------------------------------------
+def test_share_report_draws_shares_and_the_curve(browser, tmp_path):  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    results = []
+    for c in (2, 4):
+        net, batch, sides = _zoo("rmc2", 1, c)
+        r = analyse_sharing(net, batch, sides, iters=2, warmup=0)
+        r["model"] = "rmc2"
+        results.append(r)
+    page = write_share_report(results, tmp_path / "share.html")
+    text = page.read_text()
+    assert "<script" in text and "http" not in text.split("<script>")[-1][:200]
+    _open(browser, page)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#share-table-rmc2 tbody tr")
+    assert len(rows) == len(results[-1]["share_by_stage"])
+    assert browser.find_elements(By.CSS_SELECTOR, '#share-table-rmc2 [data-cls="request"]')
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#curve-rmc2 circle")) == 2
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#curve-rmc2 path")) == 2
+    assert "C=4" in browser.find_element(By.ID, "measured-rmc2").text
