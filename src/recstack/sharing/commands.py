@@ -57,7 +57,8 @@ def render_text(r: dict[str, Any]) -> str:
         f"{'end to end':20s} {_fmt_time(t['batched_s']):>11s} {_fmt_time(t['shared_s']):>11s} {_fmt_time(t['saved_s']):>11s}",
         "",
         f"speedup (batched / shared, measured, {r['timing']['statistic']}, {r['timing']['iters']} iterations, "
-        f"{r['timing']['threads']} threads): {r['speedup']:.2f}x",
+        f"{r['timing']['threads']} threads): {r['speedup']:.2f}x; without the deduplication "
+        f"(request features received once): {r['speedup_without_dedupe']:.2f}x",
         "saving as C grows (formula (1 - 1/C) x request-only share of op time): "
         + ", ".join(f"C={p['candidates']}: {p['time_saved_share']:.0%}" for p in r["curve"] if p["candidates"] in (1, 10, 100, 1000)),
         "times are measured on this host; beside other processes they are contended",
