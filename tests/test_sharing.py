@@ -241,3 +241,20 @@ def test_share_report_draws_shares_and_the_curve(browser, tmp_path):  # noqa: F8
     assert len(browser.find_elements(By.CSS_SELECTOR, "#curve-rmc2 circle")) == 2
     assert len(browser.find_elements(By.CSS_SELECTOR, "#curve-rmc2 path")) == 2
     assert "C=4" in browser.find_element(By.ID, "measured-rmc2").text
+
+
+class MixesInForward(TwoTower):
+    """The dot product in the model's own forward: no module boundary to expand the user vector at."""
+
+    def forward(self, batch: RawBatch) -> torch.Tensor:
+        u = self.user_tower(self._bag(self.user_emb, batch.sparse["user"]))
+        v = self.item_tower(self._bag(self.item_emb, batch.sparse["item"]))
+        return (u * v).sum(dim=1, keepdim=True)
+
+
+def test_sharing_stops_at_a_mix_in_the_models_own_forward():
+    bound = bind(load_workload("uniform"), [FeatureRequest("user", 100, 5.0, side="request"),
+                                            FeatureRequest("item", 100, 2.0)], 0)
+    r = analyse_sharing(MixesInForward(), request_batch(bound, 2, 3), Sides(frozenset({"user"})), iters=2, warmup=0)
+    assert r["sharing"]["status"] == "stopped" and "aten::mul in module <model>" in r["sharing"]["reason"]
+    assert "user_tower" in r["request_only_modules"] and r["speedup"] > 0

@@ -8,12 +8,12 @@ document):
   constant), the cost model's FLOPs and bytes (one batched forward) and the
   ops' wall time under the provenance mode (the fastest of three passes); ``request_only_share`` sums the
   request class over all stages (time: op time under the mode, a proportion);
-* ``stages``: per stage, the measured batched and shared time (median over
+* ``stages``: per stage, the measured batched and shared time (fastest of the
   interleaved iterations, stage-root hooks), the saving, and the FLOPs and
   bytes saved per request (cost model: batched minus shared trace, over R);
 * ``speedup``: batched over shared end-to-end time (the shared time includes
   the deduplication and the expansions); ``speedup_without_dedupe`` leaves the
-  deduplication's median time out (a server receiving request features once);
+  deduplication's time out (a server receiving request features once);
 * ``curve``: the saving as C grows, by the stated formula
   ``saved(C) = (1 - 1/C) * request_only_share`` (request-only work scales with
   requests, the rest with candidates; expansion costs left out), and the
@@ -158,7 +158,7 @@ def analyse_sharing(
     stage_names = [st for st in dict.fromkeys([*roots.values(), "other", *(k for t in s.stages for k in t)])]
     stages: dict[str, dict[str, float]] = {}
     for st in stage_names:
-        bs, ss = b.median_stage(st), s.median_stage(st)
+        bs, ss = b.best_stage(st), s.best_stage(st)
         bf = sum(t.flops for t in batched_stages.get(st, {}).values())
         bb = sum(t.bytes for t in batched_stages.get(st, {}).values())
         sf = sum(t.flops for t in (shared_stages or batched_stages).get(st, {}).values())
@@ -166,8 +166,8 @@ def analyse_sharing(
         stages[st] = {"batched_s": bs, "shared_s": ss, "saved_s": bs - ss,
                       "flops_saved_per_request": (bf - sf) / requests, "bytes_saved_per_request": (bb - sb) / requests}
     share_flops, share_time = _share(batched_stages, "flops"), _share(batched_stages, "time_s")
-    total_b, total_s = b.median_total(), s.median_total()
-    dedupe = s.median_stage(DEDUPE) if plan is not None else 0.0
+    total_b, total_s = b.best_total(), s.best_total()
+    dedupe = s.best_stage(DEDUPE) if plan is not None else 0.0
     return {
         "model": type(model).__name__,
         "requests": requests,
@@ -195,8 +195,8 @@ def analyse_sharing(
         # A server that receives each request's features once skips the deduplication.
         "speedup_without_dedupe": total_b / (total_s - dedupe) if total_s - dedupe > 0 else 1.0,
         "curve": curve(share_flops, share_time),
-        "timing": {"iters": iters, "warmup": warmup, "statistic": "median over interleaved iterations",
-                   "threads": torch.get_num_threads()},
+        "timing": {"iters": iters, "warmup": warmup, "statistic": "fastest of the interleaved iterations (per stage and end to end)",
+                   "threads": torch.get_num_threads(), "batched_totals_s": b.totals, "shared_totals_s": s.totals},
     }
 
 

@@ -18,8 +18,9 @@ the mode (the dispatch overhead included: use it for proportions).
 In a shared execution (``rows`` set: the number of requests) a request-only
 tensor has one row per request. A module that runs a mixed op directly (a
 *mixer*, found on the batched run) gets its request-only row inputs expanded
-at its entry (``index_select`` by request); an op that still meets a compact
-request-only value raises :class:`SharingStops`, naming the op and module.
+at its entry (``index_select`` by request; not the model itself, whose input
+is the deduplicated batch); an op that still meets a compact request-only
+value raises :class:`SharingStops`, naming the op and module.
 """
 
 from __future__ import annotations
@@ -76,7 +77,6 @@ class Trace:
     mixers: list[str] = field(default_factory=list)  # modules running a mixed op directly, first-run order
     call_order: list[str] = field(default_factory=list)
     expansions: dict[str, dict[int, list[ArgPath]]] = field(default_factory=dict)  # module -> call -> args
-    output_tags: list[int] = field(default_factory=list)
 
 
 def _key(t: torch.Tensor) -> int:
@@ -191,7 +191,8 @@ class Provenance(TorchDispatchMode):
                 self.trace.call_order.append(_p)
                 call = self._calls[_p]
                 self._calls[_p] += 1
-                if self.rows is None or _p not in self.mixers:
+                # The model itself takes the deduplicated batch as it is: a mixed op in its own forward stops.
+                if self.rows is None or not _p or _p not in self.mixers:
                     return None
                 (args, kwargs), done = self.expand((args, kwargs), _p)
                 if done:

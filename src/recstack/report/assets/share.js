@@ -56,7 +56,7 @@
         { key: "f" + r.candidates, label: "FLOPs saved / request", num: true, get: (s) => st(s).flops_saved_per_request, fmt: (s) => U.flops(st(s).flops_saved_per_request) });
     }
     const rows = rs.map((r) => el("li", { text: "C=" + r.candidates + ": " + U.time(r.total.batched_s) + " batched, " + U.time(r.total.shared_s) + " shared, speedup " + U.times(r.speedup) + ", outputs agree (rtol " + r.tolerance.rtol + ", atol " + r.tolerance.atol + "): " + (r.outputs_equal ? "yes" : "NO") + (r.sharing.reason ? " · " + r.sharing.reason : "") }));
-    return RS.card("measured-" + model, model + ": batched against shared execution", "Measured wall time per stage (median over interleaved iterations, stage-root hooks; beside other processes the times are contended). The shared execution's request_dedupe is its deduplication of request-side inputs.",
+    return RS.card("measured-" + model, model + ": batched against shared execution", "Measured wall time per stage (fastest of the interleaved iterations, stage-root hooks; beside other processes the times are contended). The shared execution's request_dedupe is its deduplication of request-side inputs.",
       el("ul", { class: "small" }, rows), el("div", { class: "scroll" }, RS.sortableTable(cols, stages, { sortKey: null })));
   }
 
