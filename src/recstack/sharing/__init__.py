@@ -10,8 +10,22 @@
 
 from __future__ import annotations
 
-from recstack.sharing.analysis import analyse_sharing
-from recstack.sharing.execute import Sides
-from recstack.sharing.provenance import SharingStops
+from typing import Any
+
+# Imported on first use: `recstack share`'s registration must not import torch (CLI start-up).
+_EXPORTS = {
+    "analyse_sharing": "recstack.sharing.analysis",
+    "Sides": "recstack.sharing.execute",
+    "SharingStops": "recstack.sharing.provenance",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'recstack.sharing' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
 
 __all__ = ["SharingStops", "Sides", "analyse_sharing"]

@@ -67,7 +67,7 @@ def render_text(r: dict[str, Any]) -> str:
 
 
 def cmd_share(args: argparse.Namespace) -> int:
-    from recstack.commands import cli_name, run_config_from_args
+    from recstack.cli_types import cli_name, run_config_from_args
     from recstack.outputs import atomic_write_text, check_writable
     from recstack.sharing.run import check_counts
 
@@ -107,7 +107,7 @@ def cmd_share(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``share`` to the main CLI's sub-parsers."""
-    from recstack.commands import add_run_arguments
+    from recstack.cli_types import add_run_arguments
 
     p = sub.add_parser(
         "share",

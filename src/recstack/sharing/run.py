@@ -28,8 +28,10 @@ def check_counts(requests: int, candidates: int) -> None:
 
 
 def share_config(cfg: RunConfig, *, requests: int, candidates: int) -> dict[str, Any]:
-    """Analyse request sharing of ``cfg.model`` (a zoo id or YAML) on R requests x C candidates, inference."""
-    from recstack.api import is_factory
+    """Analyse request sharing of ``cfg.model`` (a zoo id or YAML) on R requests x C candidates, inference.
+
+    Your own model: build a request-aware batch and call :func:`recstack.sharing.analyse_sharing`.
+    """
     from recstack.profiling.rules import load_stage_rules
     from recstack.workload import bind, load_workload
     from recstack.workload.requests import request_batch
@@ -38,9 +40,6 @@ def share_config(cfg: RunConfig, *, requests: int, candidates: int) -> dict[str,
     check_counts(requests, candidates)
     if cfg.model is None:
         raise ConfigError("give a zoo id (rmc1 ... dien) or a model YAML file", field="MODEL")
-    if is_factory(cfg.model):
-        raise ConfigError("share runs zoo models (an id or YAML); for your own model call "
-                          "recstack.sharing.analyse_sharing", field="MODEL")
     if cfg.mode != "inference":
         raise ConfigError("share measures inference (a ranking request); use --mode inference", field="--mode")
     if cfg.threads is not None:
