@@ -118,6 +118,7 @@ def test_dien_interest_extractor_is_request_only_and_its_flops_are_saved():
     # the provenance share counts it, the shared execution does not save it.
     assert gru > 0 and saved == pytest.approx(gru * (1 - 1 / C), rel=1e-9)
     assert r["share_by_stage"]["sequence"]["request"]["flops"] > gru
+    assert set(r["unshared_request_modules"]) == {"attention.fc", "interest_evolution.cell.x2h"}
     assert r["request_only_share"]["flops"] > 0.1
 
 

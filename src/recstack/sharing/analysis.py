@@ -185,7 +185,10 @@ def analyse_sharing(
                  for cls in CLASSES if (t := by.get(cls)) is not None}
             for st, by in batched_stages.items()
         },
-        "request_only_modules": request_only_modules(trace),
+        "request_only_modules": (only := request_only_modules(trace)),
+        # Request-only by provenance, but inside a module whose inputs are expanded: run per candidate.
+        "unshared_request_modules": [p for p in only if plan is not None
+                                     and any(p.startswith(m + ".") for m in plan.expansions)],
         "mixers": list(trace.mixers),
         "expansions": sorted(plan.expansions) if plan is not None else [],
         "stages": stages,

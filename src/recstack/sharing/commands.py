@@ -32,6 +32,10 @@ def _si(x: float) -> str:
     return f"{x:.0f}"
 
 
+def _short(paths: list[str], limit: int = 6) -> list[str]:
+    return paths if len(paths) <= limit else [*paths[:limit], f"... ({len(paths)} in all)"]
+
+
 def render_text(r: dict[str, Any]) -> str:
     """The terminal view of a share result (figures as computed by the analysis)."""
     tol = r["tolerance"]
@@ -44,6 +48,10 @@ def render_text(r: dict[str, Any]) -> str:
         f" (largest difference {r['max_abs_diff'] if r['max_abs_diff'] is not None else 'n/a: shapes differ'})",
         f"request-only share of the batched run: FLOPs {share['flops']:.1%}, bytes {share['bytes']:.1%}, "
         f"op time {share['time']:.1%} (cost model; {share['time_basis']})",
+        "request-only modules: " + (", ".join(_short(r["request_only_modules"])) or "none"),
+        "expanded at the entry of: " + (", ".join(r["expansions"]) or "none")
+        + ("; request-only but inside them (run per candidate): " + ", ".join(r["unshared_request_modules"])
+           if r["unshared_request_modules"] else ""),
         "",
         f"{'stage':20s} {'batched':>11s} {'shared':>11s} {'saved':>11s} {'FLOPs saved/req':>16s} {'bytes saved/req':>16s}",
     ]

@@ -42,7 +42,7 @@
     const table = el("div", { class: "scroll" }, RS.sortableTable(cols, stages, { sortKey: null }));
     table.firstChild.id = "share-table-" + model;
     return RS.card("share-" + model, model + ": request-side vs candidate-side share of every stage", lead, legend(), table,
-      el("p", { class: "small muted", text: "Request-only modules: " + (r.request_only_modules.join(", ") || "none") + ". Expanded at the entry of: " + (r.expansions.join(", ") || "none") + "." }));
+      el("p", { class: "small muted", text: "Request-only modules: " + (r.request_only_modules.join(", ") || "none") + ". Expanded at the entry of: " + (r.expansions.join(", ") || "none") + "." + (r.unshared_request_modules.length ? " Request-only but inside those, so run per candidate: " + r.unshared_request_modules.join(", ") + "." : "") }));
   }
 
   function measuredCard(model, rs) {
@@ -61,7 +61,7 @@
   }
 
   function curveCard(model, rs) {
-    const W = 640, H = 260, ml = 48, mr = 16, mt = 22, mb = 34;
+    const W = 1000, H = 300, ml = 48, mr = 40, mt = 22, mb = 34;
     const pts = rs[0].curve;
     const cs = pts.map((p) => p.candidates);
     const lx = (c) => Math.log10(c);
@@ -74,7 +74,7 @@
       grid.appendChild(svg("line", { x1: ml, x2: W - mr, y1: Y(v), y2: Y(v) }));
       axis.appendChild(svg("text", { x: ml - 6, y: Y(v) + 4, "text-anchor": "end", text: U.pct(v, 0) }));
     }
-    for (const c of [1, 10, 100, 1000].filter((c) => c >= 10 ** x0 && c <= 10 ** x1)) axis.appendChild(svg("text", { x: X(c), y: H - 14, "text-anchor": "middle", text: "C=" + c }));
+    for (const c of [1, 10, 100, 1000].filter((c) => c >= 10 ** x0 && c <= 10 ** x1)) axis.appendChild(svg("text", { x: X(c), y: H - 14, "text-anchor": c === 10 ** x1 ? "end" : "middle", text: "C=" + c }));
     s.append(grid, axis, svg("text", { class: "title", x: ml, y: 12, text: "share of the batched work saved" }));
     const line = (key, color, label) => {
       const d = pts.map((p, i) => (i ? "L" : "M") + X(p.candidates).toFixed(1) + "," + Y(p[key]).toFixed(1)).join(" ");
