@@ -82,11 +82,22 @@ def test_sides_default_to_candidate_and_specs_can_override():
 
 
 # -- provenance and the shared execution ------------------------------------------------------------
+R2, C5 = 2, 5
+_CACHE: dict[str, tuple] = {}
+
+
+def _analysed(name: str):
+    """(model, batch, sides, result) of a zoo model at 2 requests x 5 candidates, computed once per session."""
+    if name not in _CACHE:
+        net, batch, sides = _zoo(name, R2, C5)
+        _CACHE[name] = (net, batch, sides, analyse_sharing(net, batch, sides, iters=2, warmup=0, op_passes=1))
+    return _CACHE[name]
+
+
 @pytest.mark.parametrize("name", ["din", "dien", "rmc2"])
 def test_shared_execution_agrees_and_saves_the_request_only_work(name):
-    R, C = 2, 5
-    net, batch, sides = _zoo(name, R, C)
-    r = analyse_sharing(net, batch, sides, iters=2, warmup=0)
+    R, C = R2, C5
+    _, _, _, r = _analysed(name)
     assert r["sharing"]["status"] == "shared", r["sharing"]
     assert r["outputs_equal"] is True and r["tolerance"] == {"rtol": 1e-5, "atol": 1e-6}
     assert all(set(v) == STAGE_KEYS for v in r["stages"].values())
@@ -105,9 +116,8 @@ def test_shared_execution_agrees_and_saves_the_request_only_work(name):
 
 
 def test_dien_interest_extractor_is_request_only_and_its_flops_are_saved():
-    R, C = 1, 4
-    net, batch, sides = _zoo("dien", R, C)
-    r = analyse_sharing(net, batch, sides, iters=2, warmup=0)
+    R, C = R2, C5
+    net, batch, sides, r = _analysed("dien")
     assert "interest_extractor" in r["request_only_modules"]
     assert "attention" in r["mixers"]  # the ad query meets the interest states: sharing stops there
     trace, _ = trace_batched(net, batch, sides)
@@ -125,7 +135,7 @@ def test_dien_interest_extractor_is_request_only_and_its_flops_are_saved():
 def test_a_model_without_request_features_reports_zero_sharing():
     net, batch, sides = _zoo("ncf", 1, 3)
     assert not sides.any
-    r = analyse_sharing(net, batch, sides, iters=2, warmup=0)
+    r = analyse_sharing(net, batch, sides, iters=2, warmup=0, op_passes=1)
     assert r["sharing"]["status"] == "none" and r["outputs_equal"] is True
     assert r["request_only_share"]["flops"] == 0 and r["request_only_share"]["time"] == 0
     assert all(v["saved_s"] == 0 and v["flops_saved_per_request"] == 0 for v in r["stages"].values())
@@ -135,7 +145,7 @@ def test_a_model_without_request_features_reports_zero_sharing():
 
 def test_sharing_stops_where_request_ids_are_concatenated_with_candidate_ids():
     net, batch, sides = _zoo("din", 1, 3, backend="tbe")
-    r = analyse_sharing(net, batch, sides, iters=2, warmup=0)
+    r = analyse_sharing(net, batch, sides, iters=2, warmup=0, op_passes=1)
     assert r["sharing"]["status"] == "stopped"
     assert "sharing stops at" in r["sharing"]["reason"] and "feature_processing" in r["sharing"]["reason"]
     assert r["request_only_share"]["bytes"] > 0  # the analysis still says what is request-only
@@ -229,7 +239,7 @@ def test_share_report_draws_shares_and_the_curve(browser, tmp_path):  # noqa: F8
     results = []
     for c in (2, 4):
         net, batch, sides = _zoo("rmc2", 1, c)
-        r = analyse_sharing(net, batch, sides, iters=2, warmup=0)
+        r = analyse_sharing(net, batch, sides, iters=2, warmup=0, op_passes=1)
         r["model"] = "rmc2"
         results.append(r)
     page = write_share_report(results, tmp_path / "share.html")

@@ -46,7 +46,7 @@ from recstack.workload.batch import RawBatch
 
 CURVE_CANDIDATES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 OP_PASSES = 3
-TIME_BASIS = (f"op wall time under the provenance mode, fastest of {OP_PASSES} passes per module and class "
+TIME_BASIS = ("op wall time under the provenance mode, fastest of {passes} pass(es) per module and class "
               "(dispatch overhead included; a proportion)")
 
 
@@ -110,15 +110,19 @@ def analyse_sharing(
     iters: int = 5,
     warmup: int = 1,
     rules: StageRules | None = None,
+    op_passes: int = OP_PASSES,
 ) -> dict[str, Any]:
-    """Batched against shared execution of ``model`` on ``batch`` (module docstring); a JSON-ready dict."""
+    """Batched against shared execution of ``model`` on ``batch`` (module docstring); a JSON-ready dict.
+
+    ``op_passes``: provenance passes whose fastest op times give the time shares.
+    """
     sizes = batch.request_sizes
     if sizes is None:
         raise SharingStops("the batch has no request_sizes: build it with recstack.workload.request_batch")
     requests, rows = int(sizes.numel()), int(sizes.sum())
     model.eval()
     trace, batched_out = trace_batched(model, batch, sides)
-    for _ in range(OP_PASSES - 1):
+    for _ in range(op_passes - 1):
         keep_fastest(trace, trace_batched(model, batch, sides)[0])
     smap = detect_stages(model, rules, trace.call_order)
     stage_of = {p: pl.stage for p, pl in smap.placements.items() if pl.stage}
@@ -179,7 +183,7 @@ def analyse_sharing(
         "outputs_equal": equal,
         "max_abs_diff": diff if diff != float("inf") else None,
         "request_only_share": {"flops": share_flops, "bytes": _share(batched_stages, "bytes"), "time": share_time,
-                               "time_basis": TIME_BASIS},
+                               "time_basis": TIME_BASIS.format(passes=op_passes)},
         "share_by_stage": {
             st: {cls: {"flops": t.flops, "bytes": t.bytes, "time_s": t.time_s, "ops": t.ops}
                  for cls in CLASSES if (t := by.get(cls)) is not None}
