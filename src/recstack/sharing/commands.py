@@ -43,7 +43,8 @@ def render_text(r: dict[str, Any]) -> str:
     lines = [
         f"recstack share: {r['model']} ({r.get('backend', '?')} backend), {r['requests']} request(s) x "
         f"{r['candidates']:g} candidates = {r['rows']} rows",
-        f"sharing: {r['sharing']['status']}" + (f" ({r['sharing']['reason']})" if r["sharing"]["reason"] else ""),
+        f"sharing: {r['sharing']['status']}" + (f" ({r['sharing']['reason']})" if r["sharing"]["reason"] else "")
+        + ("" if r["sharing"]["status"] == "shared" else "; no shared execution: its figures below are the batched run's"),
         f"outputs agree within rtol {tol['rtol']:g}, atol {tol['atol']:g}: {'yes' if r['outputs_equal'] else 'NO'}"
         f" (largest difference {r['max_abs_diff'] if r['max_abs_diff'] is not None else 'n/a: shapes differ'})",
         f"request-only share of the batched run: FLOPs {share['flops']:.1%}, bytes {share['bytes']:.1%}, "

@@ -120,7 +120,7 @@ def trace_shared(model: nn.Module, batch: RawBatch, sides: Sides, mixers: list[s
             raise
         except Exception as exc:  # the model's own code could not run on compact request values
             raise SharingStops(f"the model failed on one row per request: {type(exc).__name__}: {exc}") from None
-        out, done = mode.expand(out, "<output>")
+        out, done = mode.expand(out)
         left = [p for p, t in walk(out) if mode.tag_of(t) == REQUEST]
     if left:
         raise SharingStops(f"model outputs {left} are request-only without a row per request")

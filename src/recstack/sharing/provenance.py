@@ -162,7 +162,7 @@ class Provenance(TorchDispatchMode):
             self._where = None
 
     # -- expansion -------------------------------------------------------------------------------
-    def expand(self, obj: Any, where: str) -> tuple[Any, list[ArgPath]]:
+    def expand(self, obj: Any) -> tuple[Any, list[ArgPath]]:
         """``obj`` with its compact request-only row tensors expanded to one row per candidate."""
         assert self.rows is not None and self.index is not None
         done: list[ArgPath] = []
@@ -194,7 +194,7 @@ class Provenance(TorchDispatchMode):
                 # The model itself takes the deduplicated batch as it is: a mixed op in its own forward stops.
                 if self.rows is None or not _p or _p not in self.mixers:
                     return None
-                (args, kwargs), done = self.expand((args, kwargs), _p)
+                (args, kwargs), done = self.expand((args, kwargs))
                 if done:
                     self.trace.expansions.setdefault(_p, {})[call] = done
                 return args, kwargs
