@@ -1,0 +1,266 @@
+"""Sweeps and the results store: real worker processes, real DuckDB files, tiny zoo models."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src"
+TINY = {"scale": 0.002, "iters": 3, "warmup": 2, "op_iters": 1, "machine": None}
+GENEROUS_S = 600  # a loaded host may be slow; never assert timing
+
+
+def _env(extra_path: Path | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (SRC, extra_path) if p)
+    env["RECSTACK_PROGRESS"] = "always"
+    return env
+
+
+def _recstack(*args: str, env: dict[str, str] | None = None, timeout: float = GENEROUS_S) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recstack", *args], capture_output=True, text=True,
+                          env=env or _env(), timeout=timeout, check=False)
+
+
+def _write(path: Path, spec: dict) -> Path:
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _scan(store: Path) -> dict[str, int]:
+    """Integrity: reopen, CHECKPOINT, read every table whole; each point once; stages belong to points."""
+    con = duckdb.connect(str(store))
+    try:
+        con.execute("CHECKPOINT")
+        counts = {}
+        for (table,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall():
+            rows = con.execute(f"SELECT * FROM {table}").fetchall()
+            counts[table] = len(rows)
+        dup = con.execute("SELECT config_hash, count(*) FROM points GROUP BY 1 HAVING count(*) > 1").fetchall()
+        assert dup == []
+        orphans = con.execute("SELECT count(*) FROM stages WHERE point_id NOT IN (SELECT point_id FROM points)")
+        assert orphans.fetchone()[0] == 0
+        return counts
+    finally:
+        con.close()
+
+
+def _workers_of(pid: int) -> list[int]:
+    """Processes whose environment names ``pid`` as their sweep parent (the sweep's workers)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            env = (d / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"RECSTACK_SWEEP_PARENT={pid}".encode() in env:
+            found.append(int(d.name))
+    return found
+
+
+# -- bad input ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"grid": {"model": ["rmc1"], "batch_sise": [1]}}, "unknown RunConfig field 'batch_sise'"),
+        ({"grid": {"model": []}}, "model: empty list"),
+        ({"grid": {"model": ["rmc1"], "batch_size": [16, 0]}}, "batch_size: point 2 (model=rmc1, batch_size=0)"),
+        ({"grid": {"model": ["rmc1"]}, "zip": {"backend": ["torch", "tbe"], "dtype": ["fp32"]}}, "one length"),
+        ({"grid": {"model": ["rmc1"]}, "colour": "blue"}, "colour: unknown field"),
+        ({"grid": {"model": ["rmc1"]}, "exclude": [{"model": "rmc1"}]}, "no points"),
+    ],
+)
+def test_bad_sweep_file_exits_2_before_running(tmp_path: Path, spec: dict, message: str) -> None:
+    from recstack.cli import main
+
+    f = _write(tmp_path / "bad.yaml", spec)
+    rc = main(["--quiet", "sweep", str(f), "-o", str(tmp_path / "out")])
+    assert rc == 2
+    assert not (tmp_path / "out" / "results.duckdb").exists()
+
+
+def test_bad_sweep_messages_name_field_and_point(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from recstack.cli import main
+
+    f = _write(tmp_path / "bad.yaml", {"base": TINY, "grid": {"model": ["rmc1"], "batch_size": [16, 0]}})
+    assert main(["--quiet", "sweep", str(f), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "batch_size" in err and "point 2" in err and "1..16777216" in err
+
+
+def test_store_from_newer_schema_is_refused(tmp_path: Path) -> None:
+    from recstack.store import db
+
+    store = tmp_path / "results.duckdb"
+    db.migrate(store)
+    with db.connect(store) as con:
+        con.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    r = _recstack("results", str(store))
+    assert r.returncode == 2
+    assert "schema version 999, newer than this recstack knows" in r.stderr
+
+
+def test_forward_migration_adds_a_table_to_an_old_store(tmp_path: Path) -> None:
+    from recstack.store import db, migrations
+
+    store = tmp_path / "results.duckdb"
+    assert db.migrate(store) == migrations.latest()
+    before = migrations.latest()
+    migrations.register(before + 1, "test table", "CREATE TABLE extra_test (point_id VARCHAR, x DOUBLE)")
+    try:
+        assert db.migrate(store) == before + 1
+        with db.connect(store, read_only=True) as con:
+            assert db.schema_version(con) == before + 1
+            assert con.execute("SELECT count(*) FROM extra_test").fetchone() == (0,)
+    finally:
+        migrations.MIGRATIONS.pop()
+
+
+# -- failures are recorded, the sweep goes on ----------------------------------------------------------------
+FACTORIES = '''
+import time
+
+def boom(batch_size, seed):
+    raise RuntimeError("boom from the factory")
+
+def hang(batch_size, seed):
+    time.sleep(300)
+'''
+
+
+@pytest.fixture(scope="module")
+def failing_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    d = tmp_path_factory.mktemp("failing")
+    (d / "sweepfactories.py").write_text(FACTORIES)
+    spec = {
+        "base": TINY,
+        "points": [
+            {"model": "rmc1", "batch_size": 8},
+            {"model": "rmc1", "batch_size": 16},  # reuses the build of batch 8
+            {"model": "rmc1", "scale": 1000.0, "batch_size": 8},  # refused by the memory preflight
+            {"model": "sweepfactories:boom", "batch_size": 8},
+            {"model": "sweepfactories:hang", "batch_size": 8},
+        ],
+    }
+    f = _write(d / "sweep.yaml", spec)
+    r = _recstack("sweep", str(f), "-o", str(d / "out"), "--timeout", "20", env=_env(d))
+    return d / "out" / "results.duckdb", r
+
+
+def test_failures_are_recorded_and_the_sweep_goes_on(failing_sweep: tuple[Path, subprocess.CompletedProcess]) -> None:
+    store, r = failing_sweep
+    assert r.returncode == 4, r.stderr[-2000:]
+    assert "5 points, 0 already in the store, 5 run, 3 failed" in r.stdout
+    import recstack
+
+    df = recstack.results.load(store).set_index("model")
+    rmc = df.loc["rmc1"].set_index("scale")
+    assert (rmc.loc[0.002, "status"] == "ok").all()
+    assert rmc.loc[1000.0, "status"] == "failed"
+    assert rmc.loc[1000.0, "reason"].startswith("memory preflight:")
+    assert df.loc["sweepfactories:boom", "status"] == "failed"
+    assert "boom from the factory" in df.loc["sweepfactories:boom", "reason"]
+    assert df.loc["sweepfactories:hang", "status"] == "timeout"
+    assert "20 s per-point timeout" in df.loc["sweepfactories:hang", "reason"]
+    ok = df[df.status == "ok"]
+    assert (ok.throughput == ok.batch_size / ok.step_p50_s).all()
+    assert (ok.step_p50_s <= ok.step_p99_s).all()
+    assert sorted(ok.build_s > 0) == [False, True]  # one build, reused by the second batch size
+    for p in ok.profile_path:
+        prof = json.loads((store.parent / p).read_text())
+        assert prof["run"]["config_key"] in set(ok.config_hash)
+    stages = recstack.results.load(store, "stages")
+    assert set(stages.point_id) == set(ok.point_id)
+    assert "embedding" in set(stages.stage)
+    assert _scan(store)["points"] == 5
+
+
+def _cli(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
+    from recstack.cli import main
+
+    rc = main(["--quiet", *args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_best_and_results_read_the_store(failing_sweep: tuple[Path, subprocess.CompletedProcess],
+                                         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    store, _ = failing_sweep
+    rc, out, err = _cli(capsys, "best", str(store), "--json", "--include-contended", "--p99", "10")
+    assert rc == 0, err
+    rows = {o["model"]: o for o in json.loads(out)}
+    assert set(rows) == {"rmc1", "sweepfactories:boom", "sweepfactories:hang"}
+    rmc = rows["rmc1"]
+    assert {"model", "best", "best_under_target", "speedup_vs_worst", "speedup_vs_default"} <= set(rmc)
+    assert rmc["best"]["batch_size"] in (8, 16) and rmc["speedup_vs_worst"] >= 1.0
+    assert rmc["best_under_target"] == rmc["best"]  # a 10 s target is met by every tiny point
+    assert rmc["speedup_vs_default"] is None  # batch 1024 (the default) is not in this grid
+    assert rows["sweepfactories:boom"]["best"] is None
+    rc, out, _ = _cli(capsys, "best", str(store))
+    assert rc == 0 and "rmc1" in out and "best configuration per model" in out
+    rc, out, _ = _cli(capsys, "results", str(store))
+    assert rc == 0 and "timeout" in out and "failed" in out
+    csv = tmp_path / "points.csv"
+    assert _cli(capsys, "results", str(store), "--format", "csv", "-o", str(csv))[0] == 0
+    assert len(pd.read_csv(csv)) == 5
+    pq = tmp_path / "points.parquet"
+    assert _cli(capsys, "results", str(store), "--format", "parquet", "-o", str(pq))[0] == 0
+    assert len(pd.read_parquet(pq)) == 5
+    rc, _, err = _cli(capsys, "best", str(store), "--model", "nope")
+    assert rc == 2 and "--model" in err
+
+
+# -- SIGKILL, resume, integrity, the sweep lock ------------------------------------------------------------
+def test_sigkill_resume_and_integrity(tmp_path: Path) -> None:
+    import recstack
+
+    spec = {"base": TINY, "grid": {"model": ["rmc1"], "batch_size": [4, 8, 16]}}
+    f = _write(tmp_path / "sweep.yaml", spec)
+    store = tmp_path / "out" / "results.duckdb"
+    env = _env()
+    proc = subprocess.Popen([sys.executable, "-m", "recstack", "sweep", str(f), "-o", str(tmp_path / "out")],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + GENEROUS_S
+        done = 0
+        while done < 1 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.3)
+            if store.exists():  # this process reads while the sweep's process writes
+                done = int((recstack.results.load(store).status == "ok").sum())
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        second = _recstack("sweep", str(f), "-o", str(tmp_path / "out"))
+        assert second.returncode == 2 and "another sweep" in second.stderr
+        workers = _workers_of(proc.pid)
+        assert workers, "the sweep runs its points in worker processes"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while _workers_of(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _workers_of(proc.pid) == [], "workers outlived the killed sweep"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    held = _scan(store)["points"]
+    assert 1 <= held <= 3
+    r = _recstack("sweep", str(f), "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"3 points, {held} already in the store, {3 - held} run, 0 failed" in r.stdout
+    counts = _scan(store)
+    assert counts["points"] == 3
+    assert counts["sweeps"] == 2
+    r = _recstack("sweep", str(f), "-o", str(tmp_path / "out"), "--retry-failed")
+    assert "3 already in the store, 0 run" in r.stdout
