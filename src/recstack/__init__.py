@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from recstack.api import profile, profile_zoo
     from recstack.config.run import RunConfig
     from recstack.errors import ConfigError, RecstackError, UserCodeError
-    from recstack.sweep import sweep
+    from recstack.sweeps.commands import sweep
     from recstack.tree import Profile
 
 # Lazy: `import recstack` stays light (the CLI's startup, `zoo list`, need no torch).
@@ -36,7 +36,7 @@ _LAZY = {
     "ConfigError": "recstack.errors",
     "RecstackError": "recstack.errors",
     "UserCodeError": "recstack.errors",
-    "sweep": "recstack.sweep",
+    "sweep": "recstack.sweeps.commands",
 }
 
 

@@ -278,6 +278,6 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.schema.commands import register as register_schema
 
     register_schema(sub)
-    from recstack.sweep.commands import register as register_sweep
+    from recstack.sweeps.commands import register as register_sweep
 
     register_sweep(sub)

@@ -1,4 +1,4 @@
-"""The local executor: long-lived worker processes (:mod:`recstack.sweep.worker`), one point in flight each.
+"""The local executor: long-lived worker processes (:mod:`recstack.sweeps.worker`), one point in flight each.
 
 A point that crashes its worker (a segfault, the kernel's OOM killer), that
 runs past the per-point timeout (the worker is killed), or that raises,
@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from recstack.sweep.worker import die_with_parent
+from recstack.sweeps.worker import die_with_parent
 
 READY_TIMEOUT_S = 300.0  # importing torch on a loaded host can take a while
+# The worker's program: the point runner calls the public API, so it lives in the interface layer.
+WORKER_MAIN = "import sys; from recstack.sweeps.commands import worker_main; sys.exit(worker_main())"
 
 
 @dataclass
@@ -66,7 +68,7 @@ class LocalExecutor:
         env["RECSTACK_SWEEP_PARENT"] = str(os.getpid())
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH", "")) if p)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "recstack.sweep.worker"],
+            [sys.executable, "-c", WORKER_MAIN],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log or subprocess.DEVNULL,
             env=env, preexec_fn=die_with_parent, bufsize=0,
         )

@@ -1,7 +1,7 @@
-"""A long-lived sweep worker process: ``python -m recstack.sweep.worker``.
+"""A long-lived sweep worker process: ``python -m recstack.sweeps.worker``.
 
 It imports torch once and runs points one after another (keeping the last
-built model, :class:`recstack.sweep.point.BuildCache`). Protocol: one JSON
+built model, :class:`recstack.sweeps.point.BuildCache`). Protocol: one JSON
 request per line on stdin (``{"config": {...}, "profile_path": "..."}``),
 one JSON result per line on the file descriptor that was stdout at start
 (stdout itself is pointed at stderr, so that a model's prints cannot break
@@ -17,6 +17,8 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 
@@ -32,26 +34,23 @@ def die_with_parent() -> None:
         pass
 
 
-def main() -> int:
+def serve(run: Callable[[Any, str], dict[str, Any]]) -> int:
+    """Answer requests until end of input: ``run(RunConfig, profile_path) -> result dict`` per request."""
     out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)
     parent = int(os.environ.get("RECSTACK_SWEEP_PARENT", "0"))
     if parent and os.getppid() != parent:  # the parent died before the death signal was armed
         return 1
     from recstack.config.run import RunConfig
-    from recstack.sweep.point import BuildCache, run_point
 
-    cache = BuildCache()
     out.write(json.dumps({"ready": os.getpid()}) + "\n")
     for line in sys.stdin:
         if not line.strip():
             continue
         req = json.loads(line)
-        cfg = RunConfig.model_validate(req["config"])
-        result = run_point(cfg, req["profile_path"], cache)
+        result = run(RunConfig.model_validate(req["config"]), req["profile_path"])
         out.write(json.dumps(result, default=str) + "\n")
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+__all__ = ["die_with_parent", "serve"]

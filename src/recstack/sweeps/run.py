@@ -17,6 +17,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,8 @@ from typing import Any
 from recstack.config.run import RunConfig
 from recstack.errors import ConfigError
 from recstack.store import db
-from recstack.sweep.local import Job, LocalExecutor
-from recstack.sweep.spec import SweepSpec, as_spec
+from recstack.sweeps.local import Job, LocalExecutor
+from recstack.sweeps.spec import SweepSpec, as_spec
 from recstack.version import __version__
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -76,11 +77,14 @@ def sweep(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     retry_failed: bool = False,
     progress: bool = True,
+    runner: Callable[..., dict[str, Any]] | None = None,
 ) -> SweepResult:
     """Run a sweep (a SweepSpec, a dict or a sweep YAML) into the store ``store`` (default ``out/results.duckdb``).
 
     Every point is validated before any runs (ConfigError naming the point and field).
     Returns counts and timings; failed points are in the store with their reason.
+    ``runner``: what runs a point in a Ray task (:func:`recstack.sweeps.commands.run_point`;
+    the local workers run it in their own processes).
     """
     sweep_spec, configs = as_spec(spec)
     if executor not in EXECUTORS:
@@ -96,12 +100,13 @@ def sweep(
     t0 = time.perf_counter()
     with db.SweepLock(store_path):
         db.migrate(store_path)
-        return _run(sweep_spec, configs, store_path, executor, address, parallel, timeout_s, retry_failed,
-                    progress, t0)
+        ex = _executor(executor, address, parallel, timeout_s, store_path, runner)
+        return _run(sweep_spec, configs, store_path, ex, parallel, retry_failed, progress, t0)
 
 
-def _run(spec: SweepSpec, configs: list[RunConfig], store: Path, executor: str, address: str | None,
-         parallel: int, timeout_s: float, retry_failed: bool, show: bool, t0: float) -> SweepResult:
+def _run(spec: SweepSpec, configs: list[RunConfig], store: Path, ex: Any, parallel: int, retry_failed: bool,
+         show: bool, t0: float) -> SweepResult:
+    executor = ex.name
     host = socket.gethostname()
     commit = git_commit()
     held = db.done_points(store)
@@ -135,7 +140,6 @@ def _run(spec: SweepSpec, configs: list[RunConfig], store: Path, executor: str, 
         res.statuses[job.point_id] = result["status"]
         bar.point_done(job.config, result)
 
-    ex = _executor(executor, address, parallel, timeout_s, store)
     with bar:
         ex.run(jobs, on_result)
     res.wall_s = time.perf_counter() - t0
@@ -144,11 +148,14 @@ def _run(spec: SweepSpec, configs: list[RunConfig], store: Path, executor: str, 
     return res
 
 
-def _executor(name: str, address: str | None, parallel: int, timeout_s: float, store: Path) -> Any:
+def _executor(name: str, address: str | None, parallel: int, timeout_s: float, store: Path,
+              runner: Callable[..., dict[str, Any]] | None) -> Any:
     if name == "ray":
-        from recstack.sweep.ray_executor import RayExecutor
+        from recstack.sweeps.ray_executor import RayExecutor
 
-        return RayExecutor(address=address, timeout_s=timeout_s)
+        if runner is None:
+            raise ConfigError("the Ray executor needs the point runner; call recstack.sweep(...)", field="runner")
+        return RayExecutor(runner, address=address, timeout_s=timeout_s)
     if address:
         raise ConfigError("--address is for --executor ray", field="--address")
     return LocalExecutor(parallel=parallel, timeout_s=timeout_s, log=store.parent / "workers.log")
