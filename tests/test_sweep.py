@@ -143,6 +143,11 @@ def hang(batch_size, seed):
 
 @pytest.fixture(scope="module")
 def failing_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    """A sweep with failing points, SIGKILLed while its last point hangs, then resumed.
+
+    Checked on the way: a reader reads the store while the sweep writes, a second sweep on the
+    store is refused, the workers die with the killed sweep, the store is whole after the kill.
+    """
     d = tmp_path_factory.mktemp("failing")
     (d / "sweepfactories.py").write_text(FACTORIES)
     spec = {
@@ -152,18 +157,44 @@ def failing_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subpr
             {"model": "rmc1", "batch_size": 16},  # reuses the build of batch 8
             {"model": "rmc1", "scale": 1000.0, "batch_size": 8},  # refused by the memory preflight
             {"model": "sweepfactories:boom", "batch_size": 8},
-            {"model": "sweepfactories:hang", "batch_size": 8},
+            {"model": "sweepfactories:hang", "batch_size": 8},  # last (points are ordered by build)
         ],
     }
     f = _write(d / "sweep.yaml", spec)
-    r = _recstack("sweep", str(f), "-o", str(d / "out"), "--timeout", "20", env=_env(d))
-    return d / "out" / "results.duckdb", r
+    store = d / "out" / "results.duckdb"
+    args = ["sweep", str(f), "-o", str(d / "out"), "--timeout", "20"]
+    proc = subprocess.Popen([sys.executable, "-m", "recstack", *args], env=_env(d), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        import recstack
+
+        deadline = time.monotonic() + GENEROUS_S
+        held = 0
+        while held < 4 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.3)
+            if store.exists():  # this process reads while the sweep's process writes
+                held = len(recstack.results.load(store))
+        assert proc.poll() is None and held == 4, "the sweep ended before its hanging point"
+        second = _recstack(*args, env=_env(d))
+        assert second.returncode == 2 and "another sweep" in second.stderr
+        assert _workers_of(proc.pid), "the sweep runs its points in worker processes"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while _workers_of(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _workers_of(proc.pid) == [], "workers outlived the killed sweep"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert _scan(store)["points"] == 4
+    return store, _recstack(*args, env=_env(d))
 
 
 def test_failures_are_recorded_and_the_sweep_goes_on(failing_sweep: tuple[Path, subprocess.CompletedProcess]) -> None:
     store, r = failing_sweep
     assert r.returncode == 4, r.stderr[-2000:]
-    assert "5 points, 0 already in the store, 5 run, 3 failed" in r.stdout
+    assert "5 points, 4 already in the store, 1 run, 1 failed" in r.stdout
     import recstack
 
     df = recstack.results.load(store).set_index("model")
@@ -223,44 +254,24 @@ def test_best_and_results_read_the_store(failing_sweep: tuple[Path, subprocess.C
     assert rc == 2 and "--model" in err
 
 
-# -- SIGKILL, resume, integrity, the sweep lock ------------------------------------------------------------
-def test_sigkill_resume_and_integrity(tmp_path: Path) -> None:
+def test_retry_failed_runs_a_failed_point_again(failing_sweep: tuple[Path, subprocess.CompletedProcess]) -> None:
+    store, _ = failing_sweep
+    d = store.parent.parent
+    f = _write(d / "boom.yaml", {"base": TINY, "points": [{"model": "sweepfactories:boom", "batch_size": 8}]})
+    r = _recstack("sweep", str(f), "--store", str(store), env=_env(d))
+    assert r.returncode == 0 and "1 already in the store, 0 run" in r.stdout
+    before = _row(store, "sweepfactories:boom")
+    r = _recstack("sweep", str(f), "--store", str(store), "--retry-failed", env=_env(d))
+    assert r.returncode == 4 and "1 run, 1 failed" in r.stdout
+    after = _row(store, "sweepfactories:boom")
+    assert after["finished"] > before["finished"] and after["sweep_id"] != before["sweep_id"]
+    assert _scan(store)["points"] == 5  # replaced, not added
+
+
+def _row(store: Path, model: str) -> dict:
     import recstack
 
-    spec = {"base": TINY, "grid": {"model": ["rmc1"], "batch_size": [4, 8, 16]}}
-    f = _write(tmp_path / "sweep.yaml", spec)
-    store = tmp_path / "out" / "results.duckdb"
-    env = _env()
-    proc = subprocess.Popen([sys.executable, "-m", "recstack", "sweep", str(f), "-o", str(tmp_path / "out")],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + GENEROUS_S
-        done = 0
-        while done < 1 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.3)
-            if store.exists():  # this process reads while the sweep's process writes
-                done = int((recstack.results.load(store).status == "ok").sum())
-        assert proc.poll() is None, "the sweep ended before it could be killed"
-        second = _recstack("sweep", str(f), "-o", str(tmp_path / "out"))
-        assert second.returncode == 2 and "another sweep" in second.stderr
-        workers = _workers_of(proc.pid)
-        assert workers, "the sweep runs its points in worker processes"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        deadline = time.monotonic() + 30
-        while _workers_of(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _workers_of(proc.pid) == [], "workers outlived the killed sweep"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    held = _scan(store)["points"]
-    assert 1 <= held <= 3
-    r = _recstack("sweep", str(f), "-o", str(tmp_path / "out"))
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert f"3 points, {held} already in the store, {3 - held} run, 0 failed" in r.stdout
-    counts = _scan(store)
-    assert counts["points"] == 3
-    assert counts["sweeps"] == 2
-    r = _recstack("sweep", str(f), "-o", str(tmp_path / "out"), "--retry-failed")
-    assert "3 already in the store, 0 run" in r.stdout
+    df = recstack.results.load(store)
+    rows = df[df.model == model].to_dict("records")
+    assert len(rows) == 1
+    return rows[0]
