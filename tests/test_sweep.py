@@ -275,3 +275,38 @@ def _row(store: Path, model: str) -> dict:
     rows = df[df.model == model].to_dict("records")
     assert len(rows) == 1
     return rows[0]
+
+
+# -- the sweep report and charts -------------------------------------------------------------------------
+from test_report import _open, browser  # noqa: E402,F401  (the headless Chromium fixture and page checks)
+
+
+def test_sweep_report_renders_in_the_browser(failing_sweep: tuple[Path, subprocess.CompletedProcess],
+                                             tmp_path: Path, browser, capsys: pytest.CaptureFixture) -> None:  # noqa: F811
+    store, _ = failing_sweep
+    page = tmp_path / "sweep.html"
+    assert _cli(capsys, "sweep-report", str(store), "-o", str(page))[0] == 0
+    text = page.read_text()
+    assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text
+    _open(browser, page)
+    q = browser.execute_script
+    assert q("return document.querySelectorAll('#throughput-chart polyline.series').length") == 1
+    assert q("return document.querySelectorAll('#throughput-chart circle.pt').length") == 2  # batch 8 and 16
+    assert q("return document.querySelectorAll('#latency-chart polyline.series').length") == 2  # p50 and p99
+    assert q("return document.querySelectorAll('#stage-shares rect.seg[data-stage=embedding]').length") == 2
+    assert q("return document.querySelectorAll('#heatmaps table.heat td.cell').length") == 2
+    best_rows = q("return [...document.querySelectorAll('#best-table tbody tr')].map(r => r.cells[0].textContent)")
+    assert sorted(best_rows) == ["rmc1", "sweepfactories:boom", "sweepfactories:hang"]
+    assert "3 failed" in q("return document.getElementById('counts').textContent")
+
+
+def test_plot_writes_png_and_svg(failing_sweep: tuple[Path, subprocess.CompletedProcess], tmp_path: Path,
+                                 capsys: pytest.CaptureFixture) -> None:
+    store, _ = failing_sweep
+    assert _cli(capsys, "plot", str(store), "-o", str(tmp_path), "--format", "svg")[0] == 0
+    for chart in ("throughput", "latency", "stages", "heatmap"):
+        assert (tmp_path / f"{chart}.svg").read_text().lstrip().startswith("<?xml")
+    assert _cli(capsys, "plot", str(store), "-o", str(tmp_path), "--chart", "heatmap")[0] == 0
+    assert (tmp_path / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rc, _, err = _cli(capsys, "plot", str(store), "-o", str(tmp_path), "--x", "colour")
+    assert rc == 2 and "--x" in err
