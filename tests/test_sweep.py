@@ -101,6 +101,35 @@ def test_bad_sweep_messages_name_field_and_point(tmp_path: Path, capsys: pytest.
     assert "error:" in err and "batch_size" in err and "point 2" in err and "1..16777216" in err
 
 
+def test_characterise_preset_expands_to_160_valid_points() -> None:
+    from recstack.sweeps.presets import preset
+    from recstack.sweeps.spec import as_spec
+
+    _, configs = as_spec(preset("characterise"))
+    assert len(configs) == 160 and len({c.key() for c in configs}) == 160
+    assert {c.scale for c in configs} == {0.05}
+    assert {c.batch_size for c in configs} == {1, 16, 64, 256, 1024}
+    builds = [(c.model, c.backend, c.workload) for c in configs]
+    assert builds == sorted(builds, key=builds.index)  # points sharing a build run one after the other
+    assert len([i for i in range(1, 160) if builds[i] != builds[i - 1]]) == 8 * 2 * 2 - 1
+
+
+def test_api_sweep_validates_before_running(tmp_path: Path) -> None:
+    import recstack
+
+    with pytest.raises(recstack.ConfigError, match="point 1 .*backend"):
+        recstack.sweep({"grid": {"model": ["rmc1"], "backend": ["cuda"]}}, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_docs_list_every_store_column() -> None:
+    from recstack.store.migrations import POINT_COLUMNS
+
+    doc = (REPO / "docs" / "sweeps.md").read_text()
+    for col in [*POINT_COLUMNS, "share", "roof_fraction", "points_total", "points_failed"]:
+        assert f"`{col}`" in doc, col
+
+
 def test_store_from_newer_schema_is_refused(tmp_path: Path) -> None:
     from recstack.store import db
 
@@ -195,6 +224,8 @@ def test_failures_are_recorded_and_the_sweep_goes_on(failing_sweep: tuple[Path, 
     store, r = failing_sweep
     assert r.returncode == 4, r.stderr[-2000:]
     assert "5 points, 4 already in the store, 1 run, 1 failed" in r.stdout
+    assert "4 of 5 points are in the store already" in r.stderr  # the progress lines (plain: not a terminal)
+    assert "[5/5] timeout" in r.stderr
     import recstack
 
     df = recstack.results.load(store).set_index("model")
