@@ -33,6 +33,14 @@ def _recstack(*args: str, env: dict[str, str] | None = None, timeout: float = GE
                           env=env or _env(), timeout=timeout, check=False)
 
 
+def _cli(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
+    from recstack.cli import main
+
+    rc = main(["--quiet", *args])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
 def _write(path: Path, spec: dict) -> Path:
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -130,16 +138,33 @@ def test_docs_list_every_store_column() -> None:
         assert f"`{col}`" in doc, col
 
 
-def test_store_from_newer_schema_is_refused(tmp_path: Path) -> None:
+def test_store_from_newer_schema_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from recstack.store import db
 
     store = tmp_path / "results.duckdb"
     db.migrate(store)
     with db.connect(store) as con:
         con.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
-    r = _recstack("results", str(store))
-    assert r.returncode == 2
-    assert "schema version 999, newer than this recstack knows" in r.stderr
+    rc, _, err = _cli(capsys, "results", str(store))
+    assert rc == 2
+    assert "schema version 999, newer than this recstack knows" in err
+
+
+def test_files_that_are_no_store_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    garbage = tmp_path / "garbage.duckdb"
+    garbage.write_text("not a database")
+    other = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute("CREATE TABLE t (x INTEGER)")
+    con.close()
+    for args, message in ((["results", str(garbage)], "cannot open the results store"),
+                          (["results", str(tmp_path / "missing.duckdb")], "no such results store"),
+                          (["best", str(other)], "not a recstack results store")):
+        rc, _, err = _cli(capsys, *args)
+        assert rc == 2 and message in err, err
+    f = _write(tmp_path / "s.yaml", {"grid": {"model": ["rmc1"]}})
+    rc, _, err = _cli(capsys, "sweep", str(f), "--store", str(other))
+    assert rc == 2 and "not a recstack results store" in err
 
 
 def test_forward_migration_adds_a_table_to_an_old_store(tmp_path: Path) -> None:
@@ -248,14 +273,6 @@ def test_failures_are_recorded_and_the_sweep_goes_on(failing_sweep: tuple[Path, 
     assert set(stages.point_id) == set(ok.point_id)
     assert "embedding" in set(stages.stage)
     assert _scan(store)["points"] == 5
-
-
-def _cli(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
-    from recstack.cli import main
-
-    rc = main(["--quiet", *args])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 def test_best_and_results_read_the_store(failing_sweep: tuple[Path, subprocess.CompletedProcess],

@@ -34,15 +34,24 @@ def die_once(batch_size, seed):
 '''
 
 
-def _sweep(tmp: Path, spec: dict, *args: str) -> subprocess.CompletedProcess:
+def _sweep(tmp: Path, spec: dict, marker: Path, *args: str) -> subprocess.Popen:
     f = tmp / "sweep.yaml"
     f.write_text(yaml.safe_dump(spec))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(tmp)])
-    env["RECSTACK_TEST_MARKER"] = str(tmp / "died.marker")
+    env["RECSTACK_TEST_MARKER"] = str(marker)
     env["RECSTACK_PROGRESS"] = "never"
-    return subprocess.run([sys.executable, "-m", "recstack", "sweep", str(f), *args], capture_output=True,
-                          text=True, env=env, timeout=600, check=False)
+    return subprocess.Popen([sys.executable, "-m", "recstack", "sweep", str(f), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _wait(proc: subprocess.Popen) -> tuple[int, str]:
+    try:
+        _, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, err
 
 
 def test_ray_executor_matches_local_and_retries_a_dead_worker(tmp_path: Path) -> None:
@@ -51,8 +60,15 @@ def test_ray_executor_matches_local_and_retries_a_dead_worker(tmp_path: Path) ->
     (tmp_path / "rayfactories.py").write_text(FACTORY)
     spec = {"base": TINY, "points": [{"model": "rmc1", "batch_size": 8}, {"model": "rayfactories:die_once",
                                                                            "batch_size": 8}]}
-    r = _sweep(tmp_path, spec, "-o", str(tmp_path / "ray"), "--executor", "ray")
-    assert r.returncode == 0, r.stderr[-3000:]
+    local_marker = tmp_path / "local.marker"
+    local_marker.write_text("the local run does not die")
+    # Both executors at once (the host's speed is never compared, only configs and statuses).
+    ray_run = _sweep(tmp_path, spec, tmp_path / "ray.marker", "-o", str(tmp_path / "ray"), "--executor", "ray")
+    local_run = _sweep(tmp_path, spec, local_marker, "-o", str(tmp_path / "local"))
+    rc, err = _wait(ray_run)
+    assert rc == 0, err[-3000:]
+    rc, err = _wait(local_run)
+    assert rc == 0, err[-3000:]
     ray_df = recstack.results.load(tmp_path / "ray" / "results.duckdb").set_index("config_hash")
     assert set(ray_df.executor) == {"ray"}
     assert (ray_df.status == "ok").all()
@@ -62,8 +78,6 @@ def test_ray_executor_matches_local_and_retries_a_dead_worker(tmp_path: Path) ->
     for p in ray_df.profile_path:
         assert (tmp_path / "ray" / p).is_file()  # the driver wrote the profiles beside the store
 
-    r = _sweep(tmp_path, spec, "-o", str(tmp_path / "local"))
-    assert r.returncode == 0, r.stderr[-3000:]
     local_df = recstack.results.load(tmp_path / "local" / "results.duckdb").set_index("config_hash")
     assert sorted(local_df.index) == sorted(ray_df.index)
     assert local_df.status.to_dict() == ray_df.status.to_dict()

@@ -65,8 +65,14 @@ def schema_version(con: Any) -> int:
     return int(row[0]) if row else 0
 
 
-def check_version(con: Any, path: str | Path) -> int:
+def check_version(con: Any, path: str | Path, *, empty_ok: bool = False) -> int:
+    """The store's schema version; refuses a newer one, and (unless ``empty_ok``) a file that is no store."""
     v = schema_version(con)
+    if v == 0:
+        tables = con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0]
+        if tables or not empty_ok:
+            raise DataError(f"{path}: a DuckDB file but not a recstack results store (no schema version); "
+                            "give a store written by recstack sweep")
     if v > latest():
         raise DataError(
             f"{path}: the store has schema version {v}, newer than this recstack knows ({latest()}); "
@@ -79,7 +85,7 @@ def migrate(path: str | Path) -> int:
     """Create or upgrade the store at ``path`` to the latest schema; returns the version."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with connect(path) as con:
-        v = check_version(con, path)
+        v = check_version(con, path, empty_ok=True)
         if v == 0:
             con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
         for m in MIGRATIONS:
