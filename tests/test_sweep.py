@@ -109,6 +109,15 @@ def test_bad_sweep_messages_name_field_and_point(tmp_path: Path, capsys: pytest.
     assert "error:" in err and "batch_size" in err and "point 2" in err and "1..16777216" in err
 
 
+def test_iters_for_time_targeted_timing_passes() -> None:
+    from recstack.sweeps.calibrate import MAX_ITERS, iters_for
+
+    assert iters_for(3.0, 0.001, 10) == 1500  # 1500 pairs of 2 ms = 3 s
+    assert iters_for(3.0, 1.0, 10) == 10  # never fewer than the point's own iters
+    assert iters_for(3.0, 1e-6, 10) == MAX_ITERS
+    assert iters_for(3.0, 0.0, 10) == MAX_ITERS
+
+
 def test_characterise_preset_expands_to_160_valid_points() -> None:
     from recstack.sweeps.presets import preset
     from recstack.sweeps.spec import as_spec
@@ -206,6 +215,7 @@ def failing_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subpr
     (d / "sweepfactories.py").write_text(FACTORIES)
     spec = {
         "base": TINY,
+        "min_timed_s": 0.02,  # time-targeted timing passes: iters raised from 3 for the tiny steps
         "points": [
             {"model": "rmc1", "batch_size": 8},
             {"model": "rmc1", "batch_size": 16},  # reuses the build of batch 8
@@ -266,9 +276,11 @@ def test_failures_are_recorded_and_the_sweep_goes_on(failing_sweep: tuple[Path, 
     assert (ok.throughput == ok.batch_size / ok.step_p50_s).all()
     assert (ok.step_p50_s <= ok.step_p99_s).all()
     assert sorted(ok.build_s > 0) == [False, True]  # one build, reused by the second batch size
-    for p in ok.profile_path:
-        prof = json.loads((store.parent / p).read_text())
-        assert prof["run"]["config_key"] in set(ok.config_hash)
+    for row in ok.to_dict("records"):
+        prof = json.loads((store.parent / row["profile_path"]).read_text())
+        ran, asked = prof["run"]["config"], json.loads(row["config_json"])
+        assert ran["iters"] == prof["run"]["iters"] == row["iters_run"] >= asked["iters"] == row["iters"] == 3
+        assert {k: v for k, v in ran.items() if k != "iters"} == {k: v for k, v in asked.items() if k != "iters"}
     stages = recstack.results.load(store, "stages")
     assert set(stages.point_id) == set(ok.point_id)
     assert "embedding" in set(stages.stage)

@@ -107,6 +107,7 @@ POINT_COLUMNS = {
     "step_p99_s": "DOUBLE",
     "throughput": "DOUBLE",  # samples/s at the p50 step: batch_size / step_p50_s
     "overhead": "DOUBLE",  # stage pass / uninstrumented step (median of paired ratios)
+    "iters_run": "INTEGER",  # timing-pass pairs run (raised from iters by the sweep's min_timed_s)
     "timed_s": "DOUBLE",  # time inside the timed steps of the timing and op passes
     "wall_s": "DOUBLE",  # the point's wall time in its worker (build or reuse, passes, analyses)
     "build_s": "DOUBLE",  # model build time (0 when a build was reused)

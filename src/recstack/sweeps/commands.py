@@ -59,14 +59,17 @@ class BuildCache:
 _CACHE = BuildCache()  # one per process: a worker, or a Ray worker running many tasks
 
 
-def run_point(cfg: RunConfig, profile_path: str | Path, cache: BuildCache | None = None) -> dict[str, Any]:
+def run_point(cfg: RunConfig, profile_path: str | Path, cache: BuildCache | None = None, *,
+              min_timed_s: float | None = None) -> dict[str, Any]:
     """Profile ``cfg``, save its profile to ``profile_path`` (atomic), return {status, reason, figures, stages}.
 
     A failure (bad input, the memory preflight, an exception in the model) is the result, not an exception.
+    ``min_timed_s``: raise ``iters`` so that the timing pass takes about this long
+    (:mod:`recstack.sweeps.calibrate`; zoo models).
     """
     t0 = time.perf_counter()
     try:
-        prof, build_s = _profile(cfg, cache or _CACHE)
+        prof, build_s = _profile(cfg, cache or _CACHE, min_timed_s)
     except MemoryPreflightError as exc:
         return failed(f"memory preflight: {exc}", time.perf_counter() - t0)
     except RecstackError as exc:
@@ -84,14 +87,20 @@ def run_point(cfg: RunConfig, profile_path: str | Path, cache: BuildCache | None
     return out
 
 
-def _profile(cfg: RunConfig, cache: BuildCache) -> tuple[Any, float]:
+def _profile(cfg: RunConfig, cache: BuildCache, min_timed_s: float | None) -> tuple[Any, float]:
     from recstack import api
 
     if api.is_factory(cfg.model or ""):
         return api.profile_config(cfg), 0.0
     resolved = api.resolve_files(cfg)
     net, spec, build_s = cache.get(cfg)
-    prof = api.profile_built_zoo(net, spec, cfg, resolved=resolved, counters=SWEEP_COUNTERS)
+    run_cfg = cfg
+    if min_timed_s:
+        from recstack.sweeps.calibrate import iters_for, step_seconds
+
+        run_cfg = cfg.updated(iters=iters_for(min_timed_s, step_seconds(net, spec, cfg), cfg.iters))
+    # The profile's run.config is what ran (iters raised); the store row keys the requested config.
+    prof = api.profile_built_zoo(net, spec, run_cfg, resolved=resolved, counters=SWEEP_COUNTERS)
     return prof, build_s
 
 

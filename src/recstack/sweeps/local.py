@@ -53,7 +53,9 @@ def _package_root() -> str:
 class LocalExecutor:
     name = "local"
 
-    def __init__(self, *, parallel: int = 1, timeout_s: float = 600.0, log: str | Path | None = None) -> None:
+    def __init__(self, *, parallel: int = 1, timeout_s: float = 600.0, log: str | Path | None = None,
+                 min_timed_s: float | None = None) -> None:
+        self.min_timed_s = min_timed_s
         self.parallel = max(1, parallel)
         self.timeout_s = timeout_s
         self.log_path = Path(log) if log else None
@@ -137,7 +139,8 @@ class LocalExecutor:
 
     def _submit(self, w: _Worker, job: Job) -> None:
         assert w.proc.stdin is not None
-        req = {"config": job.config.model_dump(mode="json"), "profile_path": job.profile_path}
+        req = {"config": job.config.model_dump(mode="json"), "profile_path": job.profile_path,
+               "min_timed_s": self.min_timed_s}
         w.job, w.started = job, time.monotonic()
         try:
             w.proc.stdin.write((json.dumps(req) + "\n").encode())

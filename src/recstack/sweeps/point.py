@@ -57,6 +57,7 @@ def summarise(prof: Any) -> dict[str, Any]:
         "step_p99_s": lat.get("p99"),
         "throughput": root.extra.get("throughput_samples_per_s"),
         "overhead": ov.get("stage_pass_ratio"),
+        "iters_run": prof.run.get("iters"),
         "timed_s": timed,
         "contended": bool(cont.get("detected")),
         "contention_evidence": "; ".join(str(e) for e in cont.get("evidence", [])[:3]) or None,

@@ -10,9 +10,11 @@ ZOO = ["rmc1", "rmc2", "rmc3", "ncf", "wnd", "mtwnd", "din", "dien"]
 
 PRESETS: dict[str, dict[str, Any]] = {
     # The cross-stack characterisation (Hsia et al., IISWC 2020) on this host: 8 x 5 x 2 x 2 = 160 points.
-    # Fewer timed steps than a single profile's defaults, so that 160 points fit in about 15 minutes on 2 cores.
+    # Each point's timing pass takes about min_timed_s (iters raised for fast steps, docs/sweeps.md), so that
+    # the timed steps outweigh the per-point fixed cost, and 160 points fit in about 15 minutes on 2 cores.
     "characterise": {
         "name": "characterise",
+        "min_timed_s": 3.0,
         "base": {"scale": 0.05, "iters": 10, "warmup": 3, "op_iters": 2},
         "grid": {
             "model": ZOO,

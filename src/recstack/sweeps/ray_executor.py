@@ -33,7 +33,8 @@ from recstack.sweeps.point import failed
 OBJECT_STORE_BYTES = 100 * 1024 * 1024  # results and profiles are small
 
 
-def _task(runner: Callable[..., dict[str, Any]], config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+def _task(runner: Callable[..., dict[str, Any]], config: dict[str, Any],
+          min_timed_s: float | None) -> tuple[dict[str, Any], str | None]:
     """In a Ray worker: run one point; return (result, the profile JSON text or None)."""
     os.environ["RECSTACK_PROGRESS"] = "never"
     from recstack.config.run import RunConfig
@@ -42,7 +43,7 @@ def _task(runner: Callable[..., dict[str, Any]], config: dict[str, Any]) -> tupl
     fd, tmp = tempfile.mkstemp(prefix="recstack-point-", suffix=".json")
     os.close(fd)
     try:
-        result = runner(cfg, tmp)
+        result = runner(cfg, tmp, min_timed_s=min_timed_s)
         text = Path(tmp).read_text(encoding="utf-8") if result["status"] == "ok" else None
     finally:
         Path(tmp).unlink(missing_ok=True)
@@ -54,8 +55,9 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, runner: Callable[..., dict[str, Any]], *, address: str | None = None,
-                 timeout_s: float = 600.0) -> None:
+                 timeout_s: float = 600.0, min_timed_s: float | None = None) -> None:
         self.runner = runner
+        self.min_timed_s = min_timed_s
         self.address = address
         self.timeout_s = timeout_s
 
@@ -93,7 +95,8 @@ class RayExecutor:
 
         def submit(job: Job, first_failure: str | None = None) -> None:
             cpus = min(job.config.threads or 1, capacity)
-            ref = remote.options(num_cpus=cpus).remote(self.runner, job.config.model_dump(mode="json"))
+            ref = remote.options(num_cpus=cpus).remote(self.runner, job.config.model_dump(mode="json"),
+                                                       self.min_timed_s)
             inflight[ref] = (job, time.monotonic(), cpus, first_failure)
 
         while queue or inflight:

@@ -100,7 +100,7 @@ def sweep(
     t0 = time.perf_counter()
     with db.SweepLock(store_path):
         db.migrate(store_path)
-        ex = _executor(executor, address, parallel, timeout_s, store_path, runner)
+        ex = _executor(executor, address, parallel, timeout_s, store_path, runner, sweep_spec.min_timed_s)
         return _run(sweep_spec, configs, store_path, ex, parallel, retry_failed, progress, t0)
 
 
@@ -149,16 +149,17 @@ def _run(spec: SweepSpec, configs: list[RunConfig], store: Path, ex: Any, parall
 
 
 def _executor(name: str, address: str | None, parallel: int, timeout_s: float, store: Path,
-              runner: Callable[..., dict[str, Any]] | None) -> Any:
+              runner: Callable[..., dict[str, Any]] | None, min_timed_s: float | None) -> Any:
     if name == "ray":
         from recstack.sweeps.ray_executor import RayExecutor
 
         if runner is None:
             raise ConfigError("the Ray executor needs the point runner; call recstack.sweep(...)", field="runner")
-        return RayExecutor(runner, address=address, timeout_s=timeout_s)
+        return RayExecutor(runner, address=address, timeout_s=timeout_s, min_timed_s=min_timed_s)
     if address:
         raise ConfigError("--address is for --executor ray", field="--address")
-    return LocalExecutor(parallel=parallel, timeout_s=timeout_s, log=store.parent / "workers.log")
+    return LocalExecutor(parallel=parallel, timeout_s=timeout_s, log=store.parent / "workers.log",
+                         min_timed_s=min_timed_s)
 
 
 def _now() -> dt.datetime:
@@ -193,7 +194,7 @@ def _point_row(job: Job, result: dict[str, Any], sweep_id: str, host: str, commi
     }
     row["started"] = row["finished"] - dt.timedelta(seconds=result.get("wall_s") or 0.0)
     for k in ("cpu_model", "contended", "contention_evidence", "step_p50_s", "step_p90_s", "step_p99_s",
-              "throughput", "overhead", "timed_s", "wall_s", "build_s"):
+              "throughput", "overhead", "iters_run", "timed_s", "wall_s", "build_s"):
         row[k] = result.get(k)
     if result["status"] == "ok":
         row["profile_path"] = str(Path(job.profile_path).relative_to(store.parent))

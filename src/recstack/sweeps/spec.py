@@ -5,6 +5,7 @@
     zip:     {backend: [torch, tbe], table_dtype: [fp32, fp16]}  # lists walked together
     points:  [{model: dien, batch_size: 64}]  # explicit points, added as given (over base)
     exclude: [{model: ncf, batch_size: 256}]  # drop every point matching all of these fields
+    min_timed_s: 3.0                          # optional: time-targeted timing passes (sweeps.calibrate)
 
 Expansion: every grid combination is joined with every zip row (the zip's
 lists have one length), each over ``base``; then ``points`` are added, and
@@ -47,6 +48,9 @@ class SweepSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(None, description="a label for the sweep (stored in the sweeps table)")
+    min_timed_s: float | None = Field(
+        None, gt=0, le=3600, description="raise each point's iters so that its timing pass's steps take about "
+        "this many seconds (recstack.sweeps.calibrate)")
     base: dict[str, Any] = Field(default_factory=dict, description="RunConfig fields every point shares")
     grid: dict[str, list[Any]] = Field(default_factory=dict, description="field -> values (cartesian product)")
     zip: dict[str, list[Any]] = Field(default_factory=dict, description="field -> values, walked together")

@@ -2,7 +2,7 @@
 
 It imports torch once and runs points one after another (keeping the last
 built model, :class:`recstack.sweeps.point.BuildCache`). Protocol: one JSON
-request per line on stdin (``{"config": {...}, "profile_path": "..."}``),
+request per line on stdin (``{"config": {...}, "profile_path": "...", "min_timed_s": ...}``),
 one JSON result per line on the file descriptor that was stdout at start
 (stdout itself is pointed at stderr, so that a model's prints cannot break
 the protocol). The worker exits at end of input, and the kernel kills it when
@@ -34,8 +34,8 @@ def die_with_parent() -> None:
         pass
 
 
-def serve(run: Callable[[Any, str], dict[str, Any]]) -> int:
-    """Answer requests until end of input: ``run(RunConfig, profile_path) -> result dict`` per request."""
+def serve(run: Callable[..., dict[str, Any]]) -> int:
+    """Answer requests until end of input: ``run(RunConfig, profile_path, min_timed_s=...) -> result dict``."""
     out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)
     parent = int(os.environ.get("RECSTACK_SWEEP_PARENT", "0"))
@@ -48,7 +48,8 @@ def serve(run: Callable[[Any, str], dict[str, Any]]) -> int:
         if not line.strip():
             continue
         req = json.loads(line)
-        result = run(RunConfig.model_validate(req["config"]), req["profile_path"])
+        result = run(RunConfig.model_validate(req["config"]), req["profile_path"],
+                     min_timed_s=req.get("min_timed_s"))
         out.write(json.dumps(result, default=str) + "\n")
     return 0
 
