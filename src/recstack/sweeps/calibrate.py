@@ -10,15 +10,15 @@ fewer than the point's own ``iters``, at most :data:`MAX_ITERS`). The point
 keeps its identity (``config_hash`` of the requested config); the store's
 ``iters_run`` column and the profile's ``run.iters`` say how many ran.
 
-The estimate is the median of a few plain steps timed just before the passes;
-on a contended host a step can slow down after it (the point's figures are
-then flagged contended anyway), and the per-point timeout bounds the cost.
+The estimate is the slowest of a few plain steps timed just before the
+passes (a burst of contention then lowers iters rather than raising them); on
+a contended host a step can still slow down after it (the point is then
+flagged contended), and the per-point timeout bounds the cost.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from typing import Any
 
@@ -27,11 +27,11 @@ from recstack.config.run import RunConfig
 MAX_ITERS = 2000  # bounds a point's time when a step is tiny (and the bootstrap's work on the pairs)
 
 
-CALIBRATION_STEPS = 5  # timed after one untimed step; their median is the estimate (robust to one spike)
+CALIBRATION_STEPS = 5  # timed after one untimed step; the slowest is the estimate (errs towards fewer iters)
 
 
 def step_seconds(net: Any, spec: Any, cfg: RunConfig) -> float:
-    """The median of a few plain steps of ``net`` on a batch of ``spec`` at ``cfg``'s batch size (measured)."""
+    """The slowest of a few plain steps of ``net`` on a batch of ``spec`` at ``cfg``'s batch size (measured)."""
     import torch
 
     from recstack.profiling.runner import ProfileOptions, Step
@@ -50,7 +50,7 @@ def step_seconds(net: Any, spec: Any, cfg: RunConfig) -> float:
             t0 = time.perf_counter()
             step.run(batch)
             times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+        return max(times)
     finally:
         torch.set_num_threads(old)
 
