@@ -38,6 +38,7 @@ class SweepProgress:
         self.mode = progress._mode() if enabled else "off"
         self.bar: Any = None
         self.task: Any = None
+        self.skipped = skipped
 
     def __enter__(self) -> SweepProgress:
         if self.mode == "off":
@@ -56,11 +57,14 @@ class SweepProgress:
                 TimeRemainingColumn,
             )
 
-            self.bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
+            label = f"sweep ({self.done} in the store)" if self.done else "sweep"
+            self.bar = Progress(TextColumn(label, markup=False), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(),
                                 TextColumn("ETA"), TimeRemainingColumn(), console=con, transient=True,
                                 refresh_per_second=2, redirect_stderr=False, redirect_stdout=False)
-            self.task = self.bar.add_task("sweep", total=self.total, completed=self.done, failed=0)
+            # The bar counts this run's points only, so that the ETA is not skewed by skipped ones.
+            self.skipped = self.done
+            self.task = self.bar.add_task("sweep", total=self.total - self.done, completed=0, failed=0)
             self.bar.start()
         return self
 
@@ -71,7 +75,7 @@ class SweepProgress:
             return
         progress._file().print(point_line(cfg, result, self.varying, self.done, self.total), markup=False)
         if self.bar is not None:
-            self.bar.update(self.task, completed=self.done, failed=self.failed)
+            self.bar.update(self.task, completed=self.done - self.skipped, failed=self.failed)
 
     def __exit__(self, *exc: Any) -> None:
         if self.bar is not None:
