@@ -202,3 +202,6 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.sharing.commands import register as register_share
 
     register_share(sub)
+    from recstack.sweeps.commands import register as register_sweep
+
+    register_sweep(sub)
