@@ -1,9 +1,7 @@
 """``recstack serve``: open-loop load on a pool of worker processes; ``--search`` for the QPS at a p99 target.
 
-The run options are RunConfig's: the generated flags and their parsing are
-handed in by :func:`recstack.commands.register_all` (``add_run_arguments``,
-``run_config_from_args``; passed, not imported, so that the two command modules
-do not import each other); the serving flags are defined here. ``MODEL`` ``spin`` is the built-in model
+The run options are RunConfig's (generated flags: :func:`recstack.cli_types.add_run_arguments`);
+the serving flags are defined here. ``MODEL`` ``spin`` is the built-in model
 whose every batch busy-waits ``--service-ms``.
 """
 
@@ -12,10 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from typing import Any
 
-from recstack.cli_types import int_at_least, positive_float
+from recstack.cli_types import add_run_arguments, int_at_least, positive_float, run_config_from_args
 from recstack.errors import EXIT_SIGINT, ConfigError, PartialResultsError
 
 
@@ -43,7 +40,7 @@ def _accel(text: str) -> tuple[float, float]:
     return out
 
 
-def add_serve_arguments(p: argparse.ArgumentParser, add_run_arguments: Callable[[Any], None]) -> None:
+def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     add_run_arguments(p)
     p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
     p.add_argument("--qps", type=positive_float("--qps"), default=None,
@@ -128,7 +125,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.output:
         check_writable(args.output, "-o/--output")
-    cfg = args.run_config_from_args(args)
+    cfg = run_config_from_args(args)
     if cfg.model and ":" in cfg.model and cfg.model != "spin":
         from recstack.api import is_factory
 
@@ -228,9 +225,7 @@ def _opts_dict(opts: Any) -> dict[str, Any]:
     return asdict(opts)
 
 
-def register(sub: argparse._SubParsersAction, add_run_arguments: Callable[[Any], None],
-             run_config_from_args: Callable[[argparse.Namespace], Any]) -> None:
-    """``recstack serve``; the RunConfig flags come from ``add_run_arguments`` (see the module docstring)."""
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve a model under open-loop load; --search: QPS at a p99 target")
-    add_serve_arguments(p, add_run_arguments)
-    p.set_defaults(func=cmd_serve, run_config_from_args=run_config_from_args)
+    add_serve_arguments(p)
+    p.set_defaults(func=cmd_serve)

@@ -17,15 +17,15 @@ from typing import Any
 
 from recstack.zoo.config import builtin_names, load_model_config
 
-SKELETON_FIGURES: dict[str, dict[str, Any]] = {'rmc1': {'config_sha256': '2acad667188f8f6558cbcc42d3f9741e5469507f69c1dade9edd9ae047134f08',
+SKELETON_FIGURES: dict[str, dict[str, Any]] = {'rmc1': {'config_sha256': 'c6f52381f94bb2493ccce0add74d6ede69484985fe1eb7940eefb56ba89bb7d1',
           'lookups_per_sample': 640.0,
           'dense_flops_per_sample': 200832,
           'dense_params': 100833},
- 'rmc2': {'config_sha256': '04aafc3dda7ff3bef33ba9642dfa3e322936ca52835cd1551180a1dda74a04a8',
+ 'rmc2': {'config_sha256': '2d1b8723a4645bf640691547ca6217604159f604533d16503fd719fdb1afd806',
           'lookups_per_sample': 3840.0,
           'dense_flops_per_sample': 639104,
           'dense_params': 319937},
- 'rmc3': {'config_sha256': '41bfa2f2cc661094d1bb2e1f326a893832b13829a8c109ac20f06d2c62a5e3b1',
+ 'rmc3': {'config_sha256': '3b48a8043bc46cad5aa6c89871faa57fb870089c0ab8112982d7868e39d75886',
           'lookups_per_sample': 200.0,
           'dense_flops_per_sample': 6406656,
           'dense_params': 3205409},
@@ -41,11 +41,11 @@ SKELETON_FIGURES: dict[str, dict[str, Any]] = {'rmc1': {'config_sha256': '2acad6
            'lookups_per_sample': 43.0,
            'dense_flops_per_sample': 5244160,
            'dense_params': 2624002},
- 'din': {'config_sha256': 'd7d9a14ef5fa6fe8581504e05fd5afb7f46a5353e606110c7245751e237d5f6b',
+ 'din': {'config_sha256': 'ec516520f7f7d135d0027395c4671eaf3a9f4111ef3cb3dc8961e0dcdbe1c20c',
          'lookups_per_sample': 259.0,
          'dense_flops_per_sample': 1635520,
          'dense_params': 45179},
- 'dien': {'config_sha256': '02a8110cfb87a3fcffa884a8edf5586d8f303e1985a56aa48dee7255c34bd5fd',
+ 'dien': {'config_sha256': '4062533ac0cb41a72f142466c04db1a0121f4738d908aa355f65f025475a8b6b',
           'lookups_per_sample': 43.0,
           'dense_flops_per_sample': 3869760,
           'dense_params': 96378}}
