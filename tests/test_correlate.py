@@ -100,8 +100,9 @@ def test_profiles_to_report_plots_and_json(profile_dir, tmp_path):
     assert len(res["findings"]) == len(metrics) and all(s.startswith(tuple(metrics)) for s in res["findings"])
     plots = out.with_name("report_plots")
     assert sorted(p.stem for p in plots.glob("*.png")) == sorted(p.stem for p in plots.glob("*.svg"))
-    assert len(list(plots.glob("*.png"))) == len(metrics)
-    assert (plots / next(iter(plots.glob("*.png"))).name).read_bytes()[:4] == b"\x89PNG"
+    assert len(list(plots.glob("*.png"))) == len(metrics) + 1  # one per metric, and the models' colour key
+    assert (plots / "legend.png").read_bytes()[:4] == b"\x89PNG"
+    assert "<svg" in (plots / "share_embedding__" f"{metrics['share:embedding']['top']}.svg").read_text()
     assert "single feature dominates" in r.stdout or "dominated by" in r.stdout
 
 

@@ -9,6 +9,7 @@ a profile has them, per-stage hardware counters.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -58,8 +59,16 @@ def interaction_type(cfg: Any) -> str:
 
 def architecture_features(cfg: Any, batch_size: int) -> dict[str, float]:
     """Analytic features of a model config (no tables allocated; see NUMERIC_FEATURES)."""
-    from recstack.zoo.build import summary
+    return {**_config_features(cfg.model_dump_json()), "batch_size": float(batch_size)}
 
+
+@functools.lru_cache(maxsize=256)
+def _config_features(cfg_json: str) -> dict[str, float]:
+    """The batch-independent features of one config (cached: a sweep has many points per model)."""
+    from recstack.zoo.build import summary
+    from recstack.zoo.config import ModelConfig
+
+    cfg = ModelConfig.model_validate_json(cfg_json)
     s = summary(cfg)
     tables = cfg.resolved_tables()
     seq = [t.pooling for t in tables if t.kind == "sequence"]
@@ -76,7 +85,6 @@ def architecture_features(cfg: Any, batch_size: int) -> dict[str, float]:
         "attention": float(cfg.arch in ATTENTION_ARCHS),
         "recurrent": float(cfg.arch in RECURRENT_ARCHS),
         "params": float(s["params"]),
-        "batch_size": float(batch_size),
     }
 
 

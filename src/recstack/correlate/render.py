@@ -45,18 +45,48 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
 
 
-def scatter_figure(points: list[Point], feature: str, metric: str, result: MetricResult):
-    """A matplotlib figure: metric against feature, one marker colour per model, rho and interval in the title."""
+def _matplotlib():
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text in the SVG (smaller, and much faster)
+    return matplotlib
+
+
+def model_colours(models: list[str]) -> dict[str, str]:
+    """One marker colour per model (tab20, in model order), shared by every plot and the legend."""
+    cmap = _matplotlib().colormaps["tab20"]
+    return {m: matplotlib_hex(cmap(i % 20)) for i, m in enumerate(models)}
+
+
+def matplotlib_hex(rgba: tuple[float, ...]) -> str:
+    return "#" + "".join(f"{int(round(255 * c)):02x}" for c in rgba[:3])
+
+
+def legend_figure(colours: dict[str, str]):
+    """The models' colour key (one figure for every plot: a legend in each would double the drawing time)."""
     from matplotlib.figure import Figure
 
+    _matplotlib()
+    fig = Figure(figsize=(4.2, 0.25 + 0.18 * ((len(colours) + 2) // 3)), dpi=90)
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_axis_off()
+    for i, (m, c) in enumerate(colours.items()):
+        x, y = (i % 3) / 3 + 0.02, 1 - (i // 3 + 0.8) / ((len(colours) + 2) // 3 + 0.5)
+        ax.scatter([x], [y], s=22, color=c, transform=ax.transAxes)
+        ax.text(x + 0.03, y, m, fontsize=7, va="center", transform=ax.transAxes)
+    return fig
+
+
+def scatter_figure(points: list[Point], feature: str, metric: str, result: MetricResult, colours: dict[str, str]):
+    """A matplotlib figure: metric against feature, one marker colour per model, rho and interval in the title."""
+    from matplotlib.figure import Figure
+
+    _matplotlib()
     fig = Figure(figsize=(4.2, 3.2), dpi=90)
+    fig.subplots_adjust(left=0.17, bottom=0.15, right=0.97, top=0.9)
     ax = fig.add_subplot()
-    models = sorted({p.model for p in points})
-    cmap = matplotlib.colormaps["tab20"]
-    for i, m in enumerate(models):
+    for m, colour in colours.items():
         xs, ys = [], []
         for p in points:
             if p.model != m or metric not in p.metrics:
@@ -65,15 +95,13 @@ def scatter_figure(points: list[Point], feature: str, metric: str, result: Metri
                       else p.features[feature])
             ys.append(p.metrics[metric])
         if xs:
-            ax.scatter(xs, ys, s=22, color=cmap(i % 20), label=m)
+            ax.scatter(xs, ys, s=22, color=colour)
     if feature in LOG_FEATURES:
         ax.set_xscale("log")
     ax.set_xlabel(feature)
     ax.set_ylabel(metric)
     ax.set_title(f"rho {result.rho[feature]:+.2f} [{result.low[feature]:+.2f}, {result.high[feature]:+.2f}]",
                  fontsize=9)
-    ax.legend(fontsize=6, ncol=2, frameon=False)
-    fig.tight_layout()
     return fig
 
 
@@ -84,23 +112,29 @@ def _svg(fig) -> str:
     return text[text.index("<svg"):]
 
 
-def write_plots(points: list[Point], corr: Correlation, folder: Path) -> list[tuple[MetricResult, str, str]]:
-    """PNG and SVG of each metric against its top feature in ``folder``; returns (result, feature, inline svg)."""
+def _save(fig, stem: Path) -> str:
+    """Write ``stem``.svg and ``stem``.png; return the SVG markup (for inlining)."""
+    svg = _svg(fig)
+    atomic_write_text(stem.with_suffix(".svg"), svg)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    atomic_write_bytes(stem.with_suffix(".png"), buf.getvalue())
+    return svg
+
+
+def write_plots(points: list[Point], corr: Correlation, folder: Path) -> list[tuple[MetricResult | None, str, str]]:
+    """PNG and SVG of each metric against its top feature in ``folder``, and the models' colour key
+    (``legend``; first, with result None); returns (result, feature, inline svg) per plot."""
     folder.mkdir(parents=True, exist_ok=True)
-    out = []
+    colours = model_colours(corr.models)
+    out: list[tuple[MetricResult | None, str, str]] = [(None, "", _save(legend_figure(colours), folder / "legend"))]
     for m in corr.metrics:
-        fig = scatter_figure(points, m.top, m.metric, m)
-        stem = folder / f"{slug(m.metric)}__{slug(m.top)}"
-        svg = _svg(fig)
-        atomic_write_text(stem.with_suffix(".svg"), svg)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        atomic_write_bytes(stem.with_suffix(".png"), buf.getvalue())
-        out.append((m, m.top, svg))
+        fig = scatter_figure(points, m.top, m.metric, m, colours)
+        out.append((m, m.top, _save(fig, folder / f"{slug(m.metric)}__{slug(m.top)}")))
     return out
 
 
-def render_html(points: list[Point], corr: Correlation, plots: list[tuple[MetricResult, str, str]]) -> str:
+def render_html(points: list[Point], corr: Correlation, plots: list[tuple[MetricResult | None, str, str]]) -> str:
     """The offline report page (no scripts or network: tables and inline SVG only)."""
     feats = corr.features
     head = "".join(f"<th title='{_esc(f)}'>{_esc(f)}</th>" for f in feats)
@@ -119,8 +153,9 @@ def render_html(points: list[Point], corr: Correlation, plots: list[tuple[Metric
         for m in corr.metrics if m.cv_r2 is not None
     )
     findings = "".join(f"<li>{_esc(s)}</li>" for s in corr.findings())
+    legend = "".join(svg for m, _f, svg in plots if m is None)
     figs = "".join(f"<div class='plot' data-metric='{_esc(m.metric)}' data-feature='{_esc(f)}'>{svg}</div>"
-                   for m, f, svg in plots)
+                   for m, f, svg in plots if m is not None)
     pts = "".join(
         f"<tr><td class='name'>{_esc(p.model)}</td><td>{p.batch_size}</td><td class='name'>{_esc(p.backend)}</td>"
         f"<td class='name'>{_esc(p.mode)}</td><td class='name'>{_esc(p.interaction)}</td></tr>"
@@ -142,7 +177,8 @@ models, intervals are wide and the chosen alpha's R^2 is optimistic; see docs/co
 <table id='rho'><tr><th class='name'>metric</th><th>models</th>{head}</tr>{''.join(rows)}</table>
 <h2>Ridge regression</h2>
 <table id='fits'><tr><th class='name'>metric</th><th>LOMO R^2</th><th>alpha</th><th class='name'>largest standardised coefficients</th></tr>{fits}</table>
-<h2>Each metric against its strongest feature</h2><div class='plots' id='plots'>{figs}</div>
+<h2>Each metric against its strongest feature</h2><div id='legend'>{legend}</div>
+<div class='plots' id='plots'>{figs}</div>
 <h2>Not analysed</h2><ul id='skipped'>{skipped or '<li>none</li>'}</ul>
 <h2>Points</h2><table id='points'><tr><th class='name'>model</th><th>batch</th><th class='name'>backend</th>
 <th class='name'>mode</th><th class='name'>interaction</th></tr>{pts}</table>

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
 
 from recstack.correlate.points import NUMERIC_FEATURES, Point
 
@@ -93,38 +92,69 @@ def feature_matrix(points: list[Point]) -> tuple[list[str], np.ndarray]:
     return names, np.asarray(rows, dtype=np.float64)
 
 
-def _spearman_columns(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Spearman's rho of each column of ``x`` with ``y`` (average ranks for ties; nan for a constant column)."""
-    rx = rankdata(x, axis=0)
-    ry = rankdata(y)
-    rx = rx - rx.mean(axis=0)
-    ry = ry - ry.mean()
-    den = np.sqrt((rx**2).sum(axis=0) * (ry**2).sum())
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, (rx * ry[:, None]).sum(axis=0) / np.where(den > 0, den, 1.0), np.nan)
+def weighted_ranks(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Average ranks of ``values`` [n] in each multiset ``weights`` [B, n] (point i taken weights[b, i] times).
+
+    For integer weights this equals ranking the resampled points themselves (ties share their average
+    rank), so one vectorised pass covers every bootstrap resample.
+    """
+    uniq, inv = np.unique(values, return_inverse=True)
+    onehot = np.zeros((values.size, uniq.size))
+    onehot[np.arange(values.size), inv] = 1.0
+    per_value = weights @ onehot  # [B, distinct values]: copies of each value
+    below = np.cumsum(per_value, axis=1) - per_value
+    return (below + (per_value + 1.0) / 2.0)[:, inv]
 
 
-def _ridge_loo_models(x: np.ndarray, y: np.ndarray, groups: np.ndarray) -> tuple[float, float, np.ndarray]:
-    """Ridge on standardised features: alpha with the best leave-one-model-out R^2; that R^2; coefficients."""
-    from sklearn.linear_model import Ridge
-    from sklearn.model_selection import LeaveOneGroupOut, cross_val_predict
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+def weighted_spearman(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Spearman's rho [B, features] of each column of ``x`` [n, F] with ``y`` [n] in each weighted multiset.
 
-    keep = np.nanstd(x, axis=0) > 0
+    nan where a feature (or the metric) is constant in that multiset.
+    """
+    w = weights
+    total = w.sum(axis=1, keepdims=True)
+    ry = weighted_ranks(y, w)
+    ry = ry - (w * ry).sum(axis=1, keepdims=True) / total
+    vy = (w * ry * ry).sum(axis=1)
+    out = np.empty((w.shape[0], x.shape[1]))
+    for j in range(x.shape[1]):
+        rx = weighted_ranks(x[:, j], w)
+        rx = rx - (w * rx).sum(axis=1, keepdims=True) / total
+        den = np.sqrt((w * rx * rx).sum(axis=1) * vy)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[:, j] = np.where(den > 1e-12, (w * rx * ry).sum(axis=1) / np.where(den > 1e-12, den, 1.0), np.nan)
+    return out
+
+
+def _ridge(x: np.ndarray, y: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Ridge on standardised columns: (mean, scale, coefficients, intercept); closed form."""
+    mu, sd = x.mean(axis=0), x.std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    z = (x - mu) / sd
+    ym = y.mean()
+    coef = np.linalg.solve(z.T @ z + alpha * np.eye(z.shape[1]), z.T @ (y - ym))
+    return mu, sd, coef, ym
+
+
+def ridge_leave_one_model_out(x: np.ndarray, y: np.ndarray, groups: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """Ridge regression on standardised features: the alpha (of ALPHAS) with the best leave-one-model-out R^2,
+    that R^2 (predictions for each model from a fit without it), and the coefficients fit on every point."""
+    keep = x.std(axis=0) > 0
     xs = x[:, keep]
-    best: tuple[float, float] | None = None
     ss = float(((y - y.mean()) ** 2).sum())
+    best: tuple[float, float] | None = None
     for alpha in ALPHAS:
-        model = make_pipeline(StandardScaler(), Ridge(alpha=alpha))
-        pred = cross_val_predict(model, xs, y, groups=groups, cv=LeaveOneGroupOut())
+        pred = np.empty_like(y)
+        for g in np.unique(groups):
+            test = groups == g
+            mu, sd, coef, ym = _ridge(xs[~test], y[~test], alpha)
+            pred[test] = ((xs[test] - mu) / sd) @ coef + ym
         r2 = 1.0 - float(((y - pred) ** 2).sum()) / ss if ss > 0 else math.nan
         if best is None or r2 > best[1]:
             best = (alpha, r2)
     assert best is not None
-    fit = make_pipeline(StandardScaler(), Ridge(alpha=best[0])).fit(xs, y)
-    coef = np.full(x.shape[1], 0.0)
-    coef[keep] = fit[-1].coef_
+    coef = np.zeros(x.shape[1])
+    coef[keep] = _ridge(xs, y, best[0])[2]
     return best[0], best[1], coef
 
 
@@ -144,17 +174,15 @@ def correlate(points: list[Point], *, bootstrap: int = BOOTSTRAP, seed: int = 0)
             skipped[metric] = f"{len(have)} models with a value" if len(have) < MIN_MODELS else "constant"
             continue
         xm, ym, gm = x[ok], y[ok], model_of[ok]
-        rho = _spearman_columns(xm, ym)
+        rho = weighted_spearman(xm, ym, np.ones((1, ym.size)))[0]
         if not np.isfinite(rho).any():
             skipped[metric] = "no feature varies where the metric is known"
             continue
-        rows_of = [np.flatnonzero(gm == g) for g in have]
-        # the same seed gives every metric the same model draws (over the models that have it)
+        # resample models with replacement: each point weighs as often as its model was drawn
         draws = np.random.default_rng(seed).integers(0, len(have), (bootstrap, len(have)))
-        boot = np.full((bootstrap, len(names)), np.nan)
-        for b, draw in enumerate(draws):
-            idx = np.concatenate([rows_of[i] for i in draw])
-            boot[b] = _spearman_columns(xm[idx], ym[idx])
+        copies = np.zeros((bootstrap, len(have)))
+        np.add.at(copies, (np.repeat(np.arange(bootstrap), len(have)), draws.ravel()), 1.0)
+        boot = weighted_spearman(xm, ym, copies[:, np.searchsorted(have, gm)])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a feature constant in every resample: nan
             lo = np.nanquantile(boot, alpha, axis=0)
@@ -174,7 +202,7 @@ def correlate(points: list[Point], *, bootstrap: int = BOOTSTRAP, seed: int = 0)
             dominant=bool(share[top] >= DOMINANT_TOP_SHARE and (lo[top] > 0 or hi[top] < 0)),
         )
         if len(have) >= MIN_MODELS:
-            a, r2, coef = _ridge_loo_models(np.nan_to_num(xm), ym, gm)
+            a, r2, coef = ridge_leave_one_model_out(np.nan_to_num(xm), ym, gm)
             res.ridge_alpha, res.cv_r2 = a, r2
             res.coefficients = dict(zip(names, coef.tolist(), strict=True))
         results.append(res)
