@@ -273,10 +273,26 @@ def load_store(path: str) -> list[Point]:
     return points
 
 
+def by_mode(points: list[Point]) -> list[Point]:
+    """Make metrics comparable across models: a stage a model does not have takes 0% of its step, and when
+    the points mix inference and training, every metric is named per mode (``train:share:backward``), so
+    that a training step's shares are never ranked against an inference step's."""
+    modes = sorted({p.mode for p in points})
+    shares: dict[str, set[str]] = {}
+    for p in points:
+        shares.setdefault(p.mode, set()).update(k for k in p.metrics if k.startswith("share:"))
+    for p in points:
+        for k in shares[p.mode]:
+            p.metrics.setdefault(k, 0.0)
+        if len(modes) > 1:
+            p.metrics = {f"{p.mode}:{k}": v for k, v in p.metrics.items()}
+    return points
+
+
 def load_points(inputs: list[str]) -> list[Point]:
-    """A store (one DuckDB file) or profiles (files and folders)."""
+    """A store (one DuckDB file) or profiles (files and folders), metrics made comparable (:func:`by_mode`)."""
     if len(inputs) == 1 and is_store(inputs[0]):
-        return load_store(inputs[0])
+        return by_mode(load_store(inputs[0]))
     if any(is_store(i) for i in inputs):
         raise ConfigError("give one store, or profile files and folders, not both", field="INPUT")
-    return load_profiles(inputs)
+    return by_mode(load_profiles(inputs))
