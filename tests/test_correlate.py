@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from _batches import raw_batch
+from _machines import synthetic_machine
 
 import recstack
 from recstack.analysis.roofline import classify
@@ -29,10 +30,8 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 @pytest.fixture(scope="module")
 def profile_dir(tmp_path_factory) -> Path:
-    """Five zoo models, tiny, at two batch sizes, classified against this host's tiny machine figures."""
-    from recstack.hardware.machine import measure_machine
-
-    machine = measure_machine(tiny=True)
+    """Four zoo models, tiny, at two batch sizes, classified against the shared synthetic machine file."""
+    machine = synthetic_machine()
     out = tmp_path_factory.mktemp("profiles")
     for name in MODELS:
         model = build_model(name, scale=0.0005)
