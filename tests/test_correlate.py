@@ -215,3 +215,18 @@ def test_report_in_a_headless_browser(profile_dir, tmp_path):
         assert "resamples" in drv.find_element(By.ID, "method").text
     finally:
         drv.quit()
+
+
+def test_mixed_modes_are_named_per_mode_and_absent_stages_count_as_zero():
+    from recstack.correlate.points import by_mode
+
+    cfg = resolve_config("rmc1")
+    pts = [
+        Point("a", 64, "torch", "inference", "a", architecture_features(cfg, 64), {"share:embedding": 0.5}),
+        Point("b", 64, "torch", "inference", "b", architecture_features(cfg, 64), {"share:sequence": 0.4}),
+        Point("a", 64, "torch", "train", "c", architecture_features(cfg, 64), {"share:backward": 0.6}),
+    ]
+    by_mode(pts)
+    assert pts[0].metrics == {"inference:share:embedding": 0.5, "inference:share:sequence": 0.0}
+    assert pts[1].metrics == {"inference:share:embedding": 0.0, "inference:share:sequence": 0.4}
+    assert pts[2].metrics == {"train:share:backward": 0.6}  # training shares are never mixed with inference
