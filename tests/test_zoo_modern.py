@@ -167,3 +167,10 @@ def test_production_workload_gives_multi_hot_and_sequence_length_distributions()
     assert 1 <= int(lens.min()) and int(lens.max()) <= 128 and len(set(lens.tolist())) > 10
     with torch.no_grad():
         assert hstu(bound.batch(16)).shape == (16, 16)
+
+
+def test_in_batch_scores_grow_with_the_square_of_the_batch():
+    cfg = resolve_config("twotower", TINY)
+    small = memory_estimate(cfg, BuildOptions(batch_size=1024)).activations
+    large = memory_estimate(cfg, BuildOptions(batch_size=65536)).activations
+    assert large - 64 * small >= (65536**2 - 64 * 1024**2) * 4  # the [B, B] fp32 score matrix

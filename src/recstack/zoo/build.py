@@ -132,6 +132,7 @@ def batch_shape(cfg: ModelConfig, workload: WorkloadSpec | None = None) -> Batch
         dense=skel.num_dense,
         tasks=skel.num_tasks,
         activations=emb_out + _layer_outputs(cfg, seq_len),
+        pairwise=1.0 if cfg.arch in ("twotower", "hstu") else 0.0,  # the [B, B] in-batch score matrix
     )
 
 
