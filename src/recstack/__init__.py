@@ -15,12 +15,16 @@ __all__ = [
     "__version__",
     "profile",
     "profile_zoo",
+    "results",
+    "sweep",
 ]
 
 if TYPE_CHECKING:
+    from recstack import results
     from recstack.api import profile, profile_zoo
     from recstack.config.run import RunConfig
     from recstack.errors import ConfigError, RecstackError, UserCodeError
+    from recstack.sweeps.commands import sweep
     from recstack.tree import Profile
 
 # Lazy: `import recstack` stays light (the CLI's startup, `zoo list`, need no torch).
@@ -32,12 +36,15 @@ _LAZY = {
     "ConfigError": "recstack.errors",
     "RecstackError": "recstack.errors",
     "UserCodeError": "recstack.errors",
+    "sweep": "recstack.sweeps.commands",
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name == "results":  # a module: recstack.results.load(STORE)
+        return importlib.import_module("recstack.results")
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'recstack' has no attribute {name!r}")

@@ -93,24 +93,51 @@ def profile_zoo(
         raise ConfigError("give a zoo id (rmc1 ... dien, dlrmv2 ... hstu) or a model YAML file", field="model")
     _check_keywords(num_batches=num_batches, run_info=run_info, trace=trace, cost_model=cost_model,
                     counters=counters)
-    from recstack.workload import bind, load_workload
-    from recstack.zoo import BuildOptions, build_model
-
     # Validate every input file before the (possibly minutes-long) model build.
     resolved = _resolve_files(cfg)
+    net, spec = build_zoo(cfg)
+    return profile_built_zoo(net, spec, cfg, num_batches=num_batches, run_info=run_info, trace=trace,
+                             cost_model=cost_model, counters=counters, resolved=resolved)
+
+
+def build_zoo(cfg: RunConfig) -> tuple[Any, Any]:
+    """Build the zoo model and load the workload spec ``cfg`` names (memory preflight at ``cfg.batch_size``).
+
+    A model built here may be profiled again at other batch sizes and thread counts
+    (:func:`profile_built_zoo`; the sweep does) as long as the build fields agree.
+    """
+    from recstack.workload import load_workload
+    from recstack.zoo import build_model
+
     spec = load_workload(cfg.workload)
-    build = BuildOptions(
-        backend=cfg.backend,
-        mode=cfg.mode,
-        table_dtype=cfg.table_dtype,
-        optimizer=cfg.optimizer,
-        learning_rate=cfg.learning_rate,
-        seed=cfg.seed,
-        tasks=cfg.tasks,
-        batch_size=cfg.batch_size,
-    )
     with progress.phase("model build"):
-        net = build_model(cfg.model, scale=cfg.scale, options=build, workload=spec)
+        net = build_model(cfg.model, scale=cfg.scale, options=zoo_build_options(cfg), workload=spec)
+    return net, spec
+
+
+def zoo_build_options(cfg: RunConfig) -> Any:
+    """The zoo BuildOptions of a run config."""
+    from recstack.zoo import BuildOptions
+
+    return BuildOptions(backend=cfg.backend, mode=cfg.mode, table_dtype=cfg.table_dtype, optimizer=cfg.optimizer,
+                        learning_rate=cfg.learning_rate, seed=cfg.seed, tasks=cfg.tasks, batch_size=cfg.batch_size)
+
+
+def profile_built_zoo(
+    net: Any,
+    spec: Any,
+    cfg: RunConfig,
+    *,
+    num_batches: int = 4,
+    run_info: dict[str, Any] | None = None,
+    trace: str | Path | None = None,
+    cost_model: bool = True,
+    counters: bool = True,
+    resolved: Resolved | None = None,
+) -> Profile:
+    """Profile a zoo model built by :func:`build_zoo` on the workload ``spec`` with the run options of ``cfg``."""
+    from recstack.workload import bind
+
     bound = bind(spec, net.features(), net.num_dense, net.num_tasks)
     info = {
         "model": net.cfg.name,
@@ -203,6 +230,9 @@ def _resolve_files(cfg: RunConfig) -> Resolved:
         rules = parse_config(StageRules, cfg.stage_rules, source="stage_rules")
     machine, machine_file = machine_with_file(cfg.machine)
     return rules, machine, machine_file
+
+
+resolve_files = _resolve_files  # public name: the sweep resolves a point's files before reusing a build
 
 
 def _check_keywords(**kw: Any) -> None:

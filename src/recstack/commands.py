@@ -13,100 +13,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-import types
-import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from recstack.cli_types import Parser, config_type, int_at_least
-from recstack.config.run import RunConfig, field_range
+from recstack.cli_types import (  # the generated run options live there (package commands reuse them)
+    Parser,
+    add_run_arguments,
+    cli_default,  # noqa: F401  (re-exported: recstack.commands kept its names)
+    cli_name,
+    config_type,
+    flag_of,  # noqa: F401
+    int_at_least,
+    run_config_from_args,
+)
+from recstack.config.run import RunConfig
 from recstack.errors import ConfigError, ContendedRunError, RecstackError
-
-
-# -- generated run options ----------------------------------------------------------
-def flag_of(field: str) -> str:
-    """The CLI flag of a RunConfig field: ``batch_size`` -> ``--batch-size``."""
-    return "--" + field.replace("_", "-")
-
-
-def cli_name(field: str) -> str:
-    """How an error names a RunConfig field on the command line: its flag, or MODEL for the positional."""
-    return "MODEL" if (_cli_meta(field) or {}).get("positional") else flag_of(field)
-
-
-def _cli_meta(field: str) -> dict[str, Any] | None:
-    extra = RunConfig.model_fields[field].json_schema_extra or {}
-    cli = extra.get("cli", {}) if isinstance(extra, dict) else {}
-    return None if cli is False else dict(cli)
-
-
-def _kinds(annotation: Any) -> list[Any]:
-    """The member types of an annotation (``int | None`` -> [int]); Literal stays whole."""
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        return [k for a in typing.get_args(annotation) for k in _kinds(a)]
-    return [] if annotation is type(None) else [annotation]
-
-
-def _parse_as(kind: Any, flag: str) -> Any:
-    def parse(text: str) -> Any:
-        try:
-            return kind(text)
-        except ValueError:
-            what = "an integer" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"must be {what} (got {text!r})") from None
-
-    return parse
-
-
-def cli_default(field: str) -> Any:
-    """The default the CLI shows and uses: the field's, unless its ``cli`` metadata says otherwise."""
-    meta = _cli_meta(field) or {}
-    return meta["default"] if "default" in meta else RunConfig.model_fields[field].default
-
-
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """One argument per RunConfig field. Values not given stay absent (argparse.SUPPRESS),
-    so that ``--config`` values are overridden only by flags really given."""
-    for name, info in RunConfig.model_fields.items():
-        meta = _cli_meta(name)
-        if meta is None:
-            continue
-        default = cli_default(name)
-        extras = [f"default: {default}"] if default is not None else []
-        allowed = field_range(name)
-        if allowed:
-            extras.append(f"allowed: {allowed}")
-        help_text = (info.description or "").replace("%", "%%") + (f" ({'; '.join(extras)})" if extras else "")
-        if meta.get("positional"):
-            parser.add_argument(name, nargs="?", default=argparse.SUPPRESS, metavar=meta.get("metavar"), help=help_text)
-            continue
-        kw: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": help_text}
-        kinds = _kinds(info.annotation)
-        literal = next((k for k in kinds if typing.get_origin(k) is Literal), None)
-        if literal is not None:
-            kw["choices"] = list(typing.get_args(literal))
-        elif bool in kinds:
-            kw["action"] = argparse.BooleanOptionalAction
-        elif int in kinds:
-            kw["type"] = _parse_as(int, flag_of(name))
-        elif float in kinds:
-            kw["type"] = _parse_as(float, flag_of(name))
-        if "metavar" in meta:
-            kw["metavar"] = meta["metavar"]
-        parser.add_argument(flag_of(name), **kw)
-
-
-def run_config_from_args(args: argparse.Namespace) -> RunConfig:
-    """The RunConfig of a parsed command line: CLI defaults, then ``--config`` YAML, then the flags given."""
-    given = {n: getattr(args, n) for n in RunConfig.model_fields if hasattr(args, n)}
-    base = {n: cli_default(n) for n in RunConfig.model_fields if "default" in (_cli_meta(n) or {})}
-    if getattr(args, "config", None):
-        base.update(RunConfig.from_yaml(args.config).model_dump(exclude_unset=True))
-    cfg = RunConfig.build(base, given, name=cli_name)
-    if cfg.model is None:
-        raise ConfigError("give a zoo id (rmc1 ... dien), a model YAML or package.module:factory, "
-                          "or a --config whose model: names one", field="MODEL")
-    return cfg
 
 
 # -- profile ------------------------------------------------------------------------------
@@ -281,3 +202,9 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.correlate.commands import register as register_correlate
 
     register_correlate(sub)
+    from recstack.sharing.commands import register as register_share
+
+    register_share(sub)
+    from recstack.sweeps.commands import register as register_sweep
+
+    register_sweep(sub)

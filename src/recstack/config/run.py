@@ -1,7 +1,7 @@
 """RunConfig: every option of one profiling run, typed, documented and validated in one place.
 
 The CLI flags of ``recstack profile`` are generated from these fields
-(:func:`recstack.commands.add_run_arguments`), the Python API takes them as
+(:func:`recstack.cli_types.add_run_arguments`), the Python API takes them as
 ``config=`` or keyword overrides, ``recstack profile --config run.yaml`` loads
 them from YAML, and the profile stores them whole as ``run.config``.
 

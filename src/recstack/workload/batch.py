@@ -22,7 +22,9 @@ class FeatureRequest:
     ``pooling``: mean IDs per sample for a ``pooled`` feature (multi-hot bag), or
     the default length of a ``sequence`` feature. ``max_length`` caps sequences
     (and bags, when set). ``fixed_length``: the model needs exactly ``pooling``
-    IDs per sample (e.g. a fixed 40-step sequence).
+    IDs per sample (e.g. a fixed 40-step sequence). ``side``: ``request`` for a
+    feature of the request (user, context: the same for every candidate of a
+    ranking request), ``candidate`` (the default) for a feature of the item scored.
     """
 
     name: str
@@ -31,6 +33,7 @@ class FeatureRequest:
     kind: Literal["pooled", "sequence"] = "pooled"
     max_length: int | None = None
     fixed_length: bool = False
+    side: Literal["request", "candidate"] = "candidate"
 
 
 @dataclass
@@ -48,6 +51,9 @@ class RawBatch:
     dense: torch.Tensor | None  # float32 [B, num_dense] or None
     sparse: dict[str, SparseInput] = field(default_factory=dict)
     labels: torch.Tensor | None = None  # float32 [B, num_tasks], for training
+    # Candidates per request (int64 [R], summing to B) when the rows are R ranking requests in order,
+    # each request's candidates adjacent (recstack.workload.requests); None: independent samples.
+    request_sizes: torch.Tensor | None = None
 
     @property
     def batch_size(self) -> int:

@@ -126,6 +126,7 @@ class ResolvedFeature:
     sampler: IdSampler
     lengths: LengthModel
     source: str
+    side: Literal["request", "candidate"] = "candidate"
 
     def describe(self) -> dict[str, Any]:
         dist = self.sampler.dist
@@ -134,6 +135,7 @@ class ResolvedFeature:
         return {
             "name": self.name,
             "kind": self.kind,
+            "side": self.side,
             "source": self.source,
             "id_range": self.id_range,
             "rows_used": support,
@@ -196,7 +198,7 @@ def resolve_population_feature(
     scatter = affine_params(n, rng) if population.scatter and not isinstance(ids, UniformIds) else None
     sampler = IdSampler(rank_distribution(ids, n), n, scatter)
     lengths = _lengths_for(request, population_lengths(population, request.pooling))
-    return ResolvedFeature(request.name, request.kind, n, ids_desc, sampler, lengths, source)
+    return ResolvedFeature(request.name, request.kind, n, ids_desc, sampler, lengths, source, request.side)
 
 
 def resolve_spec_feature(
@@ -212,7 +214,8 @@ def resolve_spec_feature(
     lengths = _lengths_for(request, spec_feature.pooling)
     ids_desc = ids.model_dump(mode="json")
     return ResolvedFeature(
-        request.name, request.kind, n, ids_desc, sampler, lengths, f"spec feature {spec_feature.name!r}"
+        request.name, request.kind, n, ids_desc, sampler, lengths, f"spec feature {spec_feature.name!r}",
+        spec_feature.side or request.side,
     )
 
 

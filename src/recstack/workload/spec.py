@@ -175,6 +175,8 @@ class FeatureSpec(_Model):
     ``cardinality``: rows the IDs span (None: the model feature's whole id_range; when
     bound, capped at the id_range). ``pooling``: per-sample lengths (None: the model
     feature's own pooling, fixed). ``scatter``: spread hot rows over the id_range.
+    ``side``: ``request`` (the same for every candidate of a ranking request) or
+    ``candidate``; None (the default): the model feature's own side.
     """
 
     name: str = Field(min_length=1, max_length=200)
@@ -182,6 +184,7 @@ class FeatureSpec(_Model):
     ids: IdDist = UniformIds()
     pooling: SizeDist | None = None
     scatter: bool = True
+    side: Literal["request", "candidate"] | None = None
     observed: Observed | None = None
 
 
@@ -194,9 +197,13 @@ class DenseFeature(_Model):
 
 
 class DenseSpec(_Model):
-    """Dense features: ``features`` (fitted columns, cycled over the model's dense width) or ``default``."""
+    """Dense features: ``features`` (fitted columns, cycled over the model's dense width) or ``default``.
+
+    ``side``: whether the dense vector belongs to the ranking request or to the candidate (default).
+    """
 
     default: DistLike = Normal(kind="normal", mean=0.0, std=1.0)
+    side: Literal["request", "candidate"] = "candidate"
     features: list[DenseFeature] = Field(default_factory=list)
 
 

@@ -62,6 +62,12 @@ class TableGroup(_Strict):
     kind: Literal["pooled", "sequence"] = "pooled"
     max_length: int | None = Field(default=None, gt=0, le=SIZE_MAX)
     fixed_length: bool = False
+    side: Literal["request", "candidate"] = Field(
+        default="candidate", description="request: a feature of the ranking request (user, context)"
+    )
+    request_count: int = Field(
+        default=0, ge=0, le=TABLE_COUNT_MAX, description="the first request_count tables of the group are request-side"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> TableGroup:
@@ -69,6 +75,8 @@ class TableGroup(_Strict):
             raise ValueError("a sequence table needs max_length (the longest sequence)")
         if self.max_length is not None and self.pooling > self.max_length:
             raise ValueError(f"pooling {self.pooling} exceeds max_length {self.max_length}")
+        if self.request_count > self.count:
+            raise ValueError(f"request_count {self.request_count} exceeds count {self.count}")
         if self.count > 1 and self.feature is not None:
             raise ValueError("feature cannot be shared by a group of tables (count > 1); drop 'feature'")
         return self
@@ -85,6 +93,7 @@ class Table(_Strict):
     kind: Literal["pooled", "sequence"] = "pooled"
     max_length: int | None = None
     fixed_length: bool = False
+    side: Literal["request", "candidate"] = "candidate"
 
     @property
     def bytes_fp32(self) -> int:
@@ -170,7 +179,7 @@ class ModelConfig(_Strict):
         out: list[Table] = []
         for g in self.tables:
             names = [g.name] if g.count == 1 else [f"{g.name}_{i}" for i in range(g.count)]
-            for n in names:
+            for i, n in enumerate(names):
                 rows = max(1, math.ceil(g.rows * self.scale))
                 out.append(
                     Table(
@@ -182,6 +191,7 @@ class ModelConfig(_Strict):
                         kind=g.kind,
                         max_length=g.max_length,
                         fixed_length=g.fixed_length,
+                        side="request" if i < g.request_count else g.side,
                     )
                 )
         seen: set[str] = set()

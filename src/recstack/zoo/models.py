@@ -72,6 +72,12 @@ class RecModel(nn.Module):
         feats: dict[str, FeatureRequest] = {}
         for t in self.tables:
             prev = feats.get(t.feature)
+            if prev is not None and prev.side != t.side:
+                raise ConfigError(
+                    f"tables reading feature {t.feature!r} disagree on its side ({prev.side}, {t.side}); "
+                    "give them the same side",
+                    field="tables",
+                )
             id_range = max(t.rows, prev.id_range if prev else 0)
             feats[t.feature] = FeatureRequest(
                 name=t.feature,
@@ -80,6 +86,7 @@ class RecModel(nn.Module):
                 kind=t.kind,
                 max_length=t.max_length,
                 fixed_length=t.fixed_length or (t.kind == "pooled" and t.pooling == 1),
+                side=t.side,
             )
         return list(feats.values())
 

@@ -1,0 +1,76 @@
+"""Terminal tables of a results store: the best configuration per model, and the points."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recstack.units import count, seconds
+
+POINT_COLUMNS = ("model", "scale", "batch_size", "backend", "workload", "threads", "table_dtype", "dtype", "mode",
+                 "status", "step_p50_s", "step_p99_s", "throughput", "overhead", "contended")
+
+
+def _config(d: dict[str, Any] | None) -> str:
+    if not d:
+        return "-"
+    parts = [f"batch {d['batch_size']}", str(d["backend"])]
+    parts += [f"{d[f]}" for f in ("table_dtype", "dtype") if d.get(f) and d[f] != "fp32"]
+    if d.get("threads"):
+        parts.append(f"{d['threads']} threads")
+    if d.get("mode") == "train":
+        parts.append("train")
+    parts.append(str(d.get("workload")))
+    return ", ".join(parts)
+
+
+def _x(v: float | None) -> str:
+    return f"{v:.2f}x" if v is not None else "-"
+
+
+def best_table(rows: list[dict[str, Any]]) -> None:
+    """Print :func:`recstack.results.best`'s rows, one line per model."""
+    from rich.console import Console
+    from rich.table import Table
+
+    target = next((r["p99_target_s"] for r in rows if r.get("p99_target_s")), None)
+    t = Table(title=f"best configuration per model (by {rows[0]['by'] if rows else 'throughput'})", box=None,
+              pad_edge=False)
+    for col in ("model", "best", "samples/s", "p50", "p99", "vs worst", "vs default"):
+        t.add_column(col, justify="right" if col not in ("model", "best") else "left")
+    if target is not None:
+        t.add_column(f"best with p99 <= {seconds(target)}")
+    t.add_column("left out", justify="right")
+    for r in rows:
+        b = r["best"] or {}
+        cells = [r["model"], _config(r["best"]) if r["best"] else "no usable point",
+                 count(b.get("throughput")), seconds(b.get("step_p50_s")), seconds(b.get("step_p99_s")),
+                 _x(r["speedup_vs_worst"]), _x(r["speedup_vs_default"])]
+        if target is not None:
+            u = r["best_under_target"]
+            cells.append(f"{_config(u)} ({count(u['throughput'])}/s)" if u else "none meets it")
+        left = []
+        if r["contended_left_out"]:
+            left.append(f"{r['contended_left_out']} contended")
+        if r["failed"]:
+            left.append(f"{r['failed']} failed")
+        cells.append(", ".join(left) or "-")
+        t.add_row(*cells)
+    con = Console(highlight=False, soft_wrap=False, width=200)
+    con.print(t)
+    con.print("samples/s = batch_size / p50 of the uninstrumented steps (measured); vs worst / vs default: ratio of "
+              "that figure; 'vs default': the point with RunConfig's default deployment fields", markup=False)
+
+
+def points_table(df: Any, table: str = "points") -> str:
+    """A plain-text table of a store's table (the main columns of ``points``, every column otherwise)."""
+    cols = [c for c in POINT_COLUMNS if c in df.columns] if table == "points" else list(df.columns)
+    view = df[cols].copy()
+    for c in ("step_p50_s", "step_p99_s", "time_s"):
+        if c in view.columns:
+            view[c] = view[c].map(lambda v: seconds(v) if v == v and v is not None else "-")
+    if "throughput" in view.columns:
+        view["throughput"] = view["throughput"].map(lambda v: count(v) if v == v and v is not None else "-")
+    return view.to_string(index=False)
+
+
+__all__ = ["best_table", "points_table"]

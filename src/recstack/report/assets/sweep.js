@@ -1,0 +1,148 @@
+/* recstack sweep report: renders the embedded sweep figures (see recstack/results/sweep_figures.py).
+ * Sections: header and counts, throughput vs batch size, step latency vs batch size (p50, p99 dashed),
+ * stage shares vs batch size (stacked), the speedup heat map over two fields, the best-configuration table. */
+"use strict";
+
+(() => {
+  const { el, svg, isNum } = RS;
+  const U = UNITS;
+  const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
+  const W = 720, H = 340, M = { l: 70, r: 16, t: 12, b: 40 };
+
+  function logScale(vals, lo, hi) {
+    const v = vals.filter((x) => isNum(x) && x > 0);
+    const a = Math.log10(Math.min(...v)), b = Math.log10(Math.max(...v));
+    const pad = a === b ? 0.5 : 0.05 * (b - a);
+    const d0 = a - pad, d1 = b + pad;
+    const f = (x) => lo + (Math.log10(x) - d0) / (d1 - d0) * (hi - lo);
+    f.ticks = () => { const out = []; for (let e = Math.ceil(d0); e <= Math.floor(d1); e++) out.push(10 ** e); return out.length ? out : [10 ** Math.round((d0 + d1) / 2)]; };
+    return f;
+  }
+
+  function lineChart(id, series, yOf, yFmt, yLabel, dashedOf) {
+    const pts = series.flatMap((s) => s.points);
+    const ys = pts.flatMap((p) => [yOf(p), dashedOf ? dashedOf(p) : null]).filter((v) => isNum(v) && v > 0);
+    if (!ys.length) return RS.note("No successful points to draw.");
+    const xs = [...new Set(pts.map((p) => p.batch_size))].sort((a, b) => a - b);
+    const x = logScale(xs, M.l, W - M.r), y = logScale(ys, H - M.b, M.t);
+    const g = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", id, role: "img", "aria-label": yLabel + " vs batch size" });
+    for (const t of y.ticks()) g.append(svg("line", { x1: M.l, x2: W - M.r, y1: y(t), y2: y(t), stroke: "#e3e7ec" }), svg("text", { x: M.l - 6, y: y(t) + 4, "text-anchor": "end", "font-size": 11, text: yFmt(t) }));
+    for (const b of xs) g.append(svg("text", { x: x(b), y: H - M.b + 16, "text-anchor": "middle", "font-size": 11, text: String(b) }));
+    g.append(svg("text", { x: (M.l + W - M.r) / 2, y: H - 6, "text-anchor": "middle", "font-size": 12, text: "batch size" }));
+    series.forEach((s, i) => {
+      const color = PALETTE[i % PALETTE.length];
+      const draw = (get, dash) => {
+        const ok = s.points.filter((p) => isNum(get(p)) && get(p) > 0);
+        if (!ok.length) return;
+        g.append(svg("polyline", { points: ok.map((p) => x(p.batch_size) + "," + y(get(p))).join(" "), fill: "none", stroke: color, "stroke-width": 2, "stroke-dasharray": dash ? "5 4" : null, class: "series", data: { label: s.label } }));
+        for (const p of ok) {
+          const c = svg("circle", { cx: x(p.batch_size), cy: y(get(p)), r: 4, fill: p.contended ? "#fff" : color, class: "pt", style: { stroke: color, strokeWidth: "1.6px" } });
+          RS.hover(c, () => s.label + " · batch " + p.batch_size, () => [["value", yFmt(get(p))], ["contended", p.contended ? "yes" : "no"]]);
+          g.append(c);
+        }
+      };
+      draw(yOf, false);
+      if (dashedOf) draw(dashedOf, true);
+    });
+    return el("div", null, g, legend(series));
+  }
+
+  function legend(series) {
+    return el("div", { class: "legend small" }, ...series.map((s, i) => el("span", { style: { marginRight: "14px" } },
+      el("span", { style: { display: "inline-block", width: "12px", height: "12px", background: PALETTE[i % PALETTE.length], marginRight: "4px", verticalAlign: "middle" } }), s.label)));
+  }
+
+  function stageBars(series) {
+    const wrap = el("div", { class: "stage-grid", id: "stage-shares", style: { display: "flex", flexWrap: "wrap", gap: "12px" } });
+    const stages = [...new Set(series.flatMap((s) => s.points.flatMap((p) => Object.keys(p.stage_shares))))];
+    for (const s of series) {
+      const bw = 34, h = 160, w = 40 + s.points.length * (bw + 10);
+      const g = svg("svg", { viewBox: `0 0 ${w} ${h + 40}`, class: "stack", style: { width: w + "px", height: h + 40 + "px", flex: "none" } });
+      s.points.forEach((p, i) => {
+        let top = h;
+        for (const st of stages) {
+          const v = p.stage_shares[st] || 0;
+          if (v <= 0) continue;
+          const r = svg("rect", { x: 30 + i * (bw + 10), y: top - v * h, width: bw, height: v * h, fill: RS.stageColor(st), class: "seg", data: { stage: st } });
+          RS.hover(r, () => s.label + " · batch " + p.batch_size, () => [[st, U.pct(v)]]);
+          g.append(r);
+          top -= v * h;
+        }
+        g.append(svg("text", { x: 30 + i * (bw + 10) + bw / 2, y: h + 14, "text-anchor": "middle", "font-size": 10, text: String(p.batch_size) }));
+      });
+      g.append(svg("text", { x: 2, y: h + 32, "font-size": 11, text: s.label }));
+      wrap.append(g);
+    }
+    const keys = el("div", { class: "legend small" }, ...stages.map((st) => el("span", { style: { marginRight: "12px" } },
+      el("span", { style: { display: "inline-block", width: "12px", height: "12px", background: RS.stageColor(st), marginRight: "4px", verticalAlign: "middle" } }), st)));
+    return el("div", null, wrap, keys);
+  }
+
+  function heatmaps(maps) {
+    const wrap = el("div", { id: "heatmaps", style: { display: "flex", flexWrap: "wrap", gap: "18px" } });
+    for (const m of maps) {
+      const max = Math.max(...m.speedup.flat().filter(isNum));
+      const t = el("table", { class: "data heat", data: { model: m.model }, style: { width: "auto" } });
+      t.append(el("caption", { text: m.model + " (" + m.y + " down, " + m.x + " across)" }));
+      t.append(el("tr", null, el("th", { text: m.y + " \\ " + m.x }), ...m.x_values.map((v) => el("th", { text: String(v) }))));
+      m.y_values.forEach((yv, i) => {
+        t.append(el("tr", null, el("th", { text: String(yv) }), ...m.speedup[i].map((v) => {
+          const share = isNum(v) && max > 1 ? Math.log(v) / Math.log(max) : 0;
+          return el("td", { class: "num cell", style: { background: isNum(v) ? `rgba(78,121,167,${0.1 + 0.8 * share})` : "#f4f4f4", color: share > 0.55 ? "#fff" : "#111" }, text: isNum(v) ? v.toFixed(2) + "x" : "-" });
+        })));
+      });
+      wrap.append(t);
+    }
+    return wrap;
+  }
+
+  function cfgText(b) {
+    if (!b) return "-";
+    const parts = ["batch " + b.batch_size, b.backend];
+    for (const f of ["table_dtype", "dtype"]) if (b[f] && b[f] !== "fp32") parts.push(b[f]);
+    if (b.threads) parts.push(b.threads + " threads");
+    if (b.mode === "train") parts.push("train");
+    parts.push(b.workload);
+    return parts.join(", ");
+  }
+
+  function bestTable(rows) {
+    const ratio = (v) => (isNum(v) ? v.toFixed(2) + "x" : "-");
+    const cols = [
+      { key: "model", label: "model", get: (r) => r.model },
+      { key: "best", label: "best configuration", get: (r) => cfgText(r.best), sort: false },
+      { key: "tput", label: "throughput", unit: "samples/s", num: true, get: (r) => (r.best ? r.best.throughput : null), fmt: (r) => U.compact(r.best ? r.best.throughput : null) },
+      { key: "p50", label: "p50", num: true, get: (r) => (r.best ? r.best.step_p50_s : null), fmt: (r) => U.time(r.best ? r.best.step_p50_s : null) },
+      { key: "p99", label: "p99", num: true, get: (r) => (r.best ? r.best.step_p99_s : null), fmt: (r) => U.time(r.best ? r.best.step_p99_s : null) },
+      { key: "worst", label: "vs worst", num: true, get: (r) => r.speedup_vs_worst, fmt: (r) => ratio(r.speedup_vs_worst) },
+      { key: "default", label: "vs default", num: true, get: (r) => r.speedup_vs_default, fmt: (r) => ratio(r.speedup_vs_default) },
+      { key: "left", label: "left out", get: (r) => r.contended_left_out + " contended, " + r.failed + " failed", sort: false },
+    ];
+    return el("div", { id: "best-table" }, RS.sortableTable(cols, rows, { sortKey: "model", asc: true }));
+  }
+
+  function main(app) {
+    const D = RS.loadData();
+    const F = D.figures;
+    const c = F.counts;
+    app.append(el("header", { class: "top" },
+      el("div", null,
+        el("div", { class: "brand", text: "recstack · sweep report" }),
+        el("h1", { id: "sweep-title", text: D.title }),
+        el("div", { class: "sub", id: "counts", text: c.points + " points: " + c.ok + " ok (" + c.contended + " contended), " + c.failed + " failed · store " + D.store })),
+      el("div", { class: "right" }, el("div", { text: "recstack " + D.recstack_version }))));
+    const body = el("main");
+    app.append(body);
+    if (c.contended) body.append(RS.note(c.contended + " of the successful points ran contended (other processes shared the CPUs); their figures are drawn hollow and left out of the best table.", "warn"));
+    body.append(RS.card("throughput", "Throughput vs batch size", F.formulas.throughput + ". One line per " + ["model"].concat(F.group_fields).join(" · ") + "; log-log.",
+      lineChart("throughput-chart", F.series, (p) => p.throughput, U.compact, "throughput")));
+    body.append(RS.card("latency", "Step latency vs batch size", "p50 (solid) and p99 (dashed) of the uninstrumented steps (measured); log-log.",
+      lineChart("latency-chart", F.series, (p) => p.step_p50_s, U.time, "step latency", (p) => p.step_p99_s)));
+    body.append(RS.card("stages", "Stage shares vs batch size", F.formulas.stage_share + ".", stageBars(F.series)));
+    body.append(RS.card("heatmap", "Speedup heat map", F.formulas.heatmap + ".", heatmaps(F.heatmaps)));
+    body.append(RS.card("best", "Best configuration per model", "Highest throughput among the uncontended successful points; 'vs worst' and 'vs default' are throughput ratios (default: RunConfig's default deployment fields, when the sweep holds that point).", bestTable(F.best)));
+    app.append(el("footer", { text: "recstack " + D.recstack_version + " · " + D.sweeps + " sweep(s) wrote this store" }));
+  }
+
+  RS.boot(main);
+})();

@@ -1,0 +1,201 @@
+"""Open, migrate, write and read the results store (an embedded DuckDB file).
+
+Concurrency: DuckDB lets one process hold a file for writing, so the writer
+opens the file for one transaction per point and closes it again
+(:func:`write_point`), and readers (:func:`read_table`, ``recstack results``)
+retry briefly while a write is in progress. A whole sweep additionally holds
+an exclusive ``flock`` on ``<store>.lock`` (:class:`SweepLock`), released by
+the kernel even when the sweep is killed with SIGKILL, so a second sweep on
+the same store is refused at once. DuckDB's write-ahead log makes a killed
+transaction vanish on the next open: the file never holds half a point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from recstack.errors import ConfigError, DataError
+from recstack.store.migrations import MIGRATIONS, latest, run_config_columns
+
+LOCK_RETRY_S = 30.0  # how long a reader or writer waits for another process's transaction
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "lock" in text or "conflicting" in text
+
+
+@contextlib.contextmanager
+def connect(path: str | Path, *, read_only: bool = False) -> Iterator[Any]:
+    """A DuckDB connection to ``path``, retried while another process holds the file; closed on exit."""
+    import duckdb
+
+    p = Path(path)
+    if read_only and not p.is_file():
+        raise DataError(f"{p}: no such results store (run recstack sweep first)")
+    deadline = time.monotonic() + LOCK_RETRY_S
+    while True:
+        try:
+            con = duckdb.connect(str(p), read_only=read_only)
+            break
+        except duckdb.IOException as exc:
+            if not _is_lock_error(exc) or time.monotonic() > deadline:
+                raise DataError(f"{p}: cannot open the results store ({str(exc).splitlines()[0]})") from None
+            time.sleep(0.05)
+        except duckdb.Error as exc:
+            raise DataError(f"{p}: not a results store ({str(exc).splitlines()[0]})") from None
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def schema_version(con: Any) -> int:
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "meta" not in tables:
+        return 0
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def check_version(con: Any, path: str | Path, *, empty_ok: bool = False) -> int:
+    """The store's schema version; refuses a newer one, and (unless ``empty_ok``) a file that is no store."""
+    v = schema_version(con)
+    if v == 0:
+        tables = con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0]
+        if tables or not empty_ok:
+            raise DataError(f"{path}: a DuckDB file but not a recstack results store (no schema version); "
+                            "give a store written by recstack sweep")
+    if v > latest():
+        raise DataError(
+            f"{path}: the store has schema version {v}, newer than this recstack knows ({latest()}); "
+            "upgrade recstack to read or write it"
+        )
+    return v
+
+
+def migrate(path: str | Path) -> int:
+    """Create or upgrade the store at ``path`` to the latest schema; returns the version."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with connect(path) as con:
+        v = check_version(con, path, empty_ok=True)
+        if v == 0:
+            con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        for m in MIGRATIONS:
+            if m.version <= v:
+                continue
+            con.execute("BEGIN TRANSACTION")
+            try:
+                if callable(m.apply):
+                    m.apply(con)
+                else:
+                    for stmt in (s for s in m.apply.split(";") if s.strip()):
+                        con.execute(stmt)
+                con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(m.version)])
+                con.execute("COMMIT")
+            except Exception:
+                con.execute("ROLLBACK")
+                raise
+            v = m.version
+        _add_run_config_columns(con)
+        return v
+
+
+def _add_run_config_columns(con: Any) -> None:
+    """RunConfig fields added since the store was made become nullable columns of ``points``."""
+    have = {r[0] for r in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'points'").fetchall()}
+    for f, t in run_config_columns().items():
+        if f not in have:
+            con.execute(f'ALTER TABLE points ADD COLUMN "{f}" {t}')
+
+
+def write_point(path: str | Path, point: dict[str, Any], stages: list[dict[str, Any]]) -> float:
+    """Replace the point (and its stages) in one transaction; returns the seconds it took (open to close)."""
+    t0 = time.perf_counter()
+    with connect(path) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute("DELETE FROM stages WHERE point_id = ?", [point["point_id"]])
+            con.execute("DELETE FROM points WHERE point_id = ?", [point["point_id"]])
+            _insert(con, "points", point)
+            for st in stages:
+                _insert(con, "stages", {"point_id": point["point_id"], **st})
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+    return time.perf_counter() - t0
+
+
+def write_sweep(path: str | Path, row: dict[str, Any]) -> None:
+    with connect(path) as con:
+        con.execute("BEGIN TRANSACTION")
+        con.execute("DELETE FROM sweeps WHERE sweep_id = ?", [row["sweep_id"]])
+        _insert(con, "sweeps", row)
+        con.execute("COMMIT")
+
+
+def _insert(con: Any, table: str, row: dict[str, Any]) -> None:
+    cols = list(row)
+    vals = [json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for v in row.values()]
+    con.execute(f'INSERT INTO {table} ({", ".join(chr(34) + c + chr(34) for c in cols)}) '
+                f'VALUES ({", ".join("?" for _ in cols)})', vals)
+
+
+def done_points(path: str | Path) -> dict[str, str]:
+    """point_id -> status of every point the store holds."""
+    with connect(path, read_only=True) as con:
+        check_version(con, path)
+        return dict(con.execute("SELECT point_id, status FROM points").fetchall())
+
+
+def read_table(path: str | Path, table: str = "points") -> Any:
+    """A table of the store as a pandas DataFrame (read-only; waits out a writer's transaction)."""
+    if table not in ("points", "stages", "sweeps"):
+        raise ConfigError(f"unknown table {table!r}; the tables are points, stages, sweeps", field="table")
+    with connect(path, read_only=True) as con:
+        check_version(con, path)
+        return con.execute(f"SELECT * FROM {table}").df()
+
+
+class SweepLock:
+    """An exclusive lock on ``<store>.lock`` for one sweep's life; a second sweep is refused (exit 2)."""
+
+    def __init__(self, store: str | Path) -> None:
+        self.path = Path(str(store) + ".lock")
+        self.fd: int | None = None
+
+    def __enter__(self) -> SweepLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise ConfigError(
+                f"{self.path.with_suffix('')}: another sweep (pid {holder}) is writing this store; "
+                "wait for it or give another -o", field="store",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+__all__ = ["SweepLock", "check_version", "connect", "done_points", "migrate", "read_table", "schema_version",
+           "write_point", "write_sweep"]

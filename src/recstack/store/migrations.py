@@ -1,0 +1,137 @@
+"""The results store's schema, as a numbered list of forward migrations.
+
+The store records its version in ``meta`` (``schema_version``). Opening a store
+for writing applies every migration newer than that, in order, each in one
+transaction with the version bump; a store whose version is newer than this
+recstack knows is refused (it was written by a newer recstack). Another
+feature adds its tables with :func:`register`, at a version above the last::
+
+    from recstack.store.migrations import register
+    register(2, "serving", "CREATE TABLE serving (point_id VARCHAR, ...)")
+
+Versions are unique and the list is append-only: a released migration is never
+edited (docs/sweeps.md documents each version).
+
+The ``points`` table's RunConfig columns follow :class:`~recstack.config.run.RunConfig`:
+a field added to RunConfig later becomes a nullable column when a store is
+opened for writing (:func:`run_config_columns`), so a new run option needs no
+migration of its own.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from recstack.config.run import RunConfig
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    apply: str | Callable[[Any], None]  # SQL (statements separated by ';'), or a function of the connection
+
+
+MIGRATIONS: list[Migration] = []
+
+
+def register(version: int, name: str, apply: str | Callable[[Any], None]) -> Migration:
+    """Add a migration; versions must be new and above every registered one."""
+    if MIGRATIONS and version <= MIGRATIONS[-1].version:
+        raise ValueError(f"migration {version} ({name}) must be above {MIGRATIONS[-1].version}")
+    m = Migration(version, name, apply)
+    MIGRATIONS.append(m)
+    return m
+
+
+def latest() -> int:
+    return MIGRATIONS[-1].version if MIGRATIONS else 0
+
+
+def column_type(fname: str) -> str:
+    """The DuckDB type of a RunConfig field's column (dicts and files as JSON text)."""
+    kinds = _kinds(RunConfig.model_fields[fname].annotation)
+    if any(k is dict or typing.get_origin(k) is dict for k in kinds):
+        return "VARCHAR"
+    if kinds and all(k is int for k in kinds):
+        return "BIGINT"
+    if kinds and all(k in (int, float) for k in kinds):
+        return "DOUBLE"
+    if kinds and all(k is bool for k in kinds):
+        return "BOOLEAN"
+    return "VARCHAR"
+
+
+def _kinds(annotation: Any) -> list[Any]:
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return [k for a in typing.get_args(annotation) for k in _kinds(a)]
+    if typing.get_origin(annotation) is Literal:
+        return [type(a) for a in typing.get_args(annotation)]
+    origin = typing.get_origin(annotation)
+    return [] if annotation is type(None) else [origin or annotation]
+
+
+def run_config_columns() -> dict[str, str]:
+    """RunConfig field -> column type, in field order."""
+    return {f: column_type(f) for f in RunConfig.model_fields}
+
+
+POINT_COLUMNS = {
+    # identity
+    "point_id": "VARCHAR PRIMARY KEY",  # sha256 of config_hash, recstack_version, host (16 hex)
+    "config_hash": "VARCHAR NOT NULL",  # RunConfig.key()
+    "sweep_id": "VARCHAR",
+    "config_json": "VARCHAR",
+    # where and with what
+    "recstack_version": "VARCHAR NOT NULL",
+    "git_commit": "VARCHAR",
+    "host": "VARCHAR NOT NULL",
+    "cpu_model": "VARCHAR",
+    "executor": "VARCHAR",
+    "parallel": "INTEGER",  # points run side by side (1: alone)
+    # outcome
+    "status": "VARCHAR NOT NULL",  # ok | failed | timeout
+    "reason": "VARCHAR",
+    "attempts": "INTEGER",
+    "started": "TIMESTAMP",
+    "finished": "TIMESTAMP",
+    "contended": "BOOLEAN",
+    "contention_evidence": "VARCHAR",
+    # figures (measured: uninstrumented steps of the timing pass)
+    "step_p50_s": "DOUBLE",
+    "step_p90_s": "DOUBLE",
+    "step_p99_s": "DOUBLE",
+    "throughput": "DOUBLE",  # samples/s at the p50 step: batch_size / step_p50_s
+    "overhead": "DOUBLE",  # stage pass / uninstrumented step (median of paired ratios)
+    "iters_run": "INTEGER",  # timing-pass pairs run (raised from iters by the sweep's min_timed_s)
+    "timed_s": "DOUBLE",  # time inside the timed steps of the timing and op passes
+    "wall_s": "DOUBLE",  # the point's wall time in its worker (build or reuse, passes, analyses)
+    "build_s": "DOUBLE",  # model build time (0 when a build was reused)
+    "store_write_s": "DOUBLE",  # the previous point's store transaction (measured by the writer)
+    "profile_path": "VARCHAR",  # relative to the store's folder
+}
+
+
+def _v1(con: Any) -> None:
+    cols = dict(POINT_COLUMNS)
+    for f, t in run_config_columns().items():
+        cols.setdefault(f, t)
+    con.execute("CREATE TABLE points (" + ", ".join(f'"{k}" {v}' for k, v in cols.items()) + ")")
+    con.execute(
+        "CREATE TABLE stages (point_id VARCHAR NOT NULL, stage VARCHAR NOT NULL, time_s DOUBLE, share DOUBLE, "
+        "flops DOUBLE, bytes DOUBLE, bound VARCHAR, roof_fraction DOUBLE, PRIMARY KEY (point_id, stage))"
+    )
+    con.execute(
+        "CREATE TABLE sweeps (sweep_id VARCHAR PRIMARY KEY, name VARCHAR, spec VARCHAR, started TIMESTAMP, "
+        "finished TIMESTAMP, host VARCHAR, recstack_version VARCHAR, executor VARCHAR, points_total INTEGER, "
+        "points_run INTEGER, points_failed INTEGER, wall_s DOUBLE)"
+    )
+
+
+register(1, "points, stages, sweeps", _v1)
+
+__all__ = ["MIGRATIONS", "POINT_COLUMNS", "Migration", "column_type", "latest", "register", "run_config_columns"]

@@ -1,0 +1,272 @@
+"""The sweep's interface: ``recstack.sweep(...)``, the point runner its workers call, and the CLI
+(``recstack sweep``, ``best``, ``results``, ``plot``, ``sweep-report``; docs/sweeps.md).
+
+The point runner is here, in the interface layer, because it calls the public
+API (:func:`recstack.api.build_zoo`, :func:`recstack.api.profile_built_zoo`);
+the sweep machinery (:mod:`recstack.sweeps.run`, the executors) gets it passed in.
+A zoo model built for one point is kept (:class:`BuildCache`) and profiled
+again by the next point with the same build fields
+(:data:`recstack.sweeps.spec.BUILD_FIELDS`) in inference mode, after a memory
+preflight at that point's batch size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from recstack.cli_types import int_at_least, positive_float
+from recstack.config.run import RunConfig
+from recstack.errors import ConfigError, MemoryPreflightError, PartialResultsError, RecstackError
+from recstack.sweeps.point import failed, summarise
+from recstack.sweeps.spec import build_key
+
+SWEEP_COUNTERS = False  # hardware-counter replays (perf) are left out of sweeps: they are per-profile detail
+
+
+# -- running one point ------------------------------------------------------------------------------
+class BuildCache:
+    """The last built zoo model and its workload spec, by build key (one kept: memory stays one model's)."""
+
+    def __init__(self) -> None:
+        self.key: tuple[str, ...] | None = None
+        self.net: Any = None
+        self.spec: Any = None
+
+    def get(self, cfg: RunConfig) -> tuple[Any, Any, float]:
+        """(model, spec, build seconds: 0 when reused) for ``cfg``; preflight at its batch size either way."""
+        from recstack import api
+
+        key = build_key(cfg)
+        if cfg.mode == "inference" and key == self.key and self.net is not None:
+            from recstack.zoo.build import preflight
+
+            preflight(cfg.model, scale=cfg.scale, options=api.zoo_build_options(cfg), workload=self.spec)
+            return self.net, self.spec, 0.0
+        self.key = self.net = self.spec = None  # free the old model before building the next
+        t0 = time.perf_counter()
+        net, spec = api.build_zoo(cfg)
+        if cfg.mode == "inference":
+            self.key, self.net, self.spec = key, net, spec
+        return net, spec, time.perf_counter() - t0
+
+
+_CACHE = BuildCache()  # one per process: a worker, or a Ray worker running many tasks
+
+
+def run_point(cfg: RunConfig, profile_path: str | Path, cache: BuildCache | None = None, *,
+              min_timed_s: float | None = None) -> dict[str, Any]:
+    """Profile ``cfg``, save its profile to ``profile_path`` (atomic), return {status, reason, figures, stages}.
+
+    A failure (bad input, the memory preflight, an exception in the model) is the result, not an exception.
+    ``min_timed_s``: raise ``iters`` so that the timing pass takes about this long
+    (:mod:`recstack.sweeps.calibrate`; zoo models).
+    """
+    t0 = time.perf_counter()
+    try:
+        prof, build_s = _profile(cfg, cache or _CACHE, min_timed_s)
+    except MemoryPreflightError as exc:
+        return failed(f"memory preflight: {exc}", time.perf_counter() - t0)
+    except RecstackError as exc:
+        return failed(f"{type(exc).__name__}: {exc}", time.perf_counter() - t0)
+    except Exception as exc:  # a crash in the model or in recstack loses this point only
+        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        where = tb[-2].strip().replace("\n", " ") if len(tb) > 1 else ""
+        return failed(f"{type(exc).__name__}: {exc} [{where}]", time.perf_counter() - t0)
+    from recstack.outputs import atomic_output
+
+    with atomic_output(profile_path) as tmp:
+        prof.save(tmp)
+    out = summarise(prof)
+    out.update(status="ok", reason=None, wall_s=time.perf_counter() - t0, build_s=build_s)
+    return out
+
+
+def _profile(cfg: RunConfig, cache: BuildCache, min_timed_s: float | None) -> tuple[Any, float]:
+    from recstack import api
+
+    if api.is_factory(cfg.model or ""):
+        return api.profile_config(cfg), 0.0
+    resolved = api.resolve_files(cfg)
+    net, spec, build_s = cache.get(cfg)
+    run_cfg = cfg
+    if min_timed_s:
+        from recstack.sweeps.calibrate import iters_for, step_seconds
+
+        run_cfg = cfg.updated(iters=iters_for(min_timed_s, step_seconds(net, spec, cfg), cfg.iters))
+    # The profile's run.config is what ran (iters raised); the store row keys the requested config.
+    prof = api.profile_built_zoo(net, spec, run_cfg, resolved=resolved, counters=SWEEP_COUNTERS)
+    return prof, build_s
+
+
+def worker_main() -> int:
+    """A local sweep worker's process (:mod:`recstack.sweeps.local` starts it)."""
+    from recstack.sweeps.worker import serve
+
+    return serve(run_point)
+
+
+def sweep(spec: Any, out: str | Path = "sweep-out", **options: Any) -> Any:
+    """Run a sweep: ``recstack.sweep(spec, out, executor=..., parallel=..., timeout_s=..., retry_failed=...)``.
+
+    ``spec``: a sweep YAML, a dict or a :class:`~recstack.sweeps.spec.SweepSpec`; see
+    :func:`recstack.sweeps.run.sweep` for the options. Returns a SweepResult.
+    """
+    from recstack.sweeps.run import sweep as run_sweep
+
+    return run_sweep(spec, out, runner=run_point, **options)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from recstack.sweeps.presets import preset
+
+    if bool(args.spec) == bool(args.preset):
+        raise ConfigError("give a sweep file or --preset NAME (one of them)", field="SWEEP.yaml")
+    spec: Any = preset(args.preset) if args.preset else args.spec
+    if args.spec and not Path(args.spec).is_file():
+        raise ConfigError(f"{args.spec}: no such file", field="SWEEP.yaml")
+    res = sweep(spec, args.output, store=args.store, executor=args.executor, address=args.address,
+                parallel=args.parallel, timeout_s=args.timeout, retry_failed=args.retry_failed)
+    share = res.overhead_share
+    print(f"sweep {res.sweep_id}: {res.total} points, {res.skipped} already in the store, {res.run} run, "
+          f"{res.failed} failed; {res.wall_s:.1f} s wall, timed steps {res.timed_s:.1f} s"
+          + (f" (overhead {share:.0%} of wall)" if share is not None and res.run else ""))
+    print(f"results in {res.store}")
+    if res.failed:
+        raise PartialResultsError(f"{res.failed} of {res.run} points failed (their reasons are in the store: "
+                                  f"recstack results {res.store})")
+    return 0
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    from recstack.results import best, load
+
+    rows = best(load(args.store), model=args.model, p99=args.p99, by=args.by,
+                include_contended=args.include_contended)
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    from recstack.render.results_table import best_table
+
+    best_table(rows)
+    return 0
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    from recstack.outputs import atomic_output, check_writable
+    from recstack.results import load
+
+    if args.format == "parquet" and not args.output:
+        raise ConfigError("parquet is binary; give -o FILE", field="--format")
+    if args.output:
+        check_writable(args.output, "-o/--output")
+    df = load(args.store, args.table)
+    if args.format == "table":
+        from recstack.render.results_table import points_table
+
+        text = points_table(df, args.table)
+        if args.output:
+            from recstack.outputs import atomic_write_text
+
+            atomic_write_text(args.output, text + "\n")
+        else:
+            print(text)
+        return 0
+    if args.format == "csv" and not args.output:
+        df.to_csv(sys.stdout, index=False)
+        return 0
+    with atomic_output(args.output) as tmp:
+        if args.format == "csv":
+            df.to_csv(tmp, index=False)
+        else:
+            df.to_parquet(tmp, index=False)
+    print(f"{len(df)} rows written to {args.output}")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from recstack.outputs import check_writable
+    from recstack.render.sweep_charts import CHARTS, write_charts
+    from recstack.results import load
+    from recstack.results.sweep_figures import sweep_figures
+
+    out = Path(args.output)
+    check_writable(out / f"probe.{args.format}", "-o/--output")
+    figs = sweep_figures(load(args.store), load(args.store, "stages"), x=args.x, y=args.y)
+    charts = list(CHARTS) if args.chart == "all" else [args.chart]
+    for p in write_charts(figs, out, charts, args.format):
+        print(f"chart written to {p}")
+    return 0
+
+
+def cmd_sweep_report(args: argparse.Namespace) -> int:
+    from recstack.outputs import check_writable
+    from recstack.report.sweep_report import write_sweep_report
+
+    check_writable(args.output, "-o/--output")
+    path = write_sweep_report(args.store, args.output, x=args.x, y=args.y)
+    print(f"sweep report written to {path.resolve()}")
+    return 0
+
+
+def _axes(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--x", default="batch_size", help="heat map: the RunConfig field across (default batch_size)")
+    p.add_argument("--y", default="backend", help="heat map: the RunConfig field down (default backend)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from recstack.results.best import BY
+    from recstack.sweeps.presets import PRESETS
+
+    p = sub.add_parser("sweep", help="run a grid of RunConfigs into a results store (resumable)")
+    p.add_argument("spec", nargs="?", metavar="SWEEP.yaml", help="sweep file: base/grid/zip/points/exclude")
+    p.add_argument("--preset", choices=list(PRESETS), help="a named sweep instead of a file")
+    p.add_argument("-o", "--output", default="sweep-out", help="folder of the store and profiles (default sweep-out)")
+    p.add_argument("--store", default=None, help="the store file (default OUTPUT/results.duckdb)")
+    p.add_argument("--executor", choices=["local", "ray"], default="local", help="where points run (default local)")
+    p.add_argument("--address", default=None, help="Ray cluster address (--executor ray; default: start a local Ray)")
+    p.add_argument("--parallel", type=int_at_least("--parallel", 1), default=1,
+                   help="points run side by side (local; default 1: this is a measuring host)")
+    p.add_argument("--timeout", type=positive_float("--timeout"), default=600.0,
+                   help="seconds per point before it is killed and recorded as timeout (default 600)")
+    p.add_argument("--retry-failed", action="store_true", help="run failed and timed-out points again")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("best", help="the best configuration per model in a results store")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--model", default=None, help="only this model")
+    p.add_argument("--p99", type=positive_float("--p99"), default=None, metavar="SECONDS",
+                   help="also the best whose p99 step latency is at most this")
+    p.add_argument("--by", choices=list(BY), default="throughput", help="rank by (default throughput)")
+    p.add_argument("--include-contended", action="store_true", help="rank contended points too")
+    p.add_argument("--json", action="store_true", help="print JSON: one object per model")
+    p.set_defaults(func=cmd_best)
+
+    p = sub.add_parser("results", help="a results store's points (or stages, sweeps) as a table, CSV or Parquet")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--format", choices=["table", "csv", "parquet"], default="table")
+    p.add_argument("--table", choices=["points", "stages", "sweeps"], default="points")
+    p.add_argument("-o", "--output", default=None, help="write here (parquet: required)")
+    p.set_defaults(func=cmd_results)
+
+    p = sub.add_parser("plot", help="a results store's charts as PNG or SVG (matplotlib)")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--chart", choices=["all", "throughput", "latency", "stages", "heatmap"], default="all")
+    p.add_argument("--format", choices=["png", "svg"], default="png")
+    p.add_argument("-o", "--output", default="sweep-charts", help="folder for the charts (default sweep-charts)")
+    _axes(p)
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("sweep-report", help="a results store as one offline HTML page")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("-o", "--output", default="sweep-report.html")
+    _axes(p)
+    p.set_defaults(func=cmd_sweep_report)
+
+
+__all__ = ["BuildCache", "register", "run_point", "sweep", "worker_main"]
