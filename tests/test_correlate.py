@@ -107,12 +107,12 @@ def test_profiles_to_report_plots_and_json(profile_dir, tmp_path):
 
 
 def _store_from_profiles(profile_dir: Path, path: Path) -> dict[str, dict[str, float]]:
-    """A results store with the issue-13 column names (and an extra column), filled from real profiles."""
+    """A results store with the column names of recstack.store (and an extra column), filled from real profiles."""
     con = duckdb.connect(str(path))
-    con.execute("create table points (config_hash varchar, status varchar, model varchar, batch_size integer, "
+    con.execute("create table points (point_id varchar, status varchar, model varchar, batch_size integer, "
                 "backend varchar, throughput double, step_p50_s double, step_p99_s double, extra_col integer, scale double)")
-    con.execute("create table stages (point varchar, stage varchar, time double, share double, flops double, "
-                "bytes double, bound varchar, fraction_of_roof double)")
+    con.execute("create table stages (point_id varchar, stage varchar, time_s double, share double, flops double, "
+                "bytes double, bound varchar, roof_fraction double)")
     shares = {}
     for f in sorted(profile_dir.glob("*-*.json")):
         d = json.loads(f.read_text())
