@@ -28,6 +28,11 @@ EXPECTED_STAGES = {
     "mtwnd": {"feature_processing", "embedding", "dense", "interaction", "head"},
     "din": {"feature_processing", "embedding", "sequence", "head"},
     "dien": {"feature_processing", "embedding", "sequence", "head"},
+    "dlrmv2": {"feature_processing", "embedding", "dense", "interaction", "head"},
+    "deepfm": {"feature_processing", "embedding", "dense", "interaction", "head"},
+    "twotower": {"feature_processing", "embedding", "dense", "interaction"},
+    "bst": {"feature_processing", "embedding", "sequence", "head"},
+    "hstu": {"feature_processing", "embedding", "sequence", "interaction"},
 }
 
 

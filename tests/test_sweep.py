@@ -118,17 +118,19 @@ def test_iters_for_time_targeted_timing_passes() -> None:
     assert iters_for(3.0, 0.0, 10) == MAX_ITERS
 
 
-def test_characterise_preset_expands_to_160_valid_points() -> None:
+def test_characterise_preset_expands_to_260_valid_points() -> None:
     from recstack.sweeps.presets import preset
     from recstack.sweeps.spec import as_spec
+    from recstack.zoo import builtin_names
 
     _, configs = as_spec(preset("characterise"))
-    assert len(configs) == 160 and len({c.key() for c in configs}) == 160
+    assert len(configs) == 260 and len({c.key() for c in configs}) == 260
+    assert {c.model for c in configs} == set(builtin_names())  # every zoo model, modern ones included
     assert {c.scale for c in configs} == {0.05}
     assert {c.batch_size for c in configs} == {1, 16, 64, 256, 1024}
     builds = [(c.model, c.backend, c.workload) for c in configs]
     assert builds == sorted(builds, key=builds.index)  # points sharing a build run one after the other
-    assert len([i for i in range(1, 160) if builds[i] != builds[i - 1]]) == 8 * 2 * 2 - 1
+    assert len([i for i in range(1, 260) if builds[i] != builds[i - 1]]) == 13 * 2 * 2 - 1
 
 
 def test_api_sweep_validates_before_running(tmp_path: Path) -> None:

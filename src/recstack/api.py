@@ -90,7 +90,7 @@ def profile_zoo(
         overrides = {"model": model, **overrides}
     cfg = RunConfig.build(config, overrides)
     if cfg.model is None:
-        raise ConfigError("give a zoo id (rmc1 ... dien) or a model YAML file", field="model")
+        raise ConfigError("give a zoo id (rmc1 ... dien, dlrmv2 ... hstu) or a model YAML file", field="model")
     _check_keywords(num_batches=num_batches, run_info=run_info, trace=trace, cost_model=cost_model,
                     counters=counters)
     # Validate every input file before the (possibly minutes-long) model build.

@@ -202,6 +202,9 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.serving.commands import register as register_serve
 
     register_serve(sub)
+    from recstack.correlate.commands import register as register_correlate
+
+    register_correlate(sub)
     from recstack.sharing.commands import register as register_share
 
     register_share(sub)

@@ -8,7 +8,9 @@ Rules, first match wins, for every module from the root down:
    sharded forms, FBGEMM table-batched kernels) -> embedding; recurrent and
    attention layers (nn.GRU/LSTM/RNN and their cells, nn.MultiheadAttention,
    transformer layers, and classes whose name says Attention/GRU/RNN/LSTM/
-   Transformer/Interest) -> sequence; classes named *Interaction*/FM/Cross -> interaction;
+   Transformer/Interest/HSTU, the zoo's transformer and HSTU blocks) -> sequence; DCN cross layers
+   (LowRankCrossNet, TorchRec's CrossNet family), FM layers, in-batch dot-product scoring and classes
+   named *Interaction*/FM/Cross -> interaction;
    feature-processing classes (recstack's FeatureProcessing, KJT transforms) -> feature_processing;
 3. name hints on the module's own name (``sparse_arch``, ``dense_arch``,
    ``inter_arch``, ``over_arch``, ``tower``, ``attention``, ...);
@@ -75,8 +77,25 @@ _SEQUENCE_TYPES = (
     "TransformerEncoderLayer",
     "TransformerDecoderLayer",
     "Transformer",
+    "TransformerBlock",
+    "BehaviourTransformer",
+    "HSTULayer",
+    "HSTUAttentionStack",
 )
-_SEQUENCE_WORDS = ("attention", "gru", "rnn", "lstm", "transformer", "interest", "activationunit", "sequence")
+_SEQUENCE_WORDS = ("attention", "gru", "rnn", "lstm", "transformer", "interest", "activationunit", "sequence", "hstu")
+# Interaction layers by type, linear stacks or not (DCNv2 cross layers are Linear layers; TorchRec's own kinds too).
+_INTERACTION_TYPES = (
+    "LowRankCrossNet",
+    "CrossNet",
+    "LowRankMixtureCrossNet",
+    "VectorCrossNet",
+    "DCNInteraction",
+    "InteractionDCNArch",
+    "InteractionArch",
+    "FMInteraction",
+    "FactorizationMachine",
+    "InBatchDotProduct",
+)
 _INTERACTION_WORDS = ("interaction", "crossnet", "fm", "gmf", "dotproduct")
 _FEATURE_TYPES = ("FeatureProcessing", "FeatureProcessor", "PositionWeightedModule", "KJTTransform")
 
@@ -150,6 +169,8 @@ def _type_rule(mod: nn.Module) -> tuple[str, str] | None:
         return "embedding", f"type:{tname}"
     if tname in _SEQUENCE_TYPES or isinstance(mod, (nn.RNNBase, nn.RNNCellBase, nn.MultiheadAttention)):
         return "sequence", f"type:{tname}"
+    if tname in _INTERACTION_TYPES:
+        return "interaction", f"type:{tname}"
     low = tname.lower()
     if any(w in low for w in _SEQUENCE_WORDS):
         return "sequence", f"type:{tname}"

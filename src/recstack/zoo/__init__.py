@@ -1,4 +1,4 @@
-"""The model zoo: eight industry-representative recommendation models from declarative configs."""
+"""The model zoo: eight industry-representative and five modern recommendation models from declarative configs."""
 
 from __future__ import annotations
 

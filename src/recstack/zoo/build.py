@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from recstack.zoo.models import RecModel
 
 MODES = ("inference", "train")
+ATTENTION_MATRICES = 4  # scores, mask/scale, activation (softmax or SiLU), and its product with the mask
 OPTIMIZERS = ("sgd", "adagrad")
 
 
@@ -97,6 +98,15 @@ def _layer_outputs(cfg: ModelConfig, seq_len: float) -> float:
     if cfg.task_mlp:
         per_sample += cfg.tasks * sum(cfg.task_mlp[1:])
     per_position = sum(cfg.attention_hidden or []) + (cfg.attention_dim or 0) + 3 * (cfg.extractor_hidden or 0)
+    if cfg.user_tower and cfg.item_tower:
+        per_sample += sum(cfg.user_tower[1:]) + sum(cfg.item_tower[1:])
+    if cfg.cross_layers and cfg.top_mlp:
+        per_sample += 2 * cfg.cross_layers * cfg.top_mlp[0]  # each cross layer's product and sum
+    if cfg.arch in ("bst", "hstu") and cfg.blocks and cfg.attention_heads:
+        # dense attention: per block and head, ATTENTION_MATRICES [positions x positions] matrices
+        n = seq_len + (1 if cfg.arch == "bst" else 0)
+        width = cfg.attention_heads * (2 * (cfg.linear_dim or 0) + 2 * (cfg.attention_dim or 0)) + 4 * cfg.embedding_dim
+        per_sample += cfg.blocks * (ATTENTION_MATRICES * cfg.attention_heads * n * n + n * (width + (cfg.ffn_dim or 0)))
     return float(per_sample + seq_len * per_position)
 
 
@@ -122,6 +132,7 @@ def batch_shape(cfg: ModelConfig, workload: WorkloadSpec | None = None) -> Batch
         dense=skel.num_dense,
         tasks=skel.num_tasks,
         activations=emb_out + _layer_outputs(cfg, seq_len),
+        pairwise=1.0 if cfg.arch in ("twotower", "hstu") else 0.0,  # the [B, B] in-batch score matrix
     )
 
 

@@ -48,7 +48,27 @@ SKELETON_FIGURES: dict[str, dict[str, Any]] = {'rmc1': {'config_sha256': 'c6f523
  'dien': {'config_sha256': '4062533ac0cb41a72f142466c04db1a0121f4738d908aa355f65f025475a8b6b',
           'lookups_per_sample': 43.0,
           'dense_flops_per_sample': 3869760,
-          'dense_params': 96378}}
+          'dense_params': 96378},
+ 'dlrmv2': {'config_sha256': '640d9c4664da775d443c38954ec5ca5cad8a2fb96477ad7f4c2b75c6cad3f672',
+            'lookups_per_sample': 214.0,
+            'dense_flops_per_sample': 32081664,
+            'dense_params': 16044545},
+ 'deepfm': {'config_sha256': '8906b159e225c86261b80f73115b9289e8ba3799bc124c6d2a32c43782a12888',
+            'lookups_per_sample': 26.0,
+            'dense_flops_per_sample': 954620,
+            'dense_params': 477745},
+ 'twotower': {'config_sha256': '4c988d82f0d93ea33d6167bdc76e638c4c2e24c3718e1db3e1b00fdd901746b6',
+              'lookups_per_sample': 2.0,
+              'dense_flops_per_sample': 65664,
+              'dense_params': 33152},
+ 'bst': {'config_sha256': '36e52d9569fb71d4968047ee0d5ae2919d3df77af399e7445341f5c7af91e01e',
+         'lookups_per_sample': 48.0,
+         'dense_flops_per_sample': 3816192,
+         'dense_params': 872577},
+ 'hstu': {'config_sha256': '795702fb2996ec0ab08bf669c188e85a7555557d6f77a3b7e748504ef07545a0',
+          'lookups_per_sample': 101.0,
+          'dense_flops_per_sample': 53248128,
+          'dense_params': 176768}}
 
 
 def config_sha256(name: str) -> str:

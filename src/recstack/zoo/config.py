@@ -30,7 +30,7 @@ from recstack.config.limits import (
 from recstack.config.loading import load_yaml_file, parse_config
 from recstack.errors import ConfigError
 
-ARCHS = ("dlrm", "ncf", "wnd", "mtwnd", "din", "dien")
+ARCHS = ("dlrm", "ncf", "wnd", "mtwnd", "din", "dien", "deepfm", "twotower", "bst", "hstu")
 
 
 class _Strict(BaseModel):
@@ -104,14 +104,17 @@ class ModelConfig(_Strict):
     """A zoo model. Layer lists include the input width first (``[in, h1, ..., out]``)."""
 
     name: str = Field(min_length=1, max_length=200)
-    arch: Literal["dlrm", "ncf", "wnd", "mtwnd", "din", "dien"]
+    arch: Literal["dlrm", "ncf", "wnd", "mtwnd", "din", "dien", "deepfm", "twotower", "bst", "hstu"]
     description: str = ""
     embedding_dim: int = Field(gt=0, le=EMBEDDING_DIM_MAX)
     dense_features: int = Field(default=0, ge=0, le=DENSE_FEATURES_MAX)
     tables: list[TableGroup] = Field(min_length=1, max_length=TABLE_COUNT_MAX)
     # dlrm
     bottom_mlp: Layers | None = None
-    interaction: Literal["concat", "dot"] = "concat"
+    interaction: Literal["concat", "dot", "dcn"] = "concat"
+    # dlrm with interaction dcn (DCNv2): low-rank cross layers over [dense, embeddings]
+    cross_layers: int | None = Field(default=None, gt=0, le=LAYERS_MAX)
+    cross_rank: int | None = Field(default=None, gt=0, le=LAYER_WIDTH_MAX)
     # dlrm, wnd, din, dien: top MLP; mtwnd: the shared MLP
     top_mlp: Layers | None = None
     wide: bool = True
@@ -129,9 +132,19 @@ class ModelConfig(_Strict):
     extractor_cell: Literal["gru", "rnn"] = "gru"
     attention_dim: int | None = Field(default=None, gt=0, le=LAYER_WIDTH_MAX)
     sequence_tables: str | None = None
+    # deepfm: latent factors per field (each sparse table row holds [w, v_1..v_k, padding])
+    fm_factors: int | None = Field(default=None, gt=0, le=EMBEDDING_DIM_MAX)
+    # twotower: the user (query) and item (candidate) towers over tables named user*/item*
+    user_tower: Layers | None = None
+    item_tower: Layers | None = None
+    # bst, hstu: stacked attention blocks over the behaviour sequence
+    blocks: int | None = Field(default=None, gt=0, le=LAYERS_MAX)
+    attention_heads: int | None = Field(default=None, gt=0, le=LAYER_WIDTH_MAX)
+    ffn_dim: int | None = Field(default=None, gt=0, le=LAYER_WIDTH_MAX)  # bst
+    linear_dim: int | None = Field(default=None, gt=0, le=LAYER_WIDTH_MAX)  # hstu: U and V width per head
     scale: float = Field(default=1.0, gt=0, le=CONFIG_SCALE_MAX)
 
-    @field_validator("bottom_mlp", "top_mlp", "mlp", "final_mlp", "task_mlp", "attention_hidden")
+    @field_validator("bottom_mlp", "top_mlp", "mlp", "final_mlp", "task_mlp", "attention_hidden", "user_tower", "item_tower")
     @classmethod
     def _positive_widths(cls, v: list[int] | None) -> list[int] | None:
         if v is not None:
@@ -229,7 +242,7 @@ def _round_down(x: float) -> float:
     return round(math.floor(x / step) * step, 12)
 
 
-BUILTIN = ("rmc1", "rmc2", "rmc3", "ncf", "wnd", "mtwnd", "din", "dien")
+BUILTIN = ("rmc1", "rmc2", "rmc3", "ncf", "wnd", "mtwnd", "din", "dien", "dlrmv2", "deepfm", "twotower", "bst", "hstu")
 
 
 def builtin_names() -> list[str]:

@@ -7,7 +7,10 @@ stage.
 
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -213,3 +216,219 @@ def rnn_macs(cell: str, input_dim: int, hidden: int) -> int:
     """Multiply-adds of one recurrent step: gates x->h and h->h (3 gates for GRU/AUGRU, 1 for tanh RNN)."""
     gates = 1 if cell == "rnn" else 3
     return gates * (input_dim * hidden + hidden * hidden)
+
+
+class LowRankCrossNet(nn.Module):
+    """DCNv2 cross layers, low rank: ``x_{l+1} = x_0 * (U_l (V_l x_l) + b_l) + x_l`` (Wang et al., 2021).
+
+    ``V_l``: width -> rank (no bias), ``U_l``: rank -> width (with bias); as in the MLPerf DLRM-DCNv2 reference.
+    """
+
+    def __init__(self, width: int, layers: int, rank: int) -> None:
+        super().__init__()
+        self.down = nn.ModuleList([nn.Linear(width, rank, bias=False) for _ in range(layers)])
+        self.up = nn.ModuleList([nn.Linear(rank, width) for _ in range(layers)])
+        self.width, self.layers, self.rank = width, layers, rank
+
+    def forward(self, x0: torch.Tensor) -> torch.Tensor:
+        x = x0
+        for down, up in zip(self.down, self.up, strict=True):
+            x = x0 * up(down(x)) + x
+        return x
+
+    def macs(self) -> int:
+        # two matmuls per layer, plus the elementwise product with x_0
+        return self.layers * (2 * self.width * self.rank + self.width)
+
+
+class DCNInteraction(nn.Module):
+    """DLRM-DCNv2 interaction: concatenate [dense, emb_1..emb_T] and run the low-rank cross layers over it."""
+
+    def __init__(self, table_names: list[str], width: int, layers: int, rank: int) -> None:
+        super().__init__()
+        self.concat = ConcatInteraction(table_names)
+        self.crossnet = LowRankCrossNet(width, layers, rank)
+
+    def forward(self, dense: torch.Tensor, embs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.crossnet(self.concat(dense, embs))
+
+
+class DenseFieldEmbedding(nn.Module):
+    """DeepFM's numeric fields: field i's value scales its own factor vector v_i and first-order weight w_i."""
+
+    def __init__(self, fields: int, factors: int) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(factors)
+        self.factors = nn.Parameter(torch.empty(fields, factors).uniform_(-bound, bound))
+        self.weights = nn.Parameter(torch.empty(fields).uniform_(-bound, bound))
+
+    def forward(self, dense: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = dense.to(self.factors.dtype)
+        return x.unsqueeze(-1) * self.factors, (x * self.weights).sum(dim=1, keepdim=True)
+
+
+class FMInteraction(nn.Module):
+    """DeepFM's FM component: bias + first-order terms + pairwise factor interactions (Rendle's O(kn) form).
+
+    Each sparse field's table row holds ``[w, v_1..v_k, padding]``: the first-order weight, then its k factors.
+    Returns the FM logit ``[B, 1]`` and the field factors ``[B, fields, k]`` that the deep part reads.
+    """
+
+    def __init__(self, table_names: list[str], factors: int) -> None:
+        super().__init__()
+        self.table_names = list(table_names)
+        self.k = factors
+        self.bias = nn.Parameter(torch.zeros(1))
+
+    def forward(
+        self, dense_fields: torch.Tensor, dense_linear: torch.Tensor, embs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = torch.stack([embs[n] for n in self.table_names], dim=1).to(dense_fields.dtype)  # [B, T, dim]
+        first = rows[..., 0].sum(dim=1, keepdim=True) + dense_linear + self.bias
+        fields = torch.cat([dense_fields, rows[..., 1 : 1 + self.k]], dim=1)  # [B, F, k]
+        square_of_sum = fields.sum(dim=1).pow(2)
+        sum_of_square = fields.pow(2).sum(dim=1)
+        second = 0.5 * (square_of_sum - sum_of_square).sum(dim=1, keepdim=True)
+        return first + second, fields
+
+
+class SumHead(nn.Module):
+    """DeepFM's output: the deep MLP over the flattened field factors, added to the FM logit."""
+
+    def __init__(self, widths: list[int]) -> None:
+        super().__init__()
+        self.mlp = MLP(widths)
+
+    def forward(self, fm_logit: torch.Tensor, fields: torch.Tensor) -> torch.Tensor:
+        return self.mlp(fields.flatten(1)) + fm_logit
+
+
+class Tower(nn.Module):
+    """One tower of a two-tower model: an MLP over the concatenated embeddings of its side's features."""
+
+    def __init__(self, table_names: list[str], widths: list[int]) -> None:
+        super().__init__()
+        self.table_names = list(table_names)
+        self.mlp = MLP(widths)
+
+    def forward(self, embs: dict[str, torch.Tensor]) -> torch.Tensor:
+        dt = self.mlp.layers[0].weight.dtype
+        return self.mlp(torch.cat([embs[n].to(dt) for n in self.table_names], dim=1))
+
+
+class InBatchDotProduct(nn.Module):
+    """Retrieval scoring with in-batch candidates: ``scores[i, j] = <query_i, candidate_j>`` ([B, B])."""
+
+    def forward(self, query: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        return query @ candidates.to(query.dtype).t()
+
+
+def _key_padding(lengths: torch.Tensor, length: int, lead: int = 0) -> torch.Tensor:
+    """[B, lead + length] True where a position holds a token (``lead`` always-valid positions first)."""
+    pos = torch.arange(length, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
+    if lead:
+        pos = torch.cat([pos.new_ones((lengths.numel(), lead)), pos], dim=1)
+    return pos
+
+
+class TransformerBlock(nn.Module):
+    """A post-norm transformer encoder block (multi-head self-attention + FFN, each residual + LayerNorm).
+
+    Written with explicit matmuls, softmax and LayerNorm (not nn.MultiheadAttention's fused kernel), so that
+    every op is one the cost model counts; padded keys are masked out.
+    """
+
+    def __init__(self, dim: int, heads: int, ffn_dim: int) -> None:
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"dim {dim} is not a multiple of heads {heads}")
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm1 = nn.LayerNorm(dim)
+        self.ffn = MLP([dim, ffn_dim, dim])
+        self.norm2 = nn.LayerNorm(dim)
+
+    def forward(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(x).view(b, n, 3, h, d // h).permute(2, 0, 3, 1, 4)  # each [B, H, N, d/h]
+        scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(d // h))
+        scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
+        att = torch.softmax(scores, dim=-1) @ v  # [B, H, N, d/h]
+        x = self.norm1(x + self.proj(att.transpose(1, 2).reshape(b, n, d)))
+        return self.norm2(x + self.ffn(x))
+
+
+class BehaviourTransformer(nn.Module):
+    """BST: [target item; behaviours] + learned position embeddings through transformer blocks.
+
+    Returns the target position's output concatenated with the masked mean of the behaviour positions' outputs.
+    """
+
+    def __init__(self, dim: int, max_length: int, blocks: int, heads: int, ffn_dim: int) -> None:
+        super().__init__()
+        self.position = nn.Parameter(torch.empty(max_length + 1, dim).uniform_(-0.05, 0.05))
+        self.blocks = nn.ModuleList([TransformerBlock(dim, heads, ffn_dim) for _ in range(blocks)])
+
+    def forward(self, target: torch.Tensor, behaviours: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        dt = self.position.dtype
+        x = torch.cat([target.to(dt).unsqueeze(1), behaviours.to(dt)], dim=1)
+        x = x + self.position[: x.shape[1]]
+        valid = _key_padding(lengths, behaviours.shape[1], lead=1)
+        for block in self.blocks:
+            x = block(x, valid)
+        w = valid[:, 1:].to(dt).unsqueeze(-1)
+        pooled = (x[:, 1:] * w).sum(dim=1) / w.sum(dim=1).clamp_min(1.0)
+        return torch.cat([x[:, 0], pooled], dim=1)
+
+
+class HSTULayer(nn.Module):
+    """One HSTU layer (Zhai et al., 2024): pointwise-aggregated (SiLU, not softmax) causal attention.
+
+    ``U, V, Q, K = split(SiLU(f1(X)))``; ``A = SiLU(Q K^T) / n`` under a causal, padding-aware mask;
+    ``Y = f2(LayerNorm(A V) * U) + X``. No relative attention bias (see docs/zoo.md).
+    """
+
+    def __init__(self, dim: int, heads: int, linear_dim: int, attention_dim: int) -> None:
+        super().__init__()
+        self.heads, self.linear_dim, self.attention_dim = heads, linear_dim, attention_dim
+        self.uvqk = nn.Linear(dim, heads * (2 * linear_dim + 2 * attention_dim))
+        self.norm = nn.LayerNorm(heads * linear_dim)
+        self.out = nn.Linear(heads * linear_dim, dim)
+        self.input_norm = nn.LayerNorm(dim)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        h, dl, da = self.heads, self.linear_dim, self.attention_dim
+        uvqk = F.silu(self.uvqk(self.input_norm(x)))
+        u, v, q, k = torch.split(uvqk, [h * dl, h * dl, h * da, h * da], dim=-1)
+        v = v.view(b, n, h, dl).transpose(1, 2)
+        q = q.view(b, n, h, da).transpose(1, 2)
+        k = k.view(b, n, h, da).transpose(1, 2)
+        a = F.silu(q @ k.transpose(-1, -2)) * mask / counts  # [B, H, N, N]
+        av = (a @ v).transpose(1, 2).reshape(b, n, h * dl)
+        return self.out(self.norm(av) * u) + x
+
+
+class HSTUAttentionStack(nn.Module):
+    """HSTU's encoder: item embeddings + learned positions through stacked HSTU layers; the last valid state."""
+
+    def __init__(self, dim: int, max_length: int, blocks: int, heads: int, linear_dim: int, attention_dim: int) -> None:
+        super().__init__()
+        self.position = nn.Parameter(torch.empty(max_length, dim).uniform_(-0.05, 0.05))
+        self.layers = nn.ModuleList([HSTULayer(dim, heads, linear_dim, attention_dim) for _ in range(blocks)])
+        self.final_norm = nn.LayerNorm(dim)
+
+    def forward(self, items: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        dt = self.position.dtype
+        b, n, _ = items.shape
+        x = items.to(dt) + self.position[:n]
+        valid = _key_padding(lengths, n)
+        causal = torch.ones((n, n), dtype=torch.bool, device=x.device).tril()
+        mask = (causal.unsqueeze(0) & valid.unsqueeze(1)).to(dt).unsqueeze(1)  # [B, 1, N, N]
+        counts = lengths.clamp_min(1).to(dt).view(b, 1, 1, 1)  # 1/n: normalise by the user's history length
+        for layer in self.layers:
+            x = layer(x, mask, counts)
+        last = (lengths.long() - 1).clamp_min(0)
+        return self.final_norm(x[torch.arange(b, device=x.device), last])

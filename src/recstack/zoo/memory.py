@@ -23,8 +23,8 @@ feature's ``max_length``, because a batch's total concentrates around the mean):
   int64 IDs, int32 lengths per feature, float32 dense features and labels;
 * the working set of one step: the int64 indices and offsets each table receives,
   and the activations (embedding outputs, sequence embeddings of ``mean length x dim``
-  per sample, and every dense layer's outputs, 4 bytes each; x3 in training for the
-  saved forward values and their gradients).
+  per sample, and every dense layer's outputs, 4 bytes each; in-batch retrieval models add their
+  ``[B, B]`` score matrix; x3 in training for the saved forward values and their gradients).
 
 The check compares the total against ``MemAvailable`` from /proc/meminfo and, when
 it does not fit, names the ``--scale`` and ``--batch-size`` that would.
@@ -55,6 +55,7 @@ class BatchShape:
     dense: int  # dense input features
     tasks: int
     activations: float  # activation values per sample: embedding outputs and every dense layer's outputs
+    pairwise: float = 0.0  # values per pair of samples (in-batch retrieval scores: [B, B])
 
     def input_bytes(self, batch_size: int, num_batches: int = NUM_BATCHES) -> int:
         """Bytes of ``num_batches`` generated batches: int64 IDs, int32 lengths, float32 dense and labels."""
@@ -64,7 +65,8 @@ class BatchShape:
     def step_bytes(self, batch_size: int, mode: str) -> int:
         """Bytes of one step's working set: per-table int64 indices and offsets, and the activations."""
         per_sample = self.lookups * 8 + self.tables * 8 + self.activations * 4
-        return int(batch_size * per_sample * (3 if mode == "train" else 1))
+        per_step = batch_size * per_sample + batch_size * batch_size * self.pairwise * 4
+        return int(per_step * (3 if mode == "train" else 1))
 
 
 @dataclass(frozen=True)

@@ -26,15 +26,23 @@ from recstack.zoo.embedding import EmbeddingBackend, FeatureProcessing
 from recstack.zoo.layers import (
     GMF,
     MLP,
+    BehaviourTransformer,
     ConcatHead,
     ConcatInteraction,
+    DCNInteraction,
+    DenseFieldEmbedding,
     DotInteraction,
+    FMInteraction,
+    HSTUAttentionStack,
+    InBatchDotProduct,
     InterestAttention,
     InterestEvolution,
     InterestExtractor,
     LocalActivationUnit,
     PairMLP,
+    SumHead,
     TaskTowers,
+    Tower,
     WideLinear,
     rnn_macs,
 )
@@ -132,6 +140,11 @@ class DLRM(RecModel):
         if cfg.interaction == "concat":
             self.inter_arch: nn.Module = ConcatInteraction(names)
             top_in = cfg.bottom_mlp[-1] + sum(t.dim for t in self.tables if t.kind == "pooled")
+        elif cfg.interaction == "dcn":
+            if cfg.cross_layers is None or cfg.cross_rank is None:
+                raise ConfigError("interaction dcn needs cross_layers and cross_rank", field="cross_layers")
+            top_in = cfg.bottom_mlp[-1] + sum(t.dim for t in self.tables if t.kind == "pooled")
+            self.inter_arch = DCNInteraction(names, top_in, cfg.cross_layers, cfg.cross_rank)
         else:
             self.inter_arch = DotInteraction(names)
             f = len(names) + 1
@@ -150,6 +163,8 @@ class DLRM(RecModel):
         if isinstance(self.inter_arch, DotInteraction):
             f = len(self.inter_arch.table_names) + 1
             inter = f * f * self.cfg.embedding_dim
+        elif isinstance(self.inter_arch, DCNInteraction):
+            inter = self.inter_arch.crossnet.macs()
         return self.dense_arch.macs() + inter + self.over_arch.macs()
 
 
@@ -328,6 +343,163 @@ class DIEN(RecModel):
         )
 
 
+class DeepFM(RecModel):
+    """DeepFM (Guo et al., 2017): an FM and a deep MLP share the field embeddings; their logits add.
+
+    Sparse fields are the pooled tables (each row ``[w, v_1..v_k, padding]``); every dense feature is a
+    numeric field with its own factor vector.
+    """
+
+    def __init__(self, cfg: ModelConfig, backend: EmbeddingBackend) -> None:
+        super().__init__(cfg, backend)
+        k = cfg.fm_factors
+        if k is None or cfg.top_mlp is None:
+            raise ConfigError("arch deepfm needs fm_factors and top_mlp (the deep part)", field="fm_factors")
+        for t in self.tables:
+            if t.kind != "pooled" or t.dim < k + 1:
+                raise ConfigError(
+                    f"table {t.name}: deepfm tables are pooled with dim >= fm_factors + 1 = {k + 1}", field="tables"
+                )
+        fields = cfg.dense_features + len(self.tables)
+        _expect("top_mlp[0]", cfg.top_mlp[0], fields * k, "fields x fm_factors")
+        self.dense_arch = DenseFieldEmbedding(cfg.dense_features, k)
+        self.inter_arch = FMInteraction([t.name for t in self.tables], k)
+        self.over_arch = SumHead(cfg.top_mlp)
+
+    def forward(self, batch: RawBatch) -> torch.Tensor:
+        embs = self.sparse_arch(self.feature_processing(batch))
+        dense_fields, dense_linear = self.dense_arch(batch.dense)
+        fm, fields = self.inter_arch(dense_fields, dense_linear, embs)
+        return self.over_arch(fm, fields)
+
+    def dense_macs_per_sample(self) -> int:
+        k, f = self.cfg.fm_factors or 0, self.cfg.dense_features + len(self.tables)
+        return self.cfg.dense_features * k + 2 * f * k + self.over_arch.mlp.macs()
+
+
+class _InBatchRetrieval(RecModel):
+    """Retrieval models scored against in-batch candidates: logits ``[B, B]``, sampled-softmax loss on the diagonal."""
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        logits = logits.float()
+        return F.cross_entropy(logits, torch.arange(logits.shape[0], device=logits.device))
+
+
+class TwoTower(_InBatchRetrieval):
+    """Two-tower retrieval: user and item towers, dot-product scores of every user against the batch's items."""
+
+    def __init__(self, cfg: ModelConfig, backend: EmbeddingBackend) -> None:
+        super().__init__(cfg, backend)
+        if cfg.user_tower is None or cfg.item_tower is None:
+            raise ConfigError("arch twotower needs user_tower and item_tower", field="user_tower")
+        user = [t for t in self.tables if t.name.startswith("user")]
+        item = [t for t in self.tables if t.name.startswith("item")]
+        if not user or not item or len(user) + len(item) != len(self.tables):
+            raise ConfigError("arch twotower: every table is named user* (query side) or item* (candidates)", field="tables")
+        _expect("user_tower[0]", cfg.user_tower[0], sum(t.dim for t in user), "user tables' dims")
+        _expect("item_tower[0]", cfg.item_tower[0], sum(t.dim for t in item), "item tables' dims")
+        _expect("item_tower[-1]", cfg.item_tower[-1], cfg.user_tower[-1], "the towers' outputs are dot-multiplied")
+        self.query_dense_arch = Tower([t.name for t in user], cfg.user_tower)
+        self.candidate_dense_arch = Tower([t.name for t in item], cfg.item_tower)
+        self.inter_arch = InBatchDotProduct()
+
+    def forward(self, batch: RawBatch) -> torch.Tensor:
+        embs = self.sparse_arch(self.feature_processing(batch))
+        return self.inter_arch(self.query_dense_arch(embs), self.candidate_dense_arch(embs))
+
+    def dense_macs_per_sample(self, batch_size: int = 1) -> int:
+        # the score matrix costs batch_size x output width per sample (one candidate per sample at batch 1)
+        return self.query_dense_arch.mlp.macs() + self.candidate_dense_arch.mlp.macs() + batch_size * (self.cfg.user_tower or [0])[-1]
+
+
+def _one_sequence(tables: list[Table], arch: str) -> Table:
+    seq = [t for t in tables if t.kind == "sequence"]
+    if not seq:
+        raise ConfigError(f"arch {arch} needs a sequence table (the behaviours)", field="tables")
+    return seq[0]
+
+
+class BST(RecModel):
+    """Behaviour Sequence Transformer (Chen et al., 2019): transformer blocks over [target item; behaviours].
+
+    The behaviour token is the sum of its sequence tables' rows (item and category); the target token the
+    sum of the ``target*`` tables' rows. Every other pooled table is an "other feature" fed to the MLP.
+    """
+
+    num_outputs = 1
+
+    def __init__(self, cfg: ModelConfig, backend: EmbeddingBackend) -> None:
+        super().__init__(cfg, backend)
+        if cfg.top_mlp is None or cfg.blocks is None or cfg.attention_heads is None or cfg.ffn_dim is None:
+            raise ConfigError("arch bst needs blocks, attention_heads, ffn_dim and top_mlp", field="blocks")
+        first = _one_sequence(self.tables, "bst")
+        self.seq_names = [t.name for t in self.tables if t.kind == "sequence"]
+        self.target_names = [t.name for t in self.tables if t.kind == "pooled" and t.name.startswith("target")]
+        self.other_names = [t.name for t in self.tables if t.kind == "pooled" and not t.name.startswith("target")]
+        d = first.dim
+        if not self.target_names or any(t.dim != d for t in self.tables if t.name in self.seq_names + self.target_names):
+            raise ConfigError(f"arch bst needs target* tables, all sequence and target tables of dim {d}", field="tables")
+        if d % cfg.attention_heads:
+            raise ConfigError(f"must divide the token width {d}", field="attention_heads")
+        others = sum(t.dim for t in self.tables if t.name in self.other_names)
+        _expect("top_mlp[0]", cfg.top_mlp[0], 2 * d + others, "target output + pooled behaviours + other features")
+        self.max_length = first.max_length or 1
+        self.transformer = BehaviourTransformer(d, self.max_length, cfg.blocks, cfg.attention_heads, cfg.ffn_dim)
+        self.over_arch = ConcatHead(cfg.top_mlp)
+
+    def forward(self, batch: RawBatch) -> torch.Tensor:
+        processed = self.feature_processing(batch)
+        e = self.sparse_arch(processed)
+        behaviours = sum(e[n] for n in self.seq_names)
+        target = sum(e[n] for n in self.target_names)
+        seq = self.transformer(target, behaviours, processed.seq_lengths[self.seq_names[0]])
+        return self.over_arch(seq, *[e[n] for n in self.other_names])
+
+    def dense_macs_per_sample(self, sequence_length: float | None = None) -> int:
+        cfg = self.cfg
+        n = 1 + (sequence_length or _one_sequence(self.tables, "bst").pooling)
+        d = self.transformer.position.shape[1]
+        per_block = n * (3 * d * d + d * d + 2 * d * (cfg.ffn_dim or 0)) + 2 * n * n * d
+        return int((cfg.blocks or 0) * per_block) + self.over_arch.mlp.macs()
+
+
+class HSTU(_InBatchRetrieval):
+    """A generative recommender in the style of HSTU (Zhai et al., 2024), retrieval mode.
+
+    The user's action history runs through stacked HSTU layers; the last valid state is scored against the
+    batch's target items (in-batch candidates), like the two-tower model's scoring.
+    """
+
+    def __init__(self, cfg: ModelConfig, backend: EmbeddingBackend) -> None:
+        super().__init__(cfg, backend)
+        need = (cfg.blocks, cfg.attention_heads, cfg.linear_dim, cfg.attention_dim)
+        if any(v is None for v in need):
+            raise ConfigError("arch hstu needs blocks, attention_heads, linear_dim and attention_dim", field="blocks")
+        seq = _one_sequence(self.tables, "hstu")
+        targets = [t for t in self.tables if t.kind == "pooled"]
+        if len(targets) != 1 or targets[0].dim != seq.dim:
+            raise ConfigError(f"arch hstu needs one pooled target table of dim {seq.dim}", field="tables")
+        self.seq_name, self.target_name = seq.name, targets[0].name
+        self.encoder = HSTUAttentionStack(
+            seq.dim, seq.max_length or 1, cfg.blocks or 1, cfg.attention_heads or 1, cfg.linear_dim or 1, cfg.attention_dim or 1
+        )
+        self.inter_arch = InBatchDotProduct()
+
+    def forward(self, batch: RawBatch) -> torch.Tensor:
+        processed = self.feature_processing(batch)
+        e = self.sparse_arch(processed)
+        user = self.encoder(e[self.seq_name], processed.seq_lengths[self.seq_name])
+        return self.inter_arch(user, e[self.target_name])
+
+    def dense_macs_per_sample(self, sequence_length: float | None = None) -> int:
+        cfg = self.cfg
+        seq = _one_sequence(self.tables, "hstu")
+        n = sequence_length or seq.pooling
+        h, dl, da, d = cfg.attention_heads or 0, cfg.linear_dim or 0, cfg.attention_dim or 0, seq.dim
+        per_layer = n * (d * h * (2 * dl + 2 * da) + h * dl * d) + n * n * h * (da + dl)
+        return int((cfg.blocks or 0) * per_layer) + d
+
+
 ARCH_CLASSES: dict[str, type[RecModel]] = {
     "dlrm": DLRM,
     "ncf": NCF,
@@ -335,4 +507,8 @@ ARCH_CLASSES: dict[str, type[RecModel]] = {
     "mtwnd": MultiTaskWideAndDeep,
     "din": DIN,
     "dien": DIEN,
+    "deepfm": DeepFM,
+    "twotower": TwoTower,
+    "bst": BST,
+    "hstu": HSTU,
 }

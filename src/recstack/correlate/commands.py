@@ -1,0 +1,62 @@
+"""``recstack correlate STORE|PROFILES... [-o report.html]``: architecture features vs bottleneck metrics."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from recstack.cli_types import int_at_least
+
+
+def cmd_correlate(args: argparse.Namespace) -> int:
+    from recstack.correlate.points import load_points
+    from recstack.correlate.render import render_html, write_plots
+    from recstack.correlate.stats import MIN_MODELS, correlate
+    from recstack.errors import DataError
+    from recstack.outputs import atomic_write_text, check_writable
+
+    out = check_writable(args.output, "-o")
+    if args.json:
+        check_writable(args.json, "--json")
+    t0 = time.perf_counter()
+    points = load_points(args.inputs)
+    models = {p.model for p in points}
+    if len(models) < MIN_MODELS:
+        raise DataError(f"INPUT: {len(points)} points from {len(models)} models; correlate needs at least "
+                        f"{MIN_MODELS} models (rank correlations across models)")
+    corr = correlate(points, bootstrap=args.bootstrap, seed=args.seed)
+    plot_dir = out.with_name(out.stem + "_plots")
+    plots = write_plots(points, corr, plot_dir)
+    atomic_write_text(out, render_html(points, corr, plots))
+    if args.json:
+        atomic_write_text(args.json, json.dumps(_nan_free(corr.to_dict()), indent=1, allow_nan=False) + "\n")
+    for line in corr.findings():
+        print(line)
+    print(f"{len(points)} points, {len(models)} models, {len(corr.metrics)} metrics in "
+          f"{time.perf_counter() - t0:.1f} s; report {out}, plots (PNG, SVG) in {plot_dir}")
+    return 0
+
+
+def _nan_free(x: object) -> object:
+    """NaN (a rho where a feature does not vary) as JSON null."""
+    if isinstance(x, float) and x != x:
+        return None
+    if isinstance(x, dict):
+        return {k: _nan_free(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_nan_free(v) for v in x]
+    return x
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``correlate`` to the main CLI's sub-parsers."""
+    p = sub.add_parser("correlate", help="which architecture features go with which bottlenecks, across models")
+    p.add_argument("inputs", nargs="+", metavar="STORE|PROFILES",
+                   help="a results store (DuckDB file), or profile JSON files and folders of them")
+    p.add_argument("-o", "--output", default="correlate.html", help="report HTML (plots go to <stem>_plots/)")
+    p.add_argument("--json", default=None, help="also write the results as JSON")
+    p.add_argument("--bootstrap", type=int_at_least("--bootstrap", 50), default=1000,
+                   help="bootstrap resamples over models (default 1000)")
+    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="seed of the resampling")
+    p.set_defaults(func=cmd_correlate)
