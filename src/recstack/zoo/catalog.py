@@ -57,7 +57,7 @@ SKELETON_FIGURES: dict[str, dict[str, Any]] = {'rmc1': {'config_sha256': 'c6f523
             'lookups_per_sample': 26.0,
             'dense_flops_per_sample': 954620,
             'dense_params': 477745},
- 'twotower': {'config_sha256': '4c988d82f0d93ea33d6167bdc76e638c4c2e24c3718e1db3e1b00fdd901746b6',
+ 'twotower': {'config_sha256': 'b97d9df8d891f7c112e1c40e72458f3da34b7d61c69952f8243a414029c467e7',
               'lookups_per_sample': 2.0,
               'dense_flops_per_sample': 65664,
               'dense_params': 33152},
