@@ -131,6 +131,10 @@ def profile_config(
 ) -> Profile:
     """Profile what ``config.model`` names: a zoo id or YAML, or ``package.module:factory``."""
     name = config.model or ""
+    if config.nproc > 1:  # ranks under torchrun and DistributedModelParallel
+        from recstack.distributed.ranks import profile_ranks
+
+        return profile_ranks(config)
     if is_factory(name):
         factory = load_factory(name)
         config = config.updated(batch_size=config.batch_size)  # the factory's batch size is the run's
