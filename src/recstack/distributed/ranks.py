@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from recstack.config.run import RunConfig, usable_cores
+from recstack.distributed.comm_model import classify, phase_bytes
 from recstack.distributed.communication import split_communication
 from recstack.distributed.imbalance import imbalance, per_rank_figures, planner_vs_measured, shard_figures
 from recstack.distributed.launch import DEFAULT_TIMEOUT_S, run_ranks
@@ -30,11 +31,11 @@ from recstack.render import progress
 from recstack.tree import Node, Profile
 
 
-def prepare(cfg: RunConfig) -> RunConfig:
-    """Checks before any rank starts; a zoo model runs on the TorchRec backend (the one DMP shards)."""
-    from recstack.api import is_factory
+def prepare(cfg: RunConfig, factory: bool) -> RunConfig:
+    """Checks before any rank starts; a zoo model runs on the TorchRec backend (the one DMP shards).
 
-    if not is_factory(cfg.model or ""):
+    ``factory``: the model is a user's ``package.module:factory``."""
+    if not factory:
         if "backend" in cfg.model_fields_set and cfg.backend != "torchrec":
             raise ConfigError(f"--nproc > 1 shards TorchRec tables; use torchrec (got {cfg.backend})",
                               field="backend")
@@ -52,9 +53,9 @@ def prepare(cfg: RunConfig) -> RunConfig:
     return cfg
 
 
-def profile_ranks(cfg: RunConfig, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Profile:
+def profile_ranks(cfg: RunConfig, *, factory: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S) -> Profile:
     """Run ``cfg.nproc`` ranks and gather them (see the module docstring)."""
-    cfg = prepare(cfg)
+    cfg = prepare(cfg, factory)
     with progress.phase(f"{cfg.nproc} ranks (torchrun, gloo)"):
         profiles, infos = run_ranks(cfg.model_dump(mode="json"), cfg.nproc, timeout_s=timeout_s)
     return gather(cfg, profiles, infos)
@@ -72,6 +73,7 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
     crit = max(range(len(profs)), key=lambda r: per_rank[r]["compute_s"])
     top = profs[crit]
     estimates = next((i["planner_estimates"] for i in infos if i.get("planner_estimates")), [])
+    phases = _phase_bytes(cfg, shards[crit], infos[crit])
     cores = usable_cores()
     threads = sum(int(i.get("threads", 1)) for i in infos)
     top.ranks = [{"rank": r, "root": roots[r].to_dict(), "shards": shards[r]} for r in range(len(profs))]
@@ -85,16 +87,40 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
         "backend": "gloo",
         "critical_rank": crit,
         "threads_per_rank": [int(i.get("threads", 1)) for i in infos],
+        "dense_param_bytes": int(infos[0].get("dense_param_bytes", 0)),
         "oversubscribed": threads > cores,
         "oversubscription_note": (f"{threads} rank threads on {cores} usable cores: planned oversubscription, "
                                   "times include waiting for a core" if threads > cores else None),
         "per_rank": per_rank,
         "imbalance": imbalance(per_rank),
         "planner": planner_vs_measured(roots, shards, estimates, cfg.mode == "train"),
+        "communication_bytes": phases,
+        "communication_roofline": _comm_roofline(cfg, roots[crit], phases),
     }
     if "embedding_tables" not in top.extra and infos[0].get("tables"):
         top.extra["embedding_tables"] = infos[0]["tables"]
     return top
+
+
+def _phase_bytes(cfg: RunConfig, shards: list[dict[str, Any]], info: dict[str, Any]) -> dict[str, float]:
+    """Bytes the rank sends per communication phase per step (computed: recstack.distributed.comm_model)."""
+    return phase_bytes(local_lookups=sum(t["lookups"] for t in info.get("tables", [])),
+                       tables=len(info.get("tables", [])), batch_size=int(info.get("batch_size", cfg.batch_size)),
+                       world_size=cfg.nproc,
+                       output_columns=sum(s.get("columns", 0) for s in shards if not s.get("replica")),
+                       dense_param_bytes=float(info.get("dense_param_bytes", 0)), train=cfg.mode == "train")
+
+
+def _comm_roofline(cfg: RunConfig, root: Node, phases: dict[str, float]) -> list[dict[str, Any]] | None:
+    """The critical rank's communication phases against the machine's collective benchmark, if it has one."""
+    from recstack.hardware.machine import machine_with_file
+
+    machine, _file = machine_with_file(cfg.machine)
+    collectives = (machine or {}).get("collectives")
+    comm = root.child("communication")
+    if not collectives or comm is None:
+        return None
+    return classify(phases, {c.name: c.time_s for c in comm.children}, collectives, cfg.nproc)
 
 
 def _copy(node: Node) -> Node:

@@ -67,9 +67,8 @@ def _profile_rank(cfg: Any, rank: int, world_size: int) -> tuple[Any, dict[str, 
     from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
     from torchrec.distributed.model_parallel import DistributedModelParallel
 
-    from recstack import api
-    from recstack.api import is_factory
     from recstack.distributed.sharding import make_plan, shards_of
+    from recstack.usercode import is_factory
 
     device = "cpu"
     tables: list[dict[str, Any]] = []
@@ -78,6 +77,7 @@ def _profile_rank(cfg: Any, rank: int, world_size: int) -> tuple[Any, dict[str, 
         model, batches, info = _factory_model(cfg, rank, world_size, device)
     else:
         model, batches, info, tables, global_tables = _zoo_model(cfg, rank, world_size)
+    dense_bytes = _dense_param_bytes(model)
     if isinstance(model, DistributedModelParallel):
         dmp, plan, estimates = model, model.plan, []
     else:
@@ -88,10 +88,39 @@ def _profile_rank(cfg: Any, rank: int, world_size: int) -> tuple[Any, dict[str, 
                                        sharders=[EmbeddingBagCollectionSharder()])
     dmp.supports_inference_mode = False  # FBGEMM's sharded lookups refuse inference tensors: no_grad instead
     info.update({"rank": rank, "world_size": world_size, "sharding": cfg.sharding})
-    prof = api.profile(dmp, batches, cfg, run_info=info, counters=False)
+    prof = _profile(dmp, batches, cfg, info)
     rank_info = {"rank": rank, "shards": shards_of(plan, rank), "tables": tables, "global_tables": global_tables,
-                 "planner_estimates": estimates, "threads": torch.get_num_threads()}
+                 "planner_estimates": estimates, "threads": torch.get_num_threads(),
+                 "dense_param_bytes": dense_bytes, "batch_size": cfg.batch_size}
     return prof, rank_info
+
+
+def _dense_param_bytes(model: Any) -> int:
+    """Bytes of the parameters outside every TorchRec embedding collection: what DDP all-reduces."""
+    from torchrec.modules.embedding_modules import EmbeddingBagCollection, EmbeddingCollection
+
+    sparse = {id(p) for m in model.modules() if isinstance(m, (EmbeddingBagCollection, EmbeddingCollection))
+              for p in m.parameters()}
+    return sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in sparse and p.requires_grad)
+
+
+def _profile(model: Any, batches: list[Any], cfg: Any, info: dict[str, Any]) -> Any:
+    """The normal passes on this rank (as :func:`recstack.api.profile`, without the counter replay)."""
+    from recstack.hardware.machine import machine_with_file
+    from recstack.profiling.rules import load_stage_rules
+    from recstack.profiling.runner import ProfileOptions, profile_model
+
+    rules = load_stage_rules(cfg.stage_rules) if isinstance(cfg.stage_rules, str) else None
+    if isinstance(cfg.stage_rules, dict):
+        from recstack.config.loading import parse_config
+        from recstack.profiling.rules import StageRules
+
+        rules = parse_config(StageRules, cfg.stage_rules, source="stage_rules")
+    machine, machine_file = machine_with_file(cfg.machine)
+    run_info = {**info, "config": cfg.model_dump(mode="json"), "config_key": cfg.key()}
+    opts = ProfileOptions(cfg, stage_rules=rules, machine=machine, machine_file=machine_file, run_info=run_info,
+                          counters=False)
+    return profile_model(model, batches, opts, batch_size=cfg.batch_size)
 
 
 def _zoo_model(cfg: Any, rank: int, world_size: int) -> tuple[Any, list[Any], dict[str, Any], list[Any], list[Any]]:
@@ -127,14 +156,16 @@ def _global_table_stats(backend: Any, batches: list[Any]) -> list[dict[str, Any]
 
 
 def _factory_model(cfg: Any, rank: int, world_size: int, device: str) -> tuple[Any, list[Any], dict[str, Any]]:
-    """The user's ``factory(batch_size, seed, *, rank, world_size, device)``, called after the group is up."""
-    from recstack.api import _make_batches, load_factory
-    from recstack.usercode import call_user
+    """The user's ``factory(batch_size, seed, *, rank, world_size, device)``, called after the group is up;
+    its ``batch_fn(i)`` gives this rank's batch ``i`` (or it returns a list of batches)."""
+    from recstack.usercode import call_user, load_factory, name_of
 
     factory = load_factory(cfg.model)
     bound = functools.partial(factory, rank=rank, world_size=world_size, device=device)
     model, batch_fn = call_user(bound, cfg.batch_size, cfg.seed, what=f"your factory {cfg.model}")
-    batches = _make_batches(batch_fn, cfg.batch_size, NUM_BATCHES)
+    what = f"your batch function {name_of(batch_fn)}"
+    batches = list(batch_fn) if isinstance(batch_fn, list) else [call_user(batch_fn, i, what=what)
+                                                                  for i in range(NUM_BATCHES)]
     return model, batches, {"model": cfg.model, "backend": "user"}
 
 

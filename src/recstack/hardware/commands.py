@@ -172,6 +172,23 @@ def cmd_machine_compare_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_collectives(machine: dict[str, Any], world_sizes: str, quick: bool) -> dict[str, Any]:
+    """Add the all-to-all / all-reduce benchmark (``machine --collectives``) and keep it in the cache."""
+    from recstack.hardware.collectives import measure_collectives
+    from recstack.hardware.machine import cache_path, save_machine
+
+    try:
+        sizes = sorted({int(w) for w in world_sizes.split(",") if w.strip()})
+    except ValueError:
+        raise ConfigError(f"must be world sizes like 2,4 (got {world_sizes!r})", field="--world-sizes") from None
+    if not sizes or min(sizes) < 2 or max(sizes) > 64:
+        raise ConfigError(f"must be world sizes within 2..64 (got {world_sizes!r})", field="--world-sizes")
+    sys.stderr.write(f"  measuring: all-to-all and all-reduce (gloo) at world sizes {sizes}\n")
+    machine = {**machine, "collectives": measure_collectives(sizes, quick=quick)}
+    save_machine(machine, cache_path())
+    return machine
+
+
 def cmd_machine(args: argparse.Namespace) -> int:
     from recstack.hardware.counters import detect_perf
     from recstack.hardware.machine import cache_path, get_machine, load_machine
@@ -190,6 +207,8 @@ def cmd_machine(args: argparse.Namespace) -> int:
     progress = reporter(_stderr_progress())  # a progress phase per benchmark group, besides the lines
     machine = get_machine(refresh=args.refresh, quick=args.quick, progress=progress)
     finish()
+    if args.collectives:
+        machine = _with_collectives(machine, args.world_sizes, args.quick)
     counters = detect_perf().to_dict()
     comparison = compare_machines(machine, other) if other is not None else machine.get("repeatability")
     if args.json:
@@ -246,6 +265,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the machine figures as JSON to stdout")
     p.add_argument("--refresh", action="store_true", help="re-measure even if a current cache exists")
     p.add_argument("--quick", action="store_true", help="smaller arrays and fewer repeats (under a minute)")
+    p.add_argument("--collectives", action="store_true",
+                   help="also measure gloo all-to-all and all-reduce per message size (communication roofline)")
+    p.add_argument("--world-sizes", default="2", metavar="N[,N...]",
+                   help="world sizes of --collectives (default: 2; ranks run one thread each)")
     p.add_argument(
         "--compare",
         default=None,

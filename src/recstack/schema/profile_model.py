@@ -735,12 +735,17 @@ class Distributed(_M):
     backend: str = F("process-group backend (gloo, nccl)", producer=_DI)
     critical_rank: NonNegInt = F("the rank whose tree is the top-level root (most compute per step)", producer=_DI)
     threads_per_rank: list[NonNegInt] = F("torch threads of each rank", producer=_DI)
+    dense_param_bytes: Bytes | None = F("bytes of the parameters outside the embedding collections (what DDP "
+                                        "all-reduces in training)", None, unit="bytes", producer=_DI)
     oversubscribed: bool = F("more rank threads than usable cores (planned oversubscription)", producer=_DI)
     oversubscription_note: str | None = F("what that means for the times", None, producer=_DI)
     per_rank: list[RankFigures] = F("per rank figures", producer=_DI)
     imbalance: Imbalance = F("imbalance ratios", producer=_DI)
     planner: Planner | None = F("planner against measurement (null: a hand-built plan, no estimates)", None,
                                 producer=_DI)
+    communication_bytes: dict[str, Bytes] | None = F("phase -> bytes the critical rank sends per step "
+                                                     "(computed; formulas in docs/distributed.md)", None,
+                                                     unit="bytes", producer=_DI)
     communication_roofline: list[CommClass] | None = F("communication phases against the machine's collective "
                                                        "benchmark (null: the machine file has none)", None,
                                                        producer=_DI)

@@ -1,0 +1,187 @@
+"""Multi-rank profiles: real torchrun ranks on gloo with TorchRec's DistributedModelParallel (2 ranks, 1 thread each).
+
+Structure only (ranks, shards, the communication stage, times that add up):
+nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from recstack.cli import main
+from recstack.schema.profile_model import Profile as ProfileModel
+from recstack.tree import Profile
+
+pytest.importorskip("torchrec")
+
+TINY = ["--scale", "0.001", "--batch-size", "32", "--iters", "4", "--warmup", "2", "--op-iters", "1",
+        "--machine", "none", "--quiet"]
+TABLES = {f"t_{i}" for i in range(8)}  # rmc1's tables
+DIM = 32
+
+
+def _undeclared(m, where: str = "") -> list[str]:
+    from test_schema import _undeclared as undeclared
+
+    return undeclared(m, where)
+
+
+def _stages(tree: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in tree["children"] if c["level"] == "stage"}
+
+
+def _check_adds_up(tree: dict) -> None:
+    """Stage times sum to the run; every module/op subtree stays within its parent."""
+    assert sum(c["time_s"] for c in tree["children"]) == pytest.approx(tree["time_s"], rel=1e-6, abs=1e-12)
+    comm = _stages(tree)["communication"]
+    assert sum(c["time_s"] for c in comm["children"]) == pytest.approx(comm["time_s"], rel=1e-9, abs=1e-12)
+    paths = [n["path"] for n in _walk(tree)]
+    assert len(paths) == len(set(paths)), "paths are unique"
+
+
+def _walk(tree: dict):
+    yield tree
+    for c in tree["children"]:
+        yield from _walk(c)
+
+
+@pytest.mark.parametrize(("sharding", "mode"), [("table_wise", "inference"), ("column_wise", "train"),
+                                                ("column_wise", "inference"), ("table_wise", "train")])
+def test_two_ranks_profile(tmp_path: Path, sharding: str, mode: str) -> None:
+    out = tmp_path / "p.json"
+    rc = main(["profile", "rmc1", "--nproc", "2", "--sharding", sharding, "--mode", mode, *TINY, "-o", str(out)])
+    assert rc == 0
+    d = json.loads(out.read_text())
+    assert _undeclared(ProfileModel.model_validate(d)) == []
+    assert Profile.from_dict(d).to_dict() == d
+    ranks = d["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    dist = d["distributed"]
+    assert dist["world_size"] == 2 and d["run"]["nproc"] == 2 and d["run"]["sharding"] == sharding
+    # the top-level tree is the critical rank's
+    crit = dist["critical_rank"]
+    assert d["root"] == ranks[crit]["root"]
+    for r in ranks:
+        _check_adds_up(r["root"])
+        stages = _stages(r["root"])
+        phases = {c["name"] for c in stages["communication"]["children"]}
+        assert {"input_dist", "output_dist"} <= phases, phases
+        if mode == "train":
+            assert {"backward_all_to_all", "dense_all_reduce"} <= phases, phases
+            assert {"loss", "backward", "optimizer"} <= set(stages)
+        for n in _walk(stages["communication"]):
+            assert n["stage"] == "communication" and n["path"].startswith("communication")
+    # shards: table-wise puts each whole table on one rank; column-wise splits every table's columns
+    held: dict[str, list[list[int]]] = {}
+    for r in ranks:
+        for s in r["shards"]:
+            assert s["sharding"] == sharding
+            held.setdefault(s["table"], []).append(s["size"])
+            assert s["lookups"] > 0 and s["bytes_requested"] == pytest.approx(s["lookups"] * s["columns"] * 4)
+    assert set(held) == TABLES
+    for sizes in held.values():
+        if sharding == "table_wise":
+            assert len(sizes) == 1 and sizes[0][1] == DIM
+        else:
+            assert sum(sz[1] for sz in sizes) == DIM
+    # per-rank figures add up; waiting is measured against the fastest rank's communication
+    per_rank = dist["per_rank"]
+    for pr, r in zip(per_rank, ranks, strict=True):
+        assert pr["compute_s"] + pr["communication_s"] == pytest.approx(r["root"]["time_s"])
+        assert pr["communication_s"] == pytest.approx(_stages(r["root"])["communication"]["time_s"])
+        assert pr["transfer_s"] + pr["wait_s"] == pytest.approx(pr["communication_s"])
+    assert min(pr["wait_s"] for pr in per_rank) == 0.0
+    assert dist["imbalance"]["totals"]["time_s"] >= 1.0
+    # every table-wise or column-wise shard serves the global batch: the lookups of both ranks' batches
+    assert sum(pr["lookups"] for pr in per_rank) == pytest.approx(
+        sum(s["lookups"] for r in ranks for s in r["shards"]))
+    planner = dist["planner"]
+    assert planner is not None and set(planner["error_by_sharding"]) == {sharding}
+    assert len(planner["shards"]) == sum(len(r["shards"]) for r in ranks)
+
+
+def test_row_wise_is_refused_on_cpu_before_any_rank_starts(capsys) -> None:
+    rc = main(["profile", "rmc1", "--nproc", "2", "--sharding", "row_wise", *TINY])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "--sharding: row_wise cannot run on CPU" in err and "No available sharding type" in err
+
+
+def test_plan_file_names_unknown_tables(tmp_path: Path, capsys) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("tables:\n  t_9: {sharding: table_wise, ranks: [1]}\n")
+    rc = main(["profile", "rmc1", "--nproc", "2", "--sharding", str(plan), *TINY])
+    assert rc == 2
+    assert "tables.t_9: table 't_9' is not in the model" in capsys.readouterr().err
+
+
+FACTORY = '''
+import os
+import torch
+from torch import nn
+from torchrec.modules.embedding_configs import EmbeddingBagConfig
+from torchrec.modules.embedding_modules import EmbeddingBagCollection
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+
+class Model(nn.Module):
+    def __init__(self, rank):
+        super().__init__()
+        self.rank, self.calls = rank, 0
+        self.ebc = EmbeddingBagCollection(tables=[
+            EmbeddingBagConfig(name=f"t{i}", embedding_dim=8, num_embeddings=100, feature_names=[f"f{i}"])
+            for i in range(2)], device=torch.device("cpu"))
+        self.head = nn.Linear(16, 1)
+
+    def forward(self, kjt):
+        self.calls += 1
+        if self.rank == 1 and self.calls == 3:
+            os._exit(7)  # this rank dies mid-run, inside the warm-up, while rank 0 waits in a collective
+        return self.head(self.ebc(kjt).values())
+
+
+def factory(batch_size, seed, *, rank, world_size, device):
+    g = torch.Generator().manual_seed(seed + rank)
+
+    def batch(i):
+        lengths = torch.ones(2 * batch_size, dtype=torch.int64)
+        values = torch.randint(0, 100, (2 * batch_size,), generator=g)
+        return KeyedJaggedTensor.from_lengths_sync(keys=["f0", "f1"], values=values, lengths=lengths)
+
+    return Model(rank), batch
+'''
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (p / "environ").read_bytes():
+                found.append(int(p.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_rank_that_dies_fails_the_profile_naming_it_and_no_rank_is_left(tmp_path: Path, monkeypatch,
+                                                                          capsys) -> None:
+    mod = f"dying_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{mod}.py").write_text(textwrap.dedent(FACTORY))
+    marker = f"RECSTACK_TEST_MARK={uuid.uuid4().hex}"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv(*marker.split("="))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rc = main(["profile", f"{mod}:factory", "--nproc", "2", "--batch-size", "8", "--iters", "4", "--warmup", "3",
+               "--op-iters", "1", "--machine", "none", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 4, err
+    assert "rank 1 died (exited with code 7)" in err
+    assert _processes_with(marker) == [], "a rank outlived the command"
