@@ -51,13 +51,50 @@ def _walk(tree: dict):
         yield from _walk(c)
 
 
-@pytest.mark.parametrize(("sharding", "mode"), [("table_wise", "inference"), ("column_wise", "train"),
-                                                ("column_wise", "inference"), ("table_wise", "train")])
-def test_two_ranks_profile(tmp_path: Path, sharding: str, mode: str) -> None:
-    out = tmp_path / "p.json"
-    rc = main(["profile", "rmc1", "--nproc", "2", "--sharding", sharding, "--mode", mode, *TINY, "-o", str(out)])
-    assert rc == 0
-    d = json.loads(out.read_text())
+RUNS = [("table_wise", "inference"), ("column_wise", "train"), ("row_wise", "train")]
+
+
+@pytest.fixture(scope="module")
+def collectives() -> dict:
+    """The real gloo benchmark at 2 ranks (quick sizes)."""
+    from recstack.hardware.collectives import measure_collectives
+
+    return measure_collectives([2], quick=True)
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory, collectives) -> dict[tuple[str, str], Path]:
+    """One 2-rank profile per RUNS entry; the first is classified against a machine with the benchmark."""
+    from _machines import synthetic_machine
+
+    folder = tmp_path_factory.mktemp("ranks")
+    machine = folder / "machine.json"
+    machine.write_text(json.dumps({**synthetic_machine(), "collectives": collectives}))
+    out = {}
+    for i, (sharding, mode) in enumerate(RUNS):
+        path = folder / f"{sharding}-{mode}.json"
+        extra = ["--machine", str(machine)] if i == 0 else []
+        rc = main(["profile", "rmc1", "--nproc", "2", "--sharding", sharding, "--mode", mode, *TINY, *extra,
+                   "-o", str(path)])
+        assert rc == 0
+        out[(sharding, mode)] = path
+    return out
+
+
+def test_collective_benchmark_structure(collectives) -> None:
+    rows = collectives["by_world_size"]["2"]
+    for name in ("all_to_all", "all_reduce"):
+        sizes = [r["bytes"] for r in rows[name]]
+        assert sizes == sorted(sizes) and len(sizes) >= 3
+        for r in rows[name]:
+            assert 0 < r["min_s"] <= r["time_s"] <= r["max_s"]
+            assert r["bandwidth_bytes_per_s"] == pytest.approx(r["bytes"] / r["time_s"])
+
+
+@pytest.mark.parametrize(("sharding", "mode"), RUNS)
+def test_two_ranks_profile(profiles, sharding: str, mode: str) -> None:
+    d = json.loads(profiles[(sharding, mode)].read_text())
+    collectives = sharding == RUNS[0][0]
     assert _undeclared(ProfileModel.model_validate(d)) == []
     assert Profile.from_dict(d).to_dict() == d
     ranks = d["ranks"]
@@ -88,8 +125,10 @@ def test_two_ranks_profile(tmp_path: Path, sharding: str, mode: str) -> None:
     for sizes in held.values():
         if sharding == "table_wise":
             assert len(sizes) == 1 and sizes[0][1] == DIM
-        else:
-            assert sum(sz[1] for sz in sizes) == DIM
+        elif sharding == "column_wise":
+            assert sum(sz[1] for sz in sizes) == DIM and all(sz[0] == sizes[0][0] for sz in sizes)
+        else:  # row-wise: the rows split over both ranks, every column kept
+            assert len(sizes) == 2 and all(sz[1] == DIM for sz in sizes)
     # per-rank figures add up; waiting is measured against the fastest rank's communication
     per_rank = dist["per_rank"]
     for pr, r in zip(per_rank, ranks, strict=True):
@@ -102,15 +141,43 @@ def test_two_ranks_profile(tmp_path: Path, sharding: str, mode: str) -> None:
     assert sum(pr["lookups"] for pr in per_rank) == pytest.approx(
         sum(s["lookups"] for r in ranks for s in r["shards"]))
     planner = dist["planner"]
-    assert planner is not None and set(planner["error_by_sharding"]) == {sharding}
-    assert len(planner["shards"]) == sum(len(r["shards"]) for r in ranks)
+    if sharding == "row_wise":  # a plan built by hand (TorchRec's planner has no row-wise kernel for CPU)
+        assert planner is None
+    else:
+        assert set(planner["error_by_sharding"]) == {sharding}
+        assert len(planner["shards"]) == sum(len(r["shards"]) for r in ranks)
+    if collectives:
+        classes = {c["phase"]: c for c in dist["communication_roofline"]}
+        assert {"input_dist", "output_dist"} <= set(classes)
+        for c in classes.values():
+            assert c["bytes"] > 0 and c["benchmark_s"] > 0
+            assert c["ratio"] == pytest.approx(c["measured_s"] / c["benchmark_s"])
+    else:
+        assert dist["communication_roofline"] is None
+    assert set(dist["communication_bytes"]) >= {"input_dist", "output_dist"}
 
 
-def test_row_wise_is_refused_on_cpu_before_any_rank_starts(capsys) -> None:
-    rc = main(["profile", "rmc1", "--nproc", "2", "--sharding", "row_wise", *TINY])
-    assert rc == 2
-    err = capsys.readouterr().err
-    assert "--sharding: row_wise cannot run on CPU" in err and "No available sharding type" in err
+def test_shard_sim_predicts_every_rank_and_compares_at_the_measured_size(profiles, capsys) -> None:
+    path = profiles[("table_wise", "inference")]
+    assert main(["shard-sim", str(path), "--ranks", "2", "--machine", "none", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    pred = out["prediction"]
+    assert pred["ranks"] == 2 and len(pred["per_rank"]) == 2
+    for r in pred["per_rank"]:
+        assert r["compute_s"] == pytest.approx(r["embedding_s"] + r["dense_s"])
+        assert r["time_s"] == pytest.approx(pred["step_s"])
+    assert pred["step_s"] == pytest.approx(max(r["compute_s"] for r in pred["per_rank"])
+                                           + max(r["transfer_s"] for r in pred["per_rank"]))
+    assert len(out["measured_vs_predicted"]["per_rank"]) == 2
+    # 1,024 ranks: the 8 tables land on 8 ranks, the global batch's bytes are all looked up somewhere
+    assert main(["shard-sim", str(path), "--ranks", "1024", "--machine", "none", "--json"]) == 0
+    big = json.loads(capsys.readouterr().out)["prediction"]
+    inputs = out["inputs"]
+    want = sum(t["lookups_per_sample"] * inputs["batch_size"] * 1024 * t["dim"] * 4 for t in inputs["tables"])
+    assert sum(r["embedding_bytes"] for r in big["per_rank"]) == pytest.approx(want)
+    assert sum(r["shards"] for r in big["per_rank"]) == 8 and big["imbalance_compute"] > 1
+    assert main(["shard-sim", str(path), "--ranks", "1025", "--machine", "none"]) == 2
+    assert "--ranks: must be within 1..1024" in capsys.readouterr().err
 
 
 def test_plan_file_names_unknown_tables(tmp_path: Path, capsys) -> None:

@@ -12,7 +12,8 @@ stage, so that stage times still add up to the run) and puts it under a stage
 
 * ``input_dist``: the KJT all-to-alls (splits, lengths, values) and their re-layout;
 * ``output_dist``: the pooled-embedding all-to-all or reduce-scatter and its wait;
-* ``backward_all_to_all``: the same collectives' backward (training);
+* ``backward_all_to_all``: the same collectives' backward (training; for row-wise
+  the reduce-scatter's backward all-gather);
 * ``dense_all_reduce``: DDP's gradient all-reduce of the dense layers (training);
 * ``other_collectives``: any other collective.
 
@@ -43,7 +44,7 @@ def phase_of(name: str, stage: str) -> str:
     if stage == "backward":
         if re.search(r"allreduce|all_reduce|reducer::", name):
             return "dense_all_reduce"
-        return "backward_all_to_all" if re.search(r"all2all|All2All|alltoall|all_to_all|reduce_scatter", name,
+        return "backward_all_to_all" if re.search(r"all2all|alltoall|all_to_all|reduce_?scatter|all_?gather", name,
                                                   re.I) else "other_collectives"
     if re.search(r"splits_dist|input_dist|KJT|kjt", name):
         return "input_dist"

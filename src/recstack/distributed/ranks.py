@@ -46,10 +46,10 @@ def prepare(cfg: RunConfig, factory: bool) -> RunConfig:
         from recstack.zoo import resolve_config
 
         names = [t.name for t in resolve_config(cfg.model, cfg.scale, cfg.tasks).resolved_tables()]
-        check_sharding(cfg.sharding, "cpu", names, cfg.nproc)
+        check_sharding(cfg.sharding, names, cfg.nproc)
         cfg = cfg.updated(backend="torchrec")
     else:
-        check_sharding(cfg.sharding, "cpu", None, cfg.nproc)
+        check_sharding(cfg.sharding, None, cfg.nproc)
     return cfg
 
 

@@ -4,6 +4,8 @@
   ``EmbeddingShardingPlanner`` restricted to that type for every table (it
   also places the shards and estimates their cost);
 * ``auto``: the planner with no restriction;
+* ``row_wise`` and ``table_row_wise`` on CPU: the planner offers no kernel for
+  them there, so the plan is built by hand for every table (as a plan file would);
 * a plan YAML: per table its sharding type and ranks, built with
   ``torchrec.distributed.sharding_plan`` (no planner, so no estimates)::
 
@@ -28,13 +30,10 @@ from recstack.config.loading import load_yaml_file, parse_config
 from recstack.config.run import SHARDING_TYPES
 from recstack.errors import ConfigError
 
-# The planner and the CPU kernels: row-wise needs a device the planner does not offer on CPU.
-CPU_REFUSED = {
-    "row_wise": "TorchRec's planner has no row-wise kernel for compute device cpu "
-    "('No available sharding type and compute kernel combination'); run it on GPUs (NCCL)",
-    "table_row_wise": "TorchRec's planner has no table-row-wise kernel for compute device cpu "
-    "('No available sharding type and compute kernel combination'); run it on GPUs (NCCL)",
-}
+# TorchRec's planner offers no row-wise kernel for compute device cpu ("No available sharding type and
+# compute kernel combination"), but the sharded modules run row-wise on CPU and gloo: these types get a
+# plan built by hand for every table (no planner, so no estimates).
+HAND_BUILT_ON_CPU = ("row_wise", "table_row_wise")
 
 
 class TablePlan(BaseModel):
@@ -56,10 +55,8 @@ def load_plan_file(path: str) -> PlanFile:
     return parse_config(PlanFile, load_yaml_file(path), source=path)
 
 
-def check_sharding(sharding: str, device: str, tables: list[str] | None, world_size: int) -> None:
-    """Refuse what cannot run before any rank starts: CPU row-wise, unknown tables, ranks out of range."""
-    if sharding in CPU_REFUSED and device == "cpu":
-        raise ConfigError(f"{sharding} cannot run on CPU: {CPU_REFUSED[sharding]}", field="sharding")
+def check_sharding(sharding: str, tables: list[str] | None, world_size: int) -> None:
+    """Refuse what cannot run before any rank starts: unknown tables, ranks out of range."""
     if sharding in SHARDING_TYPES or sharding == "auto":
         return
     plan = load_plan_file(sharding)
@@ -67,9 +64,6 @@ def check_sharding(sharding: str, device: str, tables: list[str] | None, world_s
         if tables is not None and name not in tables:
             raise ConfigError(f"table {name!r} is not in the model (tables: {', '.join(tables or [])})",
                               source=sharding, field=f"tables.{name}")
-        if tp.sharding in CPU_REFUSED and device == "cpu":
-            raise ConfigError(f"{tp.sharding} cannot run on CPU: {CPU_REFUSED[tp.sharding]}",
-                              source=sharding, field=f"tables.{name}.sharding")
         bad = [r for r in tp.ranks or [] if not 0 <= r < world_size]
         if bad:
             raise ConfigError(f"rank {bad[0]} is outside 0..{world_size - 1} (--nproc {world_size})",
@@ -105,8 +99,13 @@ def make_plan(model: Any, sharding: str, *, world_size: int, batch_size: int, po
 
     sharder = EmbeddingBagCollectionSharder()
     ebc_path, ebc = _find_ebc(model)
-    if sharding not in SHARDING_TYPES and sharding != "auto":
+    if sharding in HAND_BUILT_ON_CPU and device == "cpu":
+        plan_file = PlanFile(tables={name: TablePlan(sharding=sharding) for name in pooling})
+    elif sharding not in SHARDING_TYPES and sharding != "auto":
         plan_file = load_plan_file(sharding)
+    else:
+        plan_file = None
+    if plan_file is not None:
         per_param = {name: _generator(tp, world_size) for name, tp in plan_file.tables.items()}
         for name in pooling:
             per_param.setdefault(name, _generator(TablePlan(sharding="data_parallel"), world_size))
