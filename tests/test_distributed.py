@@ -19,6 +19,7 @@ from recstack.schema.profile_model import Profile as ProfileModel
 from recstack.tree import Profile
 
 pytest.importorskip("torchrec")
+from test_report import browser  # noqa: E402, F401, F811 (the headless Chromium fixture)
 
 TINY = ["--scale", "0.001", "--batch-size", "32", "--iters", "4", "--warmup", "2", "--op-iters", "1",
         "--machine", "none", "--quiet"]
@@ -252,3 +253,27 @@ def test_a_rank_that_dies_fails_the_profile_naming_it_and_no_rank_is_left(tmp_pa
     assert rc == 4, err
     assert "rank 1 died (exited with code 7)" in err
     assert _processes_with(marker) == [], "a rank outlived the command"
+
+
+def test_report_shows_ranks_and_switches_the_tree(browser, profiles, tmp_path: Path) -> None:  # noqa: F811
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    from test_report import _open
+
+    from recstack.report import write_report
+
+    prof = Profile.load(profiles[("table_wise", "inference")])
+    page = write_report(prof, tmp_path / "r.html")
+    drv = browser
+    _open(drv, page)
+    card = drv.find_element(By.ID, "ranks").text.lower()  # headings may be styled upper case
+    assert "ranks (2, table_wise)" in card and "critical" in card and "imbalance" in card
+    assert "planner against measurement" in card and "communication against the collective benchmark" in card
+    crit = prof.extra["distributed"]["critical_rank"]
+    other = 1 - crit
+    Select(drv.find_element(By.ID, "rank-select")).select_by_value(str(other))
+    assert drv.execute_script("return document.getElementById('app').dataset.state") == "ready"
+    assert f"now: rank {other}" in drv.find_element(By.ID, "ranks").text
+    shown = drv.find_element(By.ID, "stages").text
+    want = prof.ranks[other]["root"]
+    assert any(c["name"] == "communication" for c in want["children"]) and "communication" in shown
