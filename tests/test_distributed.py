@@ -21,7 +21,7 @@ from recstack.tree import Profile
 pytest.importorskip("torchrec")
 from test_report import browser  # noqa: E402, F401, F811 (the headless Chromium fixture)
 
-TINY = ["--scale", "0.001", "--batch-size", "32", "--iters", "4", "--warmup", "2", "--op-iters", "1",
+TINY = ["--scale", "0.001", "--batch-size", "16", "--iters", "3", "--warmup", "2", "--op-iters", "1",
         "--machine", "none", "--quiet"]
 TABLES = {f"t_{i}" for i in range(8)}  # rmc1's tables
 DIM = 32

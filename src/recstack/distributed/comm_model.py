@@ -2,8 +2,9 @@
 
 Bytes per rank and step (computed; int64 IDs and lengths, fp32 embeddings):
 
-* ``input_dist`` (KJT all-to-all): the rank's own batch for every table:
-  ``sum_t lookups_t x 8 + B x tables x 8``;
+* ``input_dist`` (KJT all-to-alls, one after another, as TorchRec runs them):
+  the splits ``W x tables x 8``, the lengths ``B x tables x 8`` and the IDs
+  ``sum_t lookups_t x 8`` of the rank's own batch;
 * ``output_dist`` (pooled-embedding all-to-all): the rank's shards' outputs for
   every rank's samples: ``sum_shards B x W x columns x 4`` (data-parallel
   replicas send nothing);
@@ -32,16 +33,27 @@ ID_BYTES = 8
 EMB_BYTES = 4
 
 
-def phase_bytes(*, local_lookups: float, tables: int, batch_size: int, world_size: int, output_columns: float,
-                dense_param_bytes: float, train: bool) -> dict[str, float]:
-    """Bytes one rank sends per phase per step (see the module docstring); ``output_columns`` is the sum of
-    the columns of the rank's sharded (not replicated) shards."""
-    out = {"input_dist": local_lookups * ID_BYTES + batch_size * tables * ID_BYTES,
-           "output_dist": batch_size * world_size * output_columns * EMB_BYTES}
+def phase_messages(*, local_lookups: float, tables: int, batch_size: int, world_size: int,
+                   output_columns: float, dense_param_bytes: float, train: bool) -> dict[str, list[float]]:
+    """The collectives each phase runs, as the bytes of each (see the module docstring); ``output_columns``
+    is the sum of the columns of the rank's sharded (not replicated) shards."""
+    out = {"input_dist": [world_size * tables * ID_BYTES, batch_size * tables * ID_BYTES, local_lookups * ID_BYTES],
+           "output_dist": [batch_size * world_size * output_columns * EMB_BYTES]}
     if train:
-        out["backward_all_to_all"] = out["output_dist"]
-        out["dense_all_reduce"] = dense_param_bytes
+        out["backward_all_to_all"] = list(out["output_dist"])
+        out["dense_all_reduce"] = [dense_param_bytes]
     return out
+
+
+def phase_bytes(**kw: Any) -> dict[str, float]:
+    """Bytes one rank sends per phase per step: the sum of :func:`phase_messages`."""
+    return {p: float(sum(m)) for p, m in phase_messages(**kw).items()}
+
+
+def phase_time(collectives: dict[str, Any], phase: str, messages: list[float], world_size: int) -> float | None:
+    """Modelled time of a phase: its collectives one after another."""
+    times = [collective_time(collectives, PHASE_COLLECTIVE[phase], b, world_size) for b in messages]
+    return None if any(t is None for t in times) else float(sum(t for t in times if t is not None))
 
 
 def _interp(rows: list[dict[str, Any]], nbytes: float) -> float:
@@ -57,7 +69,7 @@ def _interp(rows: list[dict[str, Any]], nbytes: float) -> float:
     return pts[-1][1]
 
 
-def _peer_scale(collective: str, k: int, w: int) -> float:
+def peer_scale(collective: str, k: int, w: int) -> float:
     if k == w:
         return 1.0
     if collective == "all_reduce":
@@ -72,7 +84,7 @@ def collective_time(collectives: dict[str, Any], collective: str, nbytes: float,
         return None if not by_ws else 0.0
     below = [w for w in by_ws if w <= world_size]
     w = max(below) if below else min(by_ws)
-    return _interp(by_ws[w][collective], nbytes) * _peer_scale(collective, world_size, w)
+    return _interp(by_ws[w][collective], nbytes) * peer_scale(collective, world_size, w)
 
 
 def is_latency_bound(collectives: dict[str, Any], collective: str, nbytes: float, world_size: int) -> bool:
@@ -82,19 +94,20 @@ def is_latency_bound(collectives: dict[str, Any], collective: str, nbytes: float
     return t is not None and floor is not None and t <= 2 * floor
 
 
-def classify(phases: dict[str, float], measured: dict[str, float], collectives: dict[str, Any] | None,
+def classify(messages: dict[str, list[float]], measured: dict[str, float], collectives: dict[str, Any] | None,
              world_size: int) -> list[dict[str, Any]] | None:
-    """Every measured phase against the benchmark: measured / modelled time and latency vs bandwidth."""
+    """Every measured phase against the benchmark: measured / modelled time, and latency vs bandwidth
+    (latency: every collective of the phase at most twice the smallest message's time)."""
     if not collectives or not collectives.get("by_world_size"):
         return None
     out = []
     for phase, coll in PHASE_COLLECTIVE.items():
-        if phase not in measured or phase not in phases:
+        if phase not in measured or phase not in messages:
             continue
-        bench = collective_time(collectives, coll, phases[phase], world_size)
-        out.append({"phase": phase, "collective": coll, "bytes": phases[phase], "measured_s": measured[phase],
-                    "benchmark_s": bench,
+        bench = phase_time(collectives, phase, messages[phase], world_size)
+        latency = all(is_latency_bound(collectives, coll, b, world_size) for b in messages[phase])
+        out.append({"phase": phase, "collective": coll, "bytes": float(sum(messages[phase])),
+                    "collectives": len(messages[phase]), "measured_s": measured[phase], "benchmark_s": bench,
                     "ratio": measured[phase] / bench if bench else None,
-                    "bound": None if bench is None else ("latency" if is_latency_bound(
-                        collectives, coll, phases[phase], world_size) else "bandwidth")})
+                    "bound": None if bench is None else ("latency" if latency else "bandwidth")})
     return out

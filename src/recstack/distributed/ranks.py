@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from recstack.config.run import RunConfig, usable_cores
-from recstack.distributed.comm_model import classify, phase_bytes
+from recstack.distributed.comm_model import classify, phase_messages
 from recstack.distributed.communication import split_communication
 from recstack.distributed.imbalance import imbalance, per_rank_figures, planner_vs_measured, shard_figures
 from recstack.distributed.launch import DEFAULT_TIMEOUT_S, run_ranks
@@ -73,7 +73,7 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
     crit = max(range(len(profs)), key=lambda r: per_rank[r]["compute_s"])
     top = profs[crit]
     estimates = next((i["planner_estimates"] for i in infos if i.get("planner_estimates")), [])
-    phases = _phase_bytes(cfg, shards[crit], infos[crit])
+    phases = _phase_messages(cfg, shards[crit], infos[crit])
     cores = usable_cores()
     threads = sum(int(i.get("threads", 1)) for i in infos)
     top.ranks = [{"rank": r, "root": roots[r].to_dict(), "shards": shards[r]} for r in range(len(profs))]
@@ -94,7 +94,8 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
         "per_rank": per_rank,
         "imbalance": imbalance(per_rank),
         "planner": planner_vs_measured(roots, shards, estimates, cfg.mode == "train"),
-        "communication_bytes": phases,
+        "communication_bytes": {p: float(sum(m)) for p, m in phases.items()},
+        "communication_messages": phases,
         "communication_roofline": _comm_roofline(cfg, roots[crit], phases),
     }
     if "embedding_tables" not in top.extra and infos[0].get("tables"):
@@ -102,16 +103,16 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
     return top
 
 
-def _phase_bytes(cfg: RunConfig, shards: list[dict[str, Any]], info: dict[str, Any]) -> dict[str, float]:
-    """Bytes the rank sends per communication phase per step (computed: recstack.distributed.comm_model)."""
-    return phase_bytes(local_lookups=sum(t["lookups"] for t in info.get("tables", [])),
+def _phase_messages(cfg: RunConfig, shards: list[dict[str, Any]], info: dict[str, Any]) -> dict[str, list[float]]:
+    """The collectives of each communication phase of the rank, as bytes (computed: distributed.comm_model)."""
+    return phase_messages(local_lookups=sum(t["lookups"] for t in info.get("tables", [])),
                        tables=len(info.get("tables", [])), batch_size=int(info.get("batch_size", cfg.batch_size)),
                        world_size=cfg.nproc,
                        output_columns=sum(s.get("columns", 0) for s in shards if not s.get("replica")),
                        dense_param_bytes=float(info.get("dense_param_bytes", 0)), train=cfg.mode == "train")
 
 
-def _comm_roofline(cfg: RunConfig, root: Node, phases: dict[str, float]) -> list[dict[str, Any]] | None:
+def _comm_roofline(cfg: RunConfig, root: Node, phases: dict[str, list[float]]) -> list[dict[str, Any]] | None:
     """The critical rank's communication phases against the machine's collective benchmark, if it has one."""
     from recstack.hardware.machine import machine_with_file
 

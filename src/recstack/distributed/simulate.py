@@ -33,7 +33,13 @@ import heapq
 from typing import Any
 
 from recstack.config.run import SHARDING_TYPES
-from recstack.distributed.comm_model import EMB_BYTES, PHASE_COLLECTIVE, collective_time, phase_bytes
+from recstack.distributed.comm_model import (
+    EMB_BYTES,
+    PHASE_COLLECTIVE,
+    peer_scale,
+    phase_messages,
+    phase_time,
+)
 from recstack.distributed.communication import COMM_STAGE
 from recstack.distributed.imbalance import embedding_compute_s
 from recstack.errors import ConfigError
@@ -80,16 +86,26 @@ def _stage(root: Node, name: str) -> float:
 
 
 def _measured_phases(prof: Profile) -> dict[str, Any] | None:
-    """The profile's own phases as a one-point benchmark per collective (the fallback comm model)."""
+    """The critical rank's measured phases with their bytes: the fallback communication model."""
     crit = prof.root.child(COMM_STAGE)
     sizes = prof.extra["distributed"].get("communication_bytes") or {}
     if crit is None or not sizes:
         return None
-    rows: dict[str, list[dict[str, float]]] = {"all_to_all": [], "all_reduce": []}
-    for ph in crit.children:
-        if ph.name in sizes and sizes[ph.name] > 0 and ph.time_s > 0:
-            rows[PHASE_COLLECTIVE[ph.name]].append({"bytes": sizes[ph.name], "time_s": ph.time_s})
-    return {"by_world_size": {str(prof.extra["distributed"]["world_size"]): rows}}
+    return {ph.name: {"bytes": sizes[ph.name], "time_s": ph.time_s} for ph in crit.children
+            if sizes.get(ph.name, 0) > 0 and ph.time_s > 0}
+
+
+def _transfer(costs: dict[str, Any], collectives: dict[str, Any] | None, phase: str, messages: list[float],
+              k: int) -> float:
+    """A phase's modelled time at ``k`` ranks: the benchmark if there is one, else the profile's own
+    measurement of the phase (its time below its bytes, its bandwidth above, scaled by the peers)."""
+    if collectives:
+        return phase_time(collectives, phase, messages, k) or 0.0
+    point = (costs.get("measured_phases") or {}).get(phase)
+    if point is None:
+        return 0.0
+    scale = peer_scale(PHASE_COLLECTIVE[phase], k, costs["world_size"])
+    return point["time_s"] * max(1.0, sum(messages) / point["bytes"]) * scale
 
 
 def _shards(costs: dict[str, Any], sharding: str, k: int) -> list[dict[str, Any]]:
@@ -129,8 +145,7 @@ def simulate(costs: dict[str, Any], k: int, sharding: str, collectives: dict[str
     """Per-rank predicted times for ``k`` ranks (see the module docstring)."""
     if sharding not in SIM_SHARDINGS:
         raise ConfigError(f"must be one of {', '.join(SIM_SHARDINGS)} (got {sharding!r})", field="--sharding")
-    comm_model = collectives or costs.get("measured_phases")
-    if k > 1 and comm_model is None:
+    if k > 1 and not collectives and not costs.get("measured_phases"):
         raise ConfigError("no communication model: give a machine file with collectives (recstack machine "
                           "--collectives) or a multi-rank profile measured against one", field="--machine")
     b, train = costs["batch_size"], costs["train"]
@@ -146,17 +161,17 @@ def simulate(costs: dict[str, Any], k: int, sharding: str, collectives: dict[str
     table_grad_bytes = sum(t["rows"] * t["dim"] * EMB_BYTES for t in tables) if sharding == "data_parallel" else 0
     rows = []
     for r in range(k):
-        phases = phase_bytes(local_lookups=sum(t["lookups_per_sample"] * b for t in tables), tables=len(tables),
+        phases = phase_messages(local_lookups=sum(t["lookups_per_sample"] * b for t in tables), tables=len(tables),
                              batch_size=b, world_size=k, output_columns=sum(s["columns"] for s in placed[r]),
                              dense_param_bytes=costs["dense_param_bytes"] + table_grad_bytes, train=train)
         if sharding == "data_parallel":
             phases = {p: v for p, v in phases.items() if p == "dense_all_reduce"}
-        transfer = 0.0 if k == 1 else sum(
-            collective_time(comm_model, PHASE_COLLECTIVE[p], v, k) or 0.0 for p, v in phases.items())
+        transfer = 0.0 if k == 1 else sum(_transfer(costs, collectives, p, m, k) for p, m in phases.items())
         compute = costs["cost_per_byte_s"] * emb_bytes[r] + costs["dense_s"]
         rows.append({"rank": r, "shards": len(placed[r]), "embedding_bytes": emb_bytes[r],
                      "embedding_s": costs["cost_per_byte_s"] * emb_bytes[r], "dense_s": costs["dense_s"],
-                     "compute_s": compute, "transfer_s": transfer, "phase_bytes": phases})
+                     "compute_s": compute, "transfer_s": transfer,
+                     "phase_bytes": {p: float(sum(m)) for p, m in phases.items()}})
     max_compute = max(x["compute_s"] for x in rows)
     max_transfer = max(x["transfer_s"] for x in rows)
     for x in rows:

@@ -48,12 +48,17 @@ def _run_rank(spec: dict[str, Any], rank: int, world_size: int, out: Path) -> No
     import torch.distributed as dist
 
     from recstack.config.run import RunConfig
+    from recstack.profiling.contention import planned_processes
 
     cfg = RunConfig.build(spec["config"])
     torch.set_num_threads(cfg.threads or 1)
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=spec.get("collective_timeout_s", 600)))
     try:
-        prof, info = _profile_rank(cfg, rank, world_size)
+        pids: list[Any] = [None] * world_size
+        dist.all_gather_object(pids, os.getpid())
+        siblings = [p for p in pids if p != os.getpid()] + [os.getppid()]  # the other ranks and torchrun's agent
+        with planned_processes(siblings):  # the ranks' own load is planned, not contention
+            prof, info = _profile_rank(cfg, rank, world_size)
         (out / f"rank{rank}.info.json").write_text(json.dumps(info))
         prof.save(out / f"rank{rank}.json")
         dist.barrier()

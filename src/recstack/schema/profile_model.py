@@ -719,11 +719,14 @@ class CommClass(_M):
     phase: str = F("communication phase (input_dist, output_dist, ...)", producer=_DI)
     collective: str = F("benchmark it is compared with (all_to_all, all_reduce)", producer=_DI)
     bytes: Bytes = F("bytes this rank sends in the phase per step (computed)", unit="bytes", producer=_DI)
+    collectives: NonNegInt | None = F("collectives the phase runs one after another", None, producer=_DI)
     measured_s: Seconds = F("the phase's time on the critical rank (measured)", unit="s", producer=_DI)
-    benchmark_s: Seconds | None = F("the benchmark's time for that message size, interpolated (measured)", None,
+    benchmark_s: Seconds | None = F("the benchmark's time for those collectives, interpolated per message size "
+                                    "and summed (measured)", None,
                                     unit="s", producer=_DI)
     ratio: Ratio | None = F("measured_s / benchmark_s", None, producer=_DI)
-    bound: str | None = F("``latency`` (at or below the benchmark's smallest-message time) or ``bandwidth``",
+    bound: str | None = F("``latency`` (every collective at most twice the benchmark's smallest-message time) "
+                          "or ``bandwidth``",
                           None, producer=_DI)
 
 
@@ -746,6 +749,9 @@ class Distributed(_M):
     communication_bytes: dict[str, Bytes] | None = F("phase -> bytes the critical rank sends per step "
                                                      "(computed; formulas in docs/distributed.md)", None,
                                                      unit="bytes", producer=_DI)
+    communication_messages: dict[str, list[Bytes]] | None = F(
+        "phase -> the bytes of each collective the phase runs, in order (computed)", None, unit="bytes",
+        producer=_DI)
     communication_roofline: list[CommClass] | None = F("communication phases against the machine's collective "
                                                        "benchmark (null: the machine file has none)", None,
                                                        producer=_DI)
