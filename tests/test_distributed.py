@@ -277,3 +277,42 @@ def test_report_shows_ranks_and_switches_the_tree(browser, profiles, tmp_path: P
     shown = drv.find_element(By.ID, "stages").text
     want = prof.ranks[other]["root"]
     assert any(c["name"] == "communication" for c in want["children"]) and "communication" in shown
+
+
+def test_communication_split_keeps_the_run_and_moves_time_out_of_its_stage() -> None:
+    from recstack.distributed.communication import split_communication
+    from recstack.tree import Node
+
+    def op(name: str, t: float, *kids: Node) -> Node:
+        return Node(name=name, path=name, level="op", stage="embedding", time_s=t, children=list(kids))
+
+    a2a = op("[splits_dist]_[sparse_arch.ebc]_[table_wise]", 0.002, op("c10d::alltoall_base_", 0.0015))
+    lookup = op("fbgemm::split_embedding_codegen_forward_cpu", 0.003)
+    mod = Node(name="sparse_arch", path="embedding/sparse_arch", level="module", stage="embedding", time_s=0.005,
+               children=[a2a, lookup])
+    emb = Node(name="embedding", path="embedding", level="stage", stage="embedding", time_s=0.006, children=[mod],
+               extra={"time_s_p10": 0.0055, "time_s_p90": 0.007})
+    bw_ar = op("autograd::engine::evaluate_function: AccumulateGrad", 0.0, op("c10d::allreduce_", 0.001))
+    bw = Node(name="backward", path="backward", level="stage", stage="backward", time_s=0.004, children=[bw_ar])
+    root = Node(name="m", path="run", level="run", stage=None, time_s=0.010, children=[emb, bw])
+    comm = split_communication(root)
+    assert root.time_s == 0.010 and sum(c.time_s for c in root.children) == pytest.approx(0.010)
+    assert emb.time_s == pytest.approx(0.004) and mod.time_s == pytest.approx(0.003)
+    assert emb.extra["communication_moved_s"] == pytest.approx(0.002) and emb.extra["time_s_p10"] == pytest.approx(0.0035)
+    assert bw.time_s == pytest.approx(0.003)
+    assert {c.name: c.time_s for c in comm.children} == pytest.approx({"input_dist": 0.002, "dense_all_reduce": 0.001})
+    assert comm.child("input_dist").children[0].children[0].path == (
+        "communication/input_dist/[splits_dist]_[sparse_arch.ebc]_[table_wise]/c10d::alltoall_base_")
+
+
+def test_collective_model_interpolates_the_measured_points() -> None:
+    from recstack.distributed.comm_model import collective_time
+
+    rows = [{"bytes": 1024, "time_s": 1e-4}, {"bytes": 4096, "time_s": 2e-4}, {"bytes": 16384, "time_s": 8e-4}]
+    coll = {"by_world_size": {"2": {"all_to_all": rows, "all_reduce": rows}}}
+    for r in rows:
+        assert collective_time(coll, "all_to_all", r["bytes"], 2) == pytest.approx(r["time_s"])
+    assert collective_time(coll, "all_to_all", 10, 2) == pytest.approx(1e-4)  # latency below the smallest
+    assert collective_time(coll, "all_to_all", 32768, 2) == pytest.approx(16e-4)  # the largest's bandwidth above
+    assert 1e-4 < collective_time(coll, "all_to_all", 2048, 2) < 2e-4
+    assert collective_time(coll, "all_to_all", 4096, 5) == pytest.approx(2e-4 * 4)  # 4 peers instead of 1
