@@ -133,7 +133,7 @@ def profile_config(
     if config.nproc > 1:  # ranks under torchrun and DistributedModelParallel
         from recstack.distributed.ranks import profile_ranks
 
-        return profile_ranks(config, factory=is_factory(name))
+        return profile_ranks(config, factory=is_factory(name), trace=str(trace) if trace else None)
     if is_factory(name):
         factory = load_factory(name)
         config = config.updated(batch_size=config.batch_size)  # the factory's batch size is the run's

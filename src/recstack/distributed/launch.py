@@ -12,11 +12,12 @@ WORKER = "recstack.distributed.worker"
 
 
 def run_ranks(config: dict[str, Any], nproc: int, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-              workdir: Path | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+              workdir: Path | None = None, trace: str | None = None,
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Run ``nproc`` profiling ranks on ``config`` (a RunConfig dict); their profiles and rank infos, by rank."""
     def read(out: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         profiles = [json.loads((out / f"rank{r}.json").read_text()) for r in range(nproc)]
         return profiles, [json.loads((out / f"rank{r}.info.json").read_text()) for r in range(nproc)]
 
-    return torchrun(WORKER, {"config": config}, nproc, read,
+    return torchrun(WORKER, {"config": config, "trace": trace}, nproc, read,
                     expect=[f"rank{r}.json" for r in range(nproc)], timeout_s=timeout_s, workdir=workdir)

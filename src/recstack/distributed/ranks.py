@@ -18,6 +18,7 @@ The gathered profile:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from recstack.config.run import RunConfig, usable_cores
@@ -53,12 +54,20 @@ def prepare(cfg: RunConfig, factory: bool) -> RunConfig:
     return cfg
 
 
-def profile_ranks(cfg: RunConfig, *, factory: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S) -> Profile:
-    """Run ``cfg.nproc`` ranks and gather them (see the module docstring)."""
+def profile_ranks(cfg: RunConfig, *, factory: bool = False, trace: str | None = None,
+                  timeout_s: float = DEFAULT_TIMEOUT_S) -> Profile:
+    """Run ``cfg.nproc`` ranks and gather them (see the module docstring); ``trace``: every rank writes its
+    op pass's trace to :func:`rank_trace` of it."""
     cfg = prepare(cfg, factory)
     with progress.phase(f"{cfg.nproc} ranks (torchrun, gloo)"):
-        profiles, infos = run_ranks(cfg.model_dump(mode="json"), cfg.nproc, timeout_s=timeout_s)
+        profiles, infos = run_ranks(cfg.model_dump(mode="json"), cfg.nproc, timeout_s=timeout_s, trace=trace)
     return gather(cfg, profiles, infos)
+
+
+def rank_trace(trace: str, rank: int) -> str:
+    """Rank ``rank``'s trace file for ``--trace trace``: ``out.json`` -> ``out.rank1.json``."""
+    p = Path(trace)
+    return str(p.with_name(f"{p.stem}.rank{rank}{p.suffix}"))
 
 
 def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str, Any]]) -> Profile:

@@ -58,7 +58,7 @@ def _run_rank(spec: dict[str, Any], rank: int, world_size: int, out: Path) -> No
         dist.all_gather_object(pids, os.getpid())
         siblings = [p for p in pids if p != os.getpid()] + [os.getppid()]  # the other ranks and torchrun's agent
         with planned_processes(siblings):  # the ranks' own load is planned, not contention
-            prof, info = _profile_rank(cfg, rank, world_size)
+            prof, info = _profile_rank(cfg, rank, world_size, spec.get("trace"))
         (out / f"rank{rank}.info.json").write_text(json.dumps(info))
         prof.save(out / f"rank{rank}.json")
         dist.barrier()
@@ -66,7 +66,7 @@ def _run_rank(spec: dict[str, Any], rank: int, world_size: int, out: Path) -> No
         dist.destroy_process_group()
 
 
-def _profile_rank(cfg: Any, rank: int, world_size: int) -> tuple[Any, dict[str, Any]]:
+def _profile_rank(cfg: Any, rank: int, world_size: int, trace: str | None) -> tuple[Any, dict[str, Any]]:
     import torch
     import torch.distributed as dist
     from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
@@ -93,7 +93,9 @@ def _profile_rank(cfg: Any, rank: int, world_size: int) -> tuple[Any, dict[str, 
                                        sharders=[EmbeddingBagCollectionSharder()])
     dmp.supports_inference_mode = False  # FBGEMM's sharded lookups refuse inference tensors: no_grad instead
     info.update({"rank": rank, "world_size": world_size, "sharding": cfg.sharding})
-    prof = _profile(dmp, batches, cfg, info)
+    from recstack.distributed.ranks import rank_trace
+
+    prof = _profile(dmp, batches, cfg, info, rank_trace(trace, rank) if trace else None)
     rank_info = {"rank": rank, "shards": shards_of(plan, rank), "tables": tables, "global_tables": global_tables,
                  "planner_estimates": estimates, "threads": torch.get_num_threads(),
                  "dense_param_bytes": dense_bytes, "batch_size": cfg.batch_size}
@@ -109,7 +111,7 @@ def _dense_param_bytes(model: Any) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in sparse and p.requires_grad)
 
 
-def _profile(model: Any, batches: list[Any], cfg: Any, info: dict[str, Any]) -> Any:
+def _profile(model: Any, batches: list[Any], cfg: Any, info: dict[str, Any], trace: str | None) -> Any:
     """The normal passes on this rank (as :func:`recstack.api.profile`, without the counter replay)."""
     from recstack.hardware.machine import machine_with_file
     from recstack.profiling.rules import load_stage_rules
@@ -124,7 +126,7 @@ def _profile(model: Any, batches: list[Any], cfg: Any, info: dict[str, Any]) -> 
     machine, machine_file = machine_with_file(cfg.machine)
     run_info = {**info, "config": cfg.model_dump(mode="json"), "config_key": cfg.key()}
     opts = ProfileOptions(cfg, stage_rules=rules, machine=machine, machine_file=machine_file, run_info=run_info,
-                          counters=False)
+                          counters=False, trace_path=trace)
     return profile_model(model, batches, opts, batch_size=cfg.batch_size)
 
 

@@ -329,6 +329,8 @@ class Run(_M):
     stage_roots: dict[str, StageRoot] | None = F("module path -> the stage it roots", None,
                                                  producer="profiling.runner")
     unassigned_modules: list[str] | None = F("top-level modules in no stage", None, producer="profiling.runner")
+    trace: str | None = F("the op pass's Chrome trace file really written (absent: none; multi-rank: the "
+                          "critical rank's)", None, producer="profiling.runner")
     nproc: Annotated[int, Field(ge=1)] | None = F("ranks of a multi-rank run", None, producer="distributed.ranks")
     sharding: str | None = F("embedding sharding of a multi-rank run", None, producer="distributed.ranks")
     critical_rank: NonNegInt | None = F("the rank whose tree is the top-level root", None,
