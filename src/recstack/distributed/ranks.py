@@ -79,6 +79,8 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
               for info in infos]
     roots = [p.root for p in profs]
     per_rank = per_rank_figures(roots, shards)
+    for pr, p in zip(per_rank, profs, strict=True):  # each rank's own profiler overhead (its timing pass)
+        pr["stage_pass_ratio"] = p.overhead.get("stage_pass_ratio")
     crit = max(range(len(profs)), key=lambda r: per_rank[r]["compute_s"])
     top = profs[crit]
     estimates = next((i["planner_estimates"] for i in infos if i.get("planner_estimates")), [])

@@ -675,6 +675,8 @@ class RankFigures(_M):
     bytes_requested: Bytes = F("requested bytes of its shards (computed)", unit="bytes", producer=_DI)
     bytes_unique: Bytes = F("unique bytes of its shards (computed)", unit="bytes", producer=_DI)
     table_bytes: Bytes = F("memory of its shards (computed)", unit="bytes", producer=_DI)
+    stage_pass_ratio: Ratio | None = F("the rank's stage-pass step over its uninstrumented step (its own "
+                                       "profiler overhead, measured)", None, producer=_DI)
 
 
 class Imbalance(_M):

@@ -31,6 +31,7 @@ REPORT.section("ranks", (ctx) => {
     { key: "req", label: "bytes requested", num: true, get: (r) => r.bytes_requested, fmt: (r) => c(r.bytes_requested, U.bytes) },
     { key: "uniq", label: "bytes unique", num: true, get: (r) => r.bytes_unique, fmt: (r) => c(r.bytes_unique, U.bytes) },
     { key: "mem", label: "table memory", num: true, get: (r) => r.table_bytes, fmt: (r) => c(r.table_bytes, U.bytes) },
+    { key: "ovh", label: "stage-pass overhead", num: true, title: "the rank's stage-pass step over its uninstrumented step", get: (r) => r.stage_pass_ratio, fmt: (r) => (isNum(r.stage_pass_ratio) ? ctx.fig(U.sig(r.stage_pass_ratio, 3) + "×", "measured") : "-") },
   ], dist.per_rank, { sortKey: null });
   const imb = dist.imbalance || { by_stage: {}, totals: {} };
   const ratio = (v) => (isNum(v) ? ctx.fig(U.sig(v, 3) + "×", "derived") : "-");
