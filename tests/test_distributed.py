@@ -321,3 +321,8 @@ def test_collective_model_interpolates_the_measured_points() -> None:
     assert collective_time(coll, "all_to_all", 32768, 2) == pytest.approx(16e-4)  # the largest's bandwidth above
     assert 1e-4 < collective_time(coll, "all_to_all", 2048, 2) < 2e-4
     assert collective_time(coll, "all_to_all", 4096, 5) == pytest.approx(2e-4 * 4)  # 4 peers instead of 1
+
+
+def test_machine_collectives_world_sizes_are_checked_before_measuring(capsys) -> None:
+    assert main(["machine", "--collectives", "--world-sizes", "1,2"]) == 2
+    assert "--world-sizes: must be world sizes within 2..64 (got '1,2')" in capsys.readouterr().err

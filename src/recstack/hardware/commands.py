@@ -172,17 +172,22 @@ def cmd_machine_compare_profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _with_collectives(machine: dict[str, Any], world_sizes: str, quick: bool) -> dict[str, Any]:
+def parse_world_sizes(text: str) -> list[int]:
+    """``--world-sizes 2,4`` -> [2, 4] (each within 2..64)."""
+    try:
+        sizes = sorted({int(w) for w in text.split(",") if w.strip()})
+    except ValueError:
+        raise ConfigError(f"must be world sizes like 2,4 (got {text!r})", field="--world-sizes") from None
+    if not sizes or min(sizes) < 2 or max(sizes) > 64:
+        raise ConfigError(f"must be world sizes within 2..64 (got {text!r})", field="--world-sizes")
+    return sizes
+
+
+def _with_collectives(machine: dict[str, Any], sizes: list[int], quick: bool) -> dict[str, Any]:
     """Add the all-to-all / all-reduce benchmark (``machine --collectives``) and keep it in the cache."""
     from recstack.hardware.collectives import measure_collectives
     from recstack.hardware.machine import cache_path, save_machine
 
-    try:
-        sizes = sorted({int(w) for w in world_sizes.split(",") if w.strip()})
-    except ValueError:
-        raise ConfigError(f"must be world sizes like 2,4 (got {world_sizes!r})", field="--world-sizes") from None
-    if not sizes or min(sizes) < 2 or max(sizes) > 64:
-        raise ConfigError(f"must be world sizes within 2..64 (got {world_sizes!r})", field="--world-sizes")
     sys.stderr.write(f"  measuring: all-to-all and all-reduce (gloo) at world sizes {sizes}\n")
     machine = {**machine, "collectives": measure_collectives(sizes, quick=quick)}
     save_machine(machine, cache_path())
@@ -202,13 +207,14 @@ def cmd_machine(args: argparse.Namespace) -> int:
     if getattr(args, "profile", None):
         return cmd_machine_compare_profile(args)
     other = load_machine(args.compare) if args.compare else None  # a bad file fails before measuring
+    world_sizes = parse_world_sizes(args.world_sizes) if args.collectives else None  # checked before measuring
     from recstack.render.progress import finish, reporter
 
     progress = reporter(_stderr_progress())  # a progress phase per benchmark group, besides the lines
     machine = get_machine(refresh=args.refresh, quick=args.quick, progress=progress)
     finish()
-    if args.collectives:
-        machine = _with_collectives(machine, args.world_sizes, args.quick)
+    if world_sizes:
+        machine = _with_collectives(machine, world_sizes, args.quick)
     counters = detect_perf().to_dict()
     comparison = compare_machines(machine, other) if other is not None else machine.get("repeatability")
     if args.json:
