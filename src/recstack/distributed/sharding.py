@@ -90,7 +90,8 @@ def make_plan(model: Any, sharding: str, *, world_size: int, batch_size: int, po
               device: str, pg: Any) -> tuple[Any, list[dict[str, Any]]]:
     """The ShardingPlan for ``model`` (collective: every rank calls it) and the planner's per-shard estimates.
 
-    ``pooling``: mean lookups per sample of each table (the planner's pooling factors).
+    ``pooling``: mean lookups per sample of each table (the planner's pooling factors; a user's model may
+    give none).
     """
     from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
     from torchrec.distributed.planner import EmbeddingShardingPlanner, ParameterConstraints, Topology
@@ -99,15 +100,16 @@ def make_plan(model: Any, sharding: str, *, world_size: int, batch_size: int, po
 
     sharder = EmbeddingBagCollectionSharder()
     ebc_path, ebc = _find_ebc(model)
+    names = [c.name for c in ebc.embedding_bag_configs()]
     if sharding in HAND_BUILT_ON_CPU and device == "cpu":
-        plan_file = PlanFile(tables={name: TablePlan(sharding=sharding) for name in pooling})
+        plan_file = PlanFile(tables={name: TablePlan(sharding=sharding) for name in names})
     elif sharding not in SHARDING_TYPES and sharding != "auto":
         plan_file = load_plan_file(sharding)
     else:
         plan_file = None
     if plan_file is not None:
         per_param = {name: _generator(tp, world_size) for name, tp in plan_file.tables.items()}
-        for name in pooling:
+        for name in names:  # tables a plan file does not list are data parallel
             per_param.setdefault(name, _generator(TablePlan(sharding="data_parallel"), world_size))
         module_plan = construct_module_sharding_plan(ebc, per_param, sharder=sharder, local_size=world_size,
                                                      world_size=world_size, device_type=device)
