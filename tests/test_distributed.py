@@ -326,3 +326,13 @@ def test_collective_model_interpolates_the_measured_points() -> None:
 def test_machine_collectives_world_sizes_are_checked_before_measuring(capsys) -> None:
     assert main(["machine", "--collectives", "--world-sizes", "1,2"]) == 2
     assert "--world-sizes: must be world sizes within 2..64 (got '1,2')" in capsys.readouterr().err
+
+
+def test_show_prints_the_ranks(profiles, capsys) -> None:
+    path = profiles[("column_wise", "train")]
+    capsys.readouterr()
+    assert main(["show", str(path), "--depth", "1"]) == 0
+    out = capsys.readouterr().out
+    crit = json.loads(path.read_text())["distributed"]["critical_rank"]
+    assert "2 ranks (column_wise, gloo)" in out and f"critical path: rank {crit}" in out
+    assert "communication" in out and "imbalance (max/mean over ranks)" in out
