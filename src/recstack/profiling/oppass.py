@@ -271,4 +271,6 @@ class Folder:
 
     @staticmethod
     def stage_exclusive_us(node: RawNode) -> float:
-        return node.us - node.nested_us
+        # Never below zero: nested stage ranges can sum to more than their outer range when they
+        # overlap it from another thread (seen in DMP training, where gloo's autograd hooks open ranges).
+        return max(0.0, node.us - node.nested_us)
