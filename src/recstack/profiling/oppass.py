@@ -271,6 +271,6 @@ class Folder:
 
     @staticmethod
     def stage_exclusive_us(node: RawNode) -> float:
-        # Never below zero: nested stage ranges can sum to more than their outer range when they
-        # overlap it from another thread (seen in DMP training, where gloo's autograd hooks open ranges).
+        # Never below zero: a stage's nested stage ranges summed to more than the stage itself once
+        # (RMC1 training under DistributedModelParallel, 2 gloo ranks), which no profile may hold.
         return max(0.0, node.us - node.nested_us)
