@@ -15,7 +15,6 @@ keywords (``loss_fn``, ``num_batches``, ``run_info``, ``trace``,
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,7 +29,7 @@ from recstack.profiling.rules import StageRules, load_stage_rules
 from recstack.profiling.runner import ProfileOptions, profile_model
 from recstack.render import progress
 from recstack.tree import Profile
-from recstack.usercode import as_user_error, call_user, name_of
+from recstack.usercode import as_user_error, call_user, is_factory, load_factory, name_of
 
 
 def profile(
@@ -158,6 +157,10 @@ def profile_config(
 ) -> Profile:
     """Profile what ``config.model`` names: a zoo id or YAML, or ``package.module:factory``."""
     name = config.model or ""
+    if config.nproc > 1:  # ranks under torchrun and DistributedModelParallel
+        from recstack.distributed.ranks import profile_ranks
+
+        return profile_ranks(config, factory=is_factory(name), trace=str(trace) if trace else None)
     if is_factory(name):
         factory = load_factory(name)
         config = config.updated(batch_size=config.batch_size)  # the factory's batch size is the run's
@@ -361,48 +364,9 @@ def resolve_machine(machine: dict[str, Any] | str | Path | None) -> dict[str, An
 
 def machine_with_file(machine: dict[str, Any] | str | Path | None) -> tuple[dict[str, Any] | None, str | None]:
     """:func:`resolve_machine` and the file the figures were read from (None for a dict or no machine)."""
-    if machine is None or isinstance(machine, dict):
-        return machine, None
-    from recstack.hardware.machine import cache_is_current, cache_path, load_machine
+    from recstack.hardware.machine import machine_with_file as resolve
 
-    if str(machine) == "auto":
-        path = cache_path()
-        if not path.exists():
-            return None, None
-        cached = load_machine(path)
-        return (cached, str(path)) if cache_is_current(cached, "quick") is None else (None, None)
-    return load_machine(machine), str(Path(machine).resolve())
-
-
-def is_factory(model: str) -> bool:
-    """``package.module:factory`` (and not an existing file whose name has a colon)."""
-    return ":" in model and not Path(model).exists()
-
-
-def load_factory(spec: str) -> Callable[[int, int], tuple[nn.Module, Callable[..., Any]]]:
-    """``package.module:factory`` -> the factory ``(batch_size, seed) -> (model, batch_fn)``."""
-    mod_name, _, attr = spec.partition(":")
-    if not mod_name or not attr:
-        raise ConfigError(f"expected package.module:factory (got {spec!r})", field="model")
-    try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {mod_name!r} ({exc}); is it on PYTHONPATH?", field="model") from None
-    except SyntaxError as exc:  # the user's file does not parse: no frame of it exists, so say where it fails
-        where = f"{exc.filename}:{exc.lineno}" if exc.filename else mod_name
-        raise UserCodeError(
-            f"your module {mod_name} has a syntax error at {where}: {exc.msg}; fix it and run again",
-            function=mod_name,
-        ) from None
-    except Exception as exc:
-        err = as_user_error(exc, f"importing {mod_name}")
-        if err is None:
-            raise
-        raise err from exc
-    fn = getattr(mod, attr, None)
-    if not callable(fn):
-        raise ConfigError(f"{mod_name} has no callable {attr!r}", field="model")
-    return fn
+    return resolve(machine)
 
 
 def call_factory(

@@ -211,3 +211,6 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.sweeps.commands import register as register_sweep
 
     register_sweep(sub)
+    from recstack.distributed.commands import register as register_distributed
+
+    register_distributed(sub)

@@ -11,6 +11,7 @@ what they are (the CLI reports them as internal errors).
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import sysconfig
@@ -20,7 +21,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from recstack.errors import RecstackError, UserCodeError
+from recstack.errors import ConfigError, RecstackError, UserCodeError
 
 _RECSTACK_DIR = str(Path(__file__).resolve().parent) + os.sep
 
@@ -120,4 +121,35 @@ def call_user(fn: Callable[..., Any], *args: Any, what: str) -> Any:
         raise err from exc
 
 
-__all__ = ["as_user_error", "call_user", "culprit", "name_of", "user_frames"]
+def is_factory(model: str) -> bool:
+    """``package.module:factory`` (and not an existing file whose name has a colon)."""
+    return ":" in model and not Path(model).exists()
+
+
+def load_factory(spec: str) -> Callable[..., Any]:
+    """``package.module:factory`` -> the factory ``(batch_size, seed) -> (model, batch_fn)``."""
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr:
+        raise ConfigError(f"expected package.module:factory (got {spec!r})", field="model")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {mod_name!r} ({exc}); is it on PYTHONPATH?", field="model") from None
+    except SyntaxError as exc:  # the user's file does not parse: no frame of it exists, so say where it fails
+        where = f"{exc.filename}:{exc.lineno}" if exc.filename else mod_name
+        raise UserCodeError(
+            f"your module {mod_name} has a syntax error at {where}: {exc.msg}; fix it and run again",
+            function=mod_name,
+        ) from None
+    except Exception as exc:
+        err = as_user_error(exc, f"importing {mod_name}")
+        if err is None:
+            raise
+        raise err from exc
+    fn = getattr(mod, attr, None)
+    if not callable(fn):
+        raise ConfigError(f"{mod_name} has no callable {attr!r}", field="model")
+    return fn
+
+
+__all__ = ["as_user_error", "call_user", "culprit", "is_factory", "load_factory", "name_of", "user_frames"]

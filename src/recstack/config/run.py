@@ -39,6 +39,8 @@ ITERS_MAX = 100_000
 SCALE_MAX = 1000.0
 THREADS_MAX = 65_536
 LEARNING_RATE_MAX = 1e6
+SHARDING_TYPES = ("table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel")
+NPROC_MAX = 64  # ranks launched on this host (shard-sim predicts beyond)
 
 
 def _pathlike_to_str(value: Any) -> Any:
@@ -132,9 +134,27 @@ class RunConfig(BaseModel):
         description="fixed: every batch has batch-size samples; query: batches as serving forms them "
         "(queries from the workload's query sizes split into batches of at most batch-size)",
     )
+    nproc: int = Field(
+        1, ge=1, le=NPROC_MAX,
+        description="ranks: more than 1 launches them with torchrun (gloo on CPU) under TorchRec's "
+        "DistributedModelParallel (torchrec backend)",
+    )
+    sharding: FileName = Field(
+        "table_wise",
+        description="embedding sharding of --nproc > 1: table_wise, row_wise, column_wise, table_row_wise, "
+        "data_parallel, auto (TorchRec's planner) or a plan YAML (see docs/distributed.md)",
+        json_schema_extra={"file": True, "cli": {"metavar": "TYPE|auto|PLAN.yaml"}},
+    )
 
     _normalise_stage_rules = field_validator("stage_rules", mode="before")(_rules_to_dict)
     _normalise_machine = field_validator("machine", mode="before")(_none_word)
+
+    @field_validator("sharding")
+    @classmethod
+    def _sharding_known(cls, v: str) -> str:
+        if v in SHARDING_TYPES or v == "auto" or Path(v).is_file():
+            return v
+        raise ValueError(f"must be one of {', '.join(SHARDING_TYPES)}, auto, or a plan YAML file")
 
     @field_validator("threads")
     @classmethod

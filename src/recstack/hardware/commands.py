@@ -172,6 +172,28 @@ def cmd_machine_compare_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_world_sizes(text: str) -> list[int]:
+    """``--world-sizes 2,4`` -> [2, 4] (each within 2..64)."""
+    try:
+        sizes = sorted({int(w) for w in text.split(",") if w.strip()})
+    except ValueError:
+        raise ConfigError(f"must be world sizes like 2,4 (got {text!r})", field="--world-sizes") from None
+    if not sizes or min(sizes) < 2 or max(sizes) > 64:
+        raise ConfigError(f"must be world sizes within 2..64 (got {text!r})", field="--world-sizes")
+    return sizes
+
+
+def _with_collectives(machine: dict[str, Any], sizes: list[int], quick: bool) -> dict[str, Any]:
+    """Add the all-to-all / all-reduce benchmark (``machine --collectives``) and keep it in the cache."""
+    from recstack.hardware.collectives import measure_collectives
+    from recstack.hardware.machine import cache_path, save_machine
+
+    sys.stderr.write(f"  measuring: all-to-all and all-reduce (gloo) at world sizes {sizes}\n")
+    machine = {**machine, "collectives": measure_collectives(sizes, quick=quick)}
+    save_machine(machine, cache_path())
+    return machine
+
+
 def cmd_machine(args: argparse.Namespace) -> int:
     from recstack.hardware.counters import detect_perf
     from recstack.hardware.machine import cache_path, get_machine, load_machine
@@ -185,11 +207,14 @@ def cmd_machine(args: argparse.Namespace) -> int:
     if getattr(args, "profile", None):
         return cmd_machine_compare_profile(args)
     other = load_machine(args.compare) if args.compare else None  # a bad file fails before measuring
+    world_sizes = parse_world_sizes(args.world_sizes) if args.collectives else None  # checked before measuring
     from recstack.render.progress import finish, reporter
 
     progress = reporter(_stderr_progress())  # a progress phase per benchmark group, besides the lines
     machine = get_machine(refresh=args.refresh, quick=args.quick, progress=progress)
     finish()
+    if world_sizes:
+        machine = _with_collectives(machine, world_sizes, args.quick)
     counters = detect_perf().to_dict()
     comparison = compare_machines(machine, other) if other is not None else machine.get("repeatability")
     if args.json:
@@ -246,6 +271,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the machine figures as JSON to stdout")
     p.add_argument("--refresh", action="store_true", help="re-measure even if a current cache exists")
     p.add_argument("--quick", action="store_true", help="smaller arrays and fewer repeats (under a minute)")
+    p.add_argument("--collectives", action="store_true",
+                   help="also measure gloo all-to-all and all-reduce per message size (communication roofline)")
+    p.add_argument("--world-sizes", default="2", metavar="N[,N...]",
+                   help="world sizes of --collectives (default: 2; ranks run one thread each)")
     p.add_argument(
         "--compare",
         default=None,

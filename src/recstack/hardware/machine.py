@@ -302,3 +302,17 @@ def _same_setup(before: dict[str, Any], now: dict[str, Any]) -> bool:
     """True when two measurements are comparable figure by figure (same host, CPU, mode and schema)."""
     keys = ("host", "cpu_model", "cpu_hash", "mode", "schema_version")
     return all(before.get(k) == now.get(k) for k in keys)
+
+
+def machine_with_file(machine: dict[str, Any] | str | Path | None) -> tuple[dict[str, Any] | None, str | None]:
+    """A machine dict, a machine JSON file, ``"auto"`` (this host's cached quick-or-better measurement,
+    if current) or None; and the file the figures were read from (None for a dict or no machine)."""
+    if machine is None or isinstance(machine, dict):
+        return machine, None
+    if str(machine) == "auto":
+        path = cache_path()
+        if not path.exists():
+            return None, None
+        cached = load_machine(path)
+        return (cached, str(path)) if cache_is_current(cached, "quick") is None else (None, None)
+    return load_machine(machine), str(Path(machine).resolve())

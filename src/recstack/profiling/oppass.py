@@ -271,4 +271,6 @@ class Folder:
 
     @staticmethod
     def stage_exclusive_us(node: RawNode) -> float:
-        return node.us - node.nested_us
+        # Never below zero: a stage's nested stage ranges summed to more than the stage itself once
+        # (RMC1 training under DistributedModelParallel, 2 gloo ranks), which no profile may hold.
+        return max(0.0, node.us - node.nested_us)

@@ -166,7 +166,9 @@ class Step:
         self.train = opts.mode == "train"
         backend = getattr(model, "sparse_arch", None)
         self.fused = bool(getattr(backend, "fused_optimizer", False)) and self.train
-        self.inference_mode_ok = bool(getattr(backend, "supports_inference_mode", True))
+        # The model itself may say so too (a DistributedModelParallel wrapper has no sparse_arch).
+        self.inference_mode_ok = bool(getattr(backend, "supports_inference_mode",
+                                              getattr(model, "supports_inference_mode", True)))
         self.grad_mode = "train" if self.train else ("inference_mode" if self.inference_mode_ok else "no_grad")
         self.loss_fn = loss_fn
         self.labels: dict[tuple[int, ...], torch.Tensor] = {}

@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.tree import Tree
 
-from recstack.units import count, percent, seconds, si, sig
+from recstack.units import binary, count, percent, seconds, si, sig
 
 
 def console(file: Any = None) -> Console:
@@ -275,6 +275,26 @@ def print_findings(c: Console, prof: Any) -> None:
         c.print(f"  {_text(f.get('kind', '-'))}{where}: {_text(f.get('text', ''))}{value}{why}")
 
 
+def print_ranks(c: Console, prof: Any) -> None:
+    """A multi-rank profile's ranks: step, compute, communication and waiting per rank, and the imbalance."""
+    dist = prof.extra.get("distributed")
+    if not isinstance(dist, dict):
+        return
+    c.print(f"[bold]{dist['world_size']} ranks[/bold] ({_text(dist['sharding'])}, {_text(dist['backend'])}); the tree "
+            f"above is the critical path: rank {dist['critical_rank']} (most compute per step)"
+            + (f"; [yellow]{_text(dist['oversubscription_note'])}[/yellow]" if dist.get("oversubscription_note") else ""))
+    t = Table(box=None, pad_edge=False)
+    for col in ("rank", "step", "compute", "communication", "waiting", "shards", "tables", "requested"):
+        t.add_column(col, justify="right")
+    for r in dist["per_rank"]:
+        t.add_row(str(r["rank"]), *(seconds(r[k]) for k in ("time_s", "compute_s", "communication_s", "wait_s")),
+                  str(r["shards"]), str(r["tables"]), binary(r["bytes_requested"]))
+    c.print(t)
+    totals = dist["imbalance"].get("totals") or {}
+    c.print("imbalance (max/mean over ranks): " + ", ".join(f"{k} {v:.3f}" for k, v in totals.items())
+            + "; waiting = communication beyond the fastest rank's (see docs/distributed.md)")
+
+
 def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -> None:
     """Print a profile: warnings, run summary, the node table (cost and roofline columns when present),
     footnotes, per-stage kernel counters and findings."""
@@ -302,4 +322,5 @@ def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -
         c.print(f"roofline note: {_text(note)}")
     c.print(f"[dim]{schema_line(prof)}[/dim]")
     print_rusage(c, prof)
+    print_ranks(c, prof)
     print_findings(c, prof)

@@ -22,6 +22,7 @@ REPORT_SECTIONS = (
     "kpis",
     "provenance",
     "metadata",
+    "ranks",
     "hierarchy",
     "stages",
     "findings",

@@ -340,6 +340,25 @@ def contention_notes(a: Profile, b: Profile) -> list[str]:
     return notes
 
 
+def rank_notes(a: Profile, b: Profile) -> list[str]:
+    """A note per multi-rank side: its ranks, sharding, critical rank, imbalance and waiting (the trees
+    compared are the critical paths)."""
+    notes = []
+    for side, prof in (("A", a), ("B", b)):
+        dist = prof.extra.get("distributed")
+        if not isinstance(dist, dict):
+            continue
+        imb = dist.get("imbalance") or {}
+        step = (imb.get("totals") or {}).get("time_s")
+        compute = (imb.get("totals") or {}).get("compute_s")
+        notes.append(
+            f"{side} ran {dist['world_size']} ranks ({dist['sharding']}); its tree here is the critical path "
+            f"(rank {dist['critical_rank']}); compute imbalance max/mean {compute or 0:.3f}, step {step or 0:.3f}, "
+            f"longest wait {1e3 * float(imb.get('max_wait_s') or 0):.3f} ms per step"
+        )
+    return notes
+
+
 def diff_profiles(
     a: Profile,
     b: Profile,
@@ -398,5 +417,5 @@ def diff_profiles(
         stages=stages,
         nodes=nodes,
         setting_changes=setting_changes(a, b),
-        notes=version_notes(a, b) + contention_notes(a, b),
+        notes=version_notes(a, b) + contention_notes(a, b) + rank_notes(a, b),
     )

@@ -42,7 +42,7 @@ from recstack.tree import Node, Profile
 MAX_SHAPES = 48
 """Shapes listed per op in the page (the count of distinct shapes is always exact)."""
 
-SECTIONS = ("cost_model", "embedding_tables", "machine", "memory", "counters", "findings")
+SECTIONS = ("cost_model", "embedding_tables", "machine", "memory", "counters", "findings", "distributed")
 """Top-level ``profile.extra`` keys with a section of their own; the rest is listed as other data."""
 
 # Where each figure comes from when a node does not say so itself (``provenance`` extra). Kinds and
@@ -157,7 +157,10 @@ def report_payload(profile: Profile, *, title: str | None = None) -> dict[str, A
         "run": profile.run,
         "environment": profile.environment,
         "overhead": profile.overhead,
-        "ranks": profile.ranks,
+        "ranks": [{k: v for k, v in r.items() if k != "root"} for r in profile.ranks],
+        "rank_roots": [node_payload(Node.from_dict(r["root"])) if isinstance(r.get("root"), dict) else None
+                       for r in profile.ranks],
+        "distributed": _section(extra, "distributed", dict),
         "root": node_payload(profile.root),
         "has_cost": has_cost(profile),
         "machine": _section(extra, "machine", dict),

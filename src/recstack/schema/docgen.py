@@ -58,6 +58,13 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("`counters`", pm.Counters, "`counters`"),
     ("`findings[]`", pm.Finding, "`findings`"),
     ("`upgraded_from`", pm.UpgradedFrom, "`upgraded_from`"),
+    ("`distributed`", pm.Distributed, "`distributed`"),
+    ("`distributed.per_rank[]`", pm.RankFigures, "`distributed`"),
+    ("`distributed.imbalance`", pm.Imbalance, "`distributed`"),
+    ("`distributed.planner`", pm.Planner, "`distributed`"),
+    ("`distributed.planner.shards[]`", pm.PlannerShard, "`distributed.planner`"),
+    ("`distributed.planner.communication_by_rank[]`", pm.PlannerComm, "`distributed.planner`"),
+    ("`distributed.communication_roofline[]`", pm.CommClass, "`distributed`"),
 ]
 
 _SCALARS = {float: "number", int: "integer", str: "string", bool: "boolean", type(None): "null"}

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA = "recstack.profile"
 SCHEMA_VERSION = 2
+_DI = "distributed"  # producer of the multi-rank sections (recstack.distributed)
 LEVELS = ("run", "stage", "module", "op", "kernel")
 MAX_TREE_DEPTH = 64  # nodes below the root; deeper trees are refused (Python's JSON parser fails near 2,500)
 
@@ -238,6 +239,9 @@ class Node(_M):
     apportion_factor: Ratio | None = F("timing-pass over op-pass time: scales the stage's children (stage)",
                                        None, producer="profiling.runner")
     note: str | None = F("a remark on the stage (e.g. fused optimizer)", None, producer="profiling.runner")
+    communication_moved_s: Seconds | None = F("collectives moved out of this stage into ``communication`` "
+                                              "(stage, multi-rank runs)", None, unit="s",
+                                              producer="distributed.communication")
     resident_bytes: ResidentBytes | None = F("bytes resident for the stage (stage)", None, unit="bytes",
                                              producer="profiling.runner")
     counters: StageCounters | None = F("hardware counters of the stage, from ``counters.stages`` (stage)", None,
@@ -346,6 +350,12 @@ class Run(_M):
     stage_roots: dict[str, StageRoot] | None = F("module path -> the stage it roots", None,
                                                  producer="profiling.runner")
     unassigned_modules: list[str] | None = F("top-level modules in no stage", None, producer="profiling.runner")
+    trace: str | None = F("the op pass's Chrome trace file really written (absent: none; multi-rank: the "
+                          "critical rank's)", None, producer="profiling.runner")
+    nproc: Annotated[int, Field(ge=1)] | None = F("ranks of a multi-rank run", None, producer="distributed.ranks")
+    sharding: str | None = F("embedding sharding of a multi-rank run", None, producer="distributed.ranks")
+    critical_rank: NonNegInt | None = F("the rank whose tree is the top-level root", None,
+                                        producer="distributed.ranks")
     never_ran_roots: dict[str, NeverRanRoot] | None = F("module path -> a stage root whose forward never ran "
                                                         "(a container) and who took its role", None,
                                                         producer="profiling.runner")
@@ -482,9 +492,25 @@ class Overhead(_M):
 
 
 class Shard(_M):
-    """One shard a rank holds (sharded runs; keys beyond ``table`` are defined by the sharding work)."""
+    """One shard a rank holds (sharded runs: ``recstack profile --nproc N``; see docs/distributed.md)."""
 
     table: str = F("table the shard belongs to", producer="profiling.runner")
+    sharding: str | None = F("TorchRec sharding type (``table_wise``, ``column_wise``, ``data_parallel``, ...)",
+                             None, producer=_DI)
+    offset: list[NonNegInt] | None = F("first row and column of the shard (null: a data-parallel replica)",
+                                       None, producer=_DI)
+    size: list[NonNegInt] | None = F("rows and columns of the shard (null: a data-parallel replica)", None,
+                                     producer=_DI)
+    replica: bool | None = F("a full data-parallel replica (every rank holds one)", None, producer=_DI)
+    rows: Count | None = F("rows held", None, unit="rows", producer=_DI)
+    columns: Count | None = F("columns held", None, unit="elements", producer=_DI)
+    lookups: Count | None = F("IDs this shard looks up per step (table- and column-wise: every rank's batch; "
+                              "a replica: its own rank's), computed", None, unit="rows", producer=_DI)
+    unique_rows: Count | None = F("distinct rows of those lookups, computed", None, unit="rows", producer=_DI)
+    bytes_requested: Bytes | None = F("lookups x columns x element size", None, unit="bytes", producer=_DI)
+    bytes_unique: Bytes | None = F("unique_rows x columns x element size", None, unit="bytes", producer=_DI)
+    table_bytes: Bytes | None = F("rows x columns x element size (the shard's memory, computed)", None,
+                                  unit="bytes", producer=_DI)
 
 
 class Rank(_M):
@@ -652,6 +678,110 @@ class UpgradedFrom(_M):
     notes: list[str] = F("what the upgrade changed and what it could not", producer="tree")
 
 
+class RankFigures(_M):
+    """One rank's figures per step (``distributed.per_rank[]``); formulas in docs/distributed.md."""
+
+    rank: NonNegInt = F("rank number", producer=_DI)
+    time_s: Seconds = F("the rank's run time (measured)", unit="s", producer=_DI)
+    stages: dict[str, Seconds] = F("stage -> time (measured; communication moved out of its stages)", unit="s",
+                                   producer=_DI)
+    compute_s: Seconds = F("time_s - communication_s", unit="s", producer=_DI)
+    communication_s: Seconds = F("time in the communication stage", unit="s", producer=_DI)
+    wait_s: Seconds = F("communication_s - the smallest communication_s of all ranks: waiting for the "
+                        "slowest rank (derived)", unit="s", producer=_DI)
+    transfer_s: Seconds = F("communication_s - wait_s", unit="s", producer=_DI)
+    shards: NonNegInt = F("shards held", producer=_DI)
+    tables: NonNegInt = F("distinct tables held", producer=_DI)
+    lookups: Count = F("lookups of its shards (computed)", unit="rows", producer=_DI)
+    bytes_requested: Bytes = F("requested bytes of its shards (computed)", unit="bytes", producer=_DI)
+    bytes_unique: Bytes = F("unique bytes of its shards (computed)", unit="bytes", producer=_DI)
+    table_bytes: Bytes = F("memory of its shards (computed)", unit="bytes", producer=_DI)
+    stage_pass_ratio: Ratio | None = F("the rank's stage-pass step over its uninstrumented step (its own "
+                                       "profiler overhead, measured)", None, producer=_DI)
+
+
+class Imbalance(_M):
+    """max / mean over ranks (1.0: balanced) (``distributed.imbalance``)."""
+
+    by_stage: dict[str, Ratio] = F("stage -> max / mean of its time over ranks", producer=_DI)
+    totals: dict[str, Ratio] = F("time_s, compute_s, communication_s, lookups, bytes_requested, table_bytes -> "
+                                 "max / mean", producer=_DI)
+    max_wait_s: Seconds = F("the longest wait_s of a rank", unit="s", producer=_DI)
+    mean_wait_s: Seconds = F("mean wait_s over ranks", unit="s", producer=_DI)
+
+
+class PlannerShard(_M):
+    table: str = F("table", producer=_DI)
+    rank: NonNegInt = F("rank holding the shard", producer=_DI)
+    sharding: str = F("sharding type", producer=_DI)
+    estimated_s: Seconds = F("TorchRec planner: forward (+ backward in training) compute", unit="s", producer=_DI)
+    estimated_comms_s: Seconds = F("TorchRec planner: the shard's communication", unit="s", producer=_DI)
+    measured_s: Seconds = F("the rank's embedding time without communication split by requested bytes (derived)",
+                            unit="s", producer=_DI)
+    estimated_storage_bytes: Bytes | None = F("TorchRec planner: storage", None, unit="bytes", producer=_DI)
+    table_bytes: Bytes | None = F("the shard's tensor bytes (computed)", None, unit="bytes", producer=_DI)
+
+
+class PlannerComm(_M):
+    rank: NonNegInt = F("rank", producer=_DI)
+    estimated_s: Seconds = F("sum of the planner's communication estimates of the rank's shards", unit="s",
+                             producer=_DI)
+    measured_s: Seconds = F("the rank's communication stage (measured)", unit="s", producer=_DI)
+
+
+class Planner(_M):
+    """TorchRec's planner estimates beside the measurement (``distributed.planner``)."""
+
+    shards: list[PlannerShard] = F("one row per shard", producer=_DI)
+    error_by_sharding: dict[str, Ratio | None] = F("sharding type -> sum measured_s / sum estimated_s", producer=_DI)
+    communication_by_rank: list[PlannerComm] = F("per rank: estimated against measured communication", producer=_DI)
+    method: str = F("how measured_s is derived", producer=_DI)
+
+
+class CommClass(_M):
+    """The communication stage against the measured collective benchmark (``distributed.communication_roofline``)."""
+
+    phase: str = F("communication phase (input_dist, output_dist, ...)", producer=_DI)
+    collective: str = F("benchmark it is compared with (all_to_all, all_reduce)", producer=_DI)
+    bytes: Bytes = F("bytes this rank sends in the phase per step (computed)", unit="bytes", producer=_DI)
+    collectives: NonNegInt | None = F("collectives the phase runs one after another", None, producer=_DI)
+    measured_s: Seconds = F("the phase's time on the critical rank (measured)", unit="s", producer=_DI)
+    benchmark_s: Seconds | None = F("the benchmark's time for those collectives, interpolated per message size "
+                                    "and summed (measured)", None,
+                                    unit="s", producer=_DI)
+    ratio: Ratio | None = F("measured_s / benchmark_s", None, producer=_DI)
+    bound: str | None = F("``latency`` (every collective at most twice the benchmark's smallest-message time) "
+                          "or ``bandwidth``",
+                          None, producer=_DI)
+
+
+class Distributed(_M):
+    """A multi-rank run (``distributed``): see docs/distributed.md."""
+
+    world_size: Annotated[int, Field(ge=2)] = F("ranks", producer=_DI)
+    sharding: str = F("the run's --sharding", producer=_DI)
+    backend: str = F("process-group backend (gloo, nccl)", producer=_DI)
+    critical_rank: NonNegInt = F("the rank whose tree is the top-level root (most compute per step)", producer=_DI)
+    threads_per_rank: list[NonNegInt] = F("torch threads of each rank", producer=_DI)
+    dense_param_bytes: Bytes | None = F("bytes of the parameters outside the embedding collections (what DDP "
+                                        "all-reduces in training)", None, unit="bytes", producer=_DI)
+    oversubscribed: bool = F("more rank threads than usable cores (planned oversubscription)", producer=_DI)
+    oversubscription_note: str | None = F("what that means for the times", None, producer=_DI)
+    per_rank: list[RankFigures] = F("per rank figures", producer=_DI)
+    imbalance: Imbalance = F("imbalance ratios", producer=_DI)
+    planner: Planner | None = F("planner against measurement (null: a hand-built plan, no estimates)", None,
+                                producer=_DI)
+    communication_bytes: dict[str, Bytes] | None = F("phase -> bytes the critical rank sends per step "
+                                                     "(computed; formulas in docs/distributed.md)", None,
+                                                     unit="bytes", producer=_DI)
+    communication_messages: dict[str, list[Bytes]] | None = F(
+        "phase -> the bytes of each collective the phase runs, in order (computed)", None, unit="bytes",
+        producer=_DI)
+    communication_roofline: list[CommClass] | None = F("communication phases against the machine's collective "
+                                                       "benchmark (null: the machine file has none)", None,
+                                                       producer=_DI)
+
+
 class Profile(_M):
     """One profile document (``recstack.profile``)."""
 
@@ -671,6 +801,8 @@ class Profile(_M):
     machine: Machine | None = F("machine figures the roofline used", None, producer="analysis.roofline")
     counters: Counters | None = F("hardware counters", None, producer="profiling.counters_replay")
     findings: list[Finding] | None = F("measured findings", None, producer="analysis.pipeline")
+    distributed: Distributed | None = F("multi-rank run: per-rank figures, imbalance, planner", None,
+                                        producer="distributed.ranks")
     upgraded_from: UpgradedFrom | None = F("present when upgraded from an older version", None, producer="tree")
 
     model_config = ConfigDict(strict=True, extra="allow", populate_by_name=True)

@@ -55,12 +55,14 @@ const REPORT = (() => {
   const syntheticNote = (n) => SYNTHETIC[n.extra.kind] || null;
 
   /** Everything the sections share; ``app`` is the page's root element. */
+  let shownRank = null;  // a multi-rank profile: the rank whose tree the page shows (null: the critical path)
+
   function context(app) {
     const D = RS.loadData();
-    const root = D.root;
+    const root = shownRank !== null && D.rank_roots && D.rank_roots[shownRank] ? D.rank_roots[shownRank] : D.root;
     const nodes = indexTree(root);
     const runT = root.time_s > 0 ? root.time_s : null;
-    const ctx = { D, app, root, nodes, run: D.run || {}, runT, ready: [] };
+    const ctx = { D, app, root, nodes, run: D.run || {}, runT, ready: [], shownRank };
     ctx.share = (n) => (runT ? n.time_s / runT : null);
 
     ctx.provOf = (n, field) => {
@@ -176,5 +178,12 @@ const REPORT = (() => {
     for (const fn of ctx.ready) fn();
   }
 
-  return { section, render, ancestors, shortName, syntheticNote };
+  /** Re-build the page showing rank ``r``'s tree (null: the critical path, the profile's own root). */
+  function showRank(app, r) {
+    shownRank = r;
+    RS.clear(app);
+    render(app);
+  }
+
+  return { section, render, showRank, ancestors, shortName, syntheticNote };
 })();

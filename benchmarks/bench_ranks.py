@@ -1,0 +1,150 @@
+"""Multi-rank profiles (issue 17): imbalance, planner error, communication against the benchmark, shard-sim error.
+
+Profiles RMC1 and RMC2 (scaled) at 2 ranks table-wise, column-wise and row-wise, and RMC1 at 4 ranks
+once (on a 2-core host: planned oversubscription), each rank one torch thread, every run classified
+against a machine file with the collective benchmark (``recstack machine --quick --collectives``).
+Then shard-sim predicts each measured run from its own profile (same world size) and the 4-rank run
+from the 2-rank table-wise profile, and the errors are printed. Prints markdown tables; results go
+to --out as JSON.
+
+    python benchmarks/bench_ranks.py --scale 0.01 --batch-size 256 --out /tmp/ranks-bench
+    python benchmarks/bench_ranks.py --scale 0.001 --batch-size 32 --iters 4 --runs rmc1:table_wise:2 --out /tmp/x
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from recstack.cli import main
+from recstack.distributed.simulate import compare, measured_costs, simulate
+from recstack.outputs import atomic_write_text
+from recstack.tree import Profile
+
+RUNS = ["rmc1:table_wise:2", "rmc1:column_wise:2", "rmc1:row_wise:2", "rmc2:table_wise:2", "rmc2:column_wise:2",
+        "rmc1:table_wise:4"]
+
+
+def _cli(argv: list[str]) -> int:
+    with contextlib.redirect_stdout(io.StringIO()):
+        return main(argv)
+
+
+def _machine(out: Path, world_sizes: str) -> Path:
+    """A quick machine file with the collective benchmark (cached per host, measured once)."""
+    path = out / "machine.json"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(["machine", "--quick", "--collectives", "--world-sizes", world_sizes, "--json"])
+    assert rc == 0
+    data = json.loads(buf.getvalue())
+    data.pop("counters", None)
+    atomic_write_text(path, json.dumps(data))
+    return path
+
+
+def _profile(model: str, sharding: str, nproc: int, args: argparse.Namespace, machine: Path, out: Path) -> Path:
+    path = out / f"{model}-{sharding}-{nproc}.json"
+    rc = _cli(["profile", model, "--nproc", str(nproc), "--sharding", sharding, "--scale", str(args.scale),
+               "--batch-size", str(args.batch_size), "--iters", str(args.iters), "--warmup", "5",
+               "--op-iters", "3", "--mode", args.mode, "--machine", str(machine), "-o", str(path), "--quiet"])
+    assert rc == 0, f"{model} {sharding} {nproc}: exit {rc}"
+    return path
+
+
+def _row(prof: Profile, machine: dict[str, Any]) -> dict[str, Any]:
+    dist = prof.extra["distributed"]
+    imb = dist["imbalance"]
+    costs = measured_costs(prof)
+    sim_sharding = dist["sharding"] if dist["sharding"] in ("table_wise", "column_wise", "row_wise") else "table_wise"
+    pred = simulate(costs, dist["world_size"], sim_sharding, machine.get("collectives"))
+    check = compare(pred, prof) or {"per_rank": []}
+    return {
+        "model": prof.run["model"], "sharding": dist["sharding"], "ranks": dist["world_size"],
+        "oversubscribed": dist["oversubscribed"],
+        "step_ms": [round(r["time_s"] * 1e3, 3) for r in dist["per_rank"]],
+        "compute_ms": [round(r["compute_s"] * 1e3, 3) for r in dist["per_rank"]],
+        "communication_ms": [round(r["communication_s"] * 1e3, 3) for r in dist["per_rank"]],
+        "wait_ms": [round(r["wait_s"] * 1e3, 3) for r in dist["per_rank"]],
+        "imbalance": {"compute": imb["totals"].get("compute_s"), "embedding": imb["by_stage"].get("embedding"),
+                      "communication": imb["totals"].get("communication_s"), "lookups": imb["totals"].get("lookups")},
+        "planner_error": (dist.get("planner") or {}).get("error_by_sharding"),
+        "planner_comm": (dist.get("planner") or {}).get("communication_by_rank"),
+        "communication_roofline": dist.get("communication_roofline"),
+        "stage_pass_overhead": prof.overhead.get("stage_pass_ratio"),
+        "sim": check["per_rank"],
+        "load": os.getloadavg(),
+    }
+
+
+def _tables(rows: list[dict[str, Any]], scaled: dict[str, Any] | None) -> str:
+    out = ["| model | sharding | ranks | step ms per rank | compute ms | comm ms | wait ms | imbalance compute | "
+           "imbalance embedding | planner measured/estimated |", "|" + "---|" * 10]
+    for r in rows:
+        pe = ", ".join(f"{k} {v:.2f}" for k, v in (r["planner_error"] or {}).items() if v) or "no planner (hand-built)"
+        imb = r["imbalance"]
+        out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']}{' (oversubscribed)' if r['oversubscribed'] else ''}"
+                   f" | {r['step_ms']} | {r['compute_ms']} | {r['communication_ms']} | {r['wait_ms']} | "
+                   f"{imb['compute'] or 0:.3f} | {imb['embedding'] or 0:.3f} | {pe} |")
+    out += ["", "| model | sharding | ranks | phase | bytes | measured ms | benchmark ms | measured/benchmark | bound |",
+            "|" + "---|" * 9]
+    for r in rows:
+        for c in r["communication_roofline"] or []:
+            out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {c['phase']} | {c['bytes']:.0f} | "
+                       f"{c['measured_s'] * 1e3:.3f} | {(c['benchmark_s'] or 0) * 1e3:.3f} | {c['ratio'] or 0:.1f} | "
+                       f"{c['bound']} |")
+    out += ["", "| model | sharding | ranks | rank | step measured / predicted ms (error) | "
+            "compute measured / predicted ms (error) |", "|" + "---|" * 6]
+    for r in rows:
+        for s in r["sim"]:
+            out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {s['rank']} | "
+                       f"{s['time_s_measured_s'] * 1e3:.3f} / {s['time_s_predicted_s'] * 1e3:.3f} "
+                       f"({s['time_s_error']:+.0%}) | {s['compute_s_measured_s'] * 1e3:.3f} / "
+                       f"{s['compute_s_predicted_s'] * 1e3:.3f} ({s['compute_s_error']:+.0%}) |")
+    if scaled:
+        out += ["", f"shard-sim from the 2-rank table-wise RMC1 profile to 4 ranks: {scaled}"]
+    return "\n".join(out)
+
+
+def run(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=float, default=0.01)
+    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--mode", choices=["inference", "train"], default="inference")
+    ap.add_argument("--runs", default=",".join(RUNS), help="model:sharding:ranks, comma-separated")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = [r.split(":") for r in args.runs.split(",")]
+    world_sizes = ",".join(sorted({n for _m, _s, n in runs}, key=int))
+    machine_path = _machine(out, world_sizes)
+    machine = json.loads(machine_path.read_text())
+    rows, paths = [], {}
+    for model, sharding, n in runs:
+        path = _profile(model, sharding, int(n), args, machine_path, out)
+        paths[(model, sharding, int(n))] = path
+        rows.append(_row(Profile.load(path), machine))
+        print(json.dumps(rows[-1]), flush=True)
+    scaled = None
+    if ("rmc1", "table_wise", 2) in paths and ("rmc1", "table_wise", 4) in paths:
+        p2, p4 = Profile.load(paths[("rmc1", "table_wise", 2)]), Profile.load(paths[("rmc1", "table_wise", 4)])
+        pred = simulate(measured_costs(p2), 4, "table_wise", machine.get("collectives"))
+        meas = p4.extra["distributed"]["per_rank"]
+        scaled = {"predicted_step_ms": round(pred["step_s"] * 1e3, 3),
+                  "measured_step_ms": [round(r["time_s"] * 1e3, 3) for r in meas],
+                  "predicted_compute_ms": sorted(round(r["compute_s"] * 1e3, 3) for r in pred["per_rank"]),
+                  "measured_compute_ms": sorted(round(r["compute_s"] * 1e3, 3) for r in meas)}
+    atomic_write_text(out / "bench_ranks.json", json.dumps({"rows": rows, "scaled": scaled}, indent=1))
+    print(_tables(rows, scaled))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run())

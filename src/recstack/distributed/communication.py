@@ -1,0 +1,136 @@
+"""The ``communication`` stage of a rank's tree: the collectives moved out of the stages they ran in.
+
+TorchRec runs its collectives inside the embedding module (and autograd and
+DDP inside backward), so the op pass sees them as ops of those stages. This
+module finds them by name, the outermost matching op of each subtree (TorchRec's
+own ranges ``[splits_dist]_...``, ``[output_dist]_...``, ``## all2all_data:... ##``,
+the awaitables' ``wait()`` ranges, ``All2All_*``, and the c10d/gloo ops
+``c10d::alltoall_base_``, ``c10d::allreduce_``, ``gloo:all_to_all``), takes each
+out of its stage with its time (subtracted from every ancestor up to the
+stage, so that stage times still add up to the run) and puts it under a stage
+``communication``, grouped by phase:
+
+* ``input_dist``: the KJT all-to-alls (splits, lengths, values) and their re-layout;
+* ``output_dist``: the pooled-embedding all-to-all or reduce-scatter and its wait;
+* ``backward_all_to_all``: the same collectives' backward (training; for row-wise
+  the reduce-scatter's backward all-gather);
+* ``dense_all_reduce``: DDP's gradient all-reduce of the dense layers (training);
+* ``other_collectives``: any other collective.
+
+Times are the op pass's apportioned times (see :mod:`recstack.profiling.assemble`);
+a moved node keeps its figures, only its path changes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from recstack.tree import Node
+
+COMM_STAGE = "communication"
+_COMM = re.compile(
+    r"\[splits_dist\]|\[input_dist\]|\[output_dist|all2all|All2All|alltoall|all_to_all|allreduce|all_reduce|"
+    r"reduce_scatter|ReduceScatter|allgather|all_gather|c10d::|gloo:|nccl:|record_param_comms|"
+    r"KJT\w*Awaitable|PooledEmbeddingsAwaitable|EmbeddingBagCollectionAwaitable|reducer::"
+)
+PHASES = ("input_dist", "output_dist", "backward_all_to_all", "dense_all_reduce", "other_collectives")
+
+
+def is_communication(name: str) -> bool:
+    return bool(_COMM.search(name))
+
+
+def phase_of(name: str, stage: str) -> str:
+    if stage == "backward":
+        if re.search(r"allreduce|all_reduce|reducer::", name):
+            return "dense_all_reduce"
+        return "backward_all_to_all" if re.search(r"all2all|alltoall|all_to_all|reduce_?scatter|all_?gather", name,
+                                                  re.I) else "other_collectives"
+    if re.search(r"splits_dist|input_dist|KJT|kjt", name):
+        return "input_dist"
+    if re.search(r"output_dist|Pooled|EmbeddingBagCollectionAwaitable|reduce_scatter|ReduceScatter", name):
+        return "output_dist"
+    return "other_collectives"
+
+
+def split_communication(root: Node) -> Node:
+    """Move every collective of ``root``'s stages into a ``communication`` stage (in place); returns it."""
+    moved: dict[str, list[Node]] = {p: [] for p in PHASES}
+    for stage in list(root.children):
+        if stage.level != "stage" or stage.name == COMM_STAGE:
+            continue
+        taken = 0.0
+        for chain in _outermost(stage, [stage]):
+            node, parents = chain[-1], chain[:-1]
+            parents[-1].children.remove(node)
+            for p in parents:
+                p.time_s = max(0.0, p.time_s - node.time_s)
+            moved[phase_of(node.name, stage.name)].append(node)
+            taken += node.time_s
+        if taken:
+            stage.extra["communication_moved_s"] = taken
+            for k in ("time_s_p10", "time_s_p90"):  # the stage's spread, shifted by what moved out
+                if isinstance(stage.extra.get(k), (int, float)):
+                    stage.extra[k] = max(0.0, stage.extra[k] - taken)
+    comm = Node(name=COMM_STAGE, path=COMM_STAGE, level="stage", stage=COMM_STAGE, time_s=0.0, calls=1)
+    for phase in PHASES:
+        nodes = moved[phase]
+        if not nodes:
+            continue
+        pnode = Node(name=phase, path=f"{COMM_STAGE}/{phase}", level="module", stage=COMM_STAGE,
+                     time_s=sum(n.time_s for n in nodes), calls=1, extra={"kind": "communication"})
+        for n in _merge_same_name(nodes):
+            _repath(n, f"{pnode.path}/{n.name}")
+            pnode.children.append(n)
+        pnode.children.sort(key=lambda n: -n.time_s)
+        pnode.self_time_s = max(0.0, pnode.time_s - sum(c.time_s for c in pnode.children))
+        comm.children.append(pnode)
+    comm.time_s = sum(c.time_s for c in comm.children)
+    comm.extra["note"] = ("collectives moved out of the stages they ran in (op-pass times apportioned within "
+                          "each stage's measured time); see docs/distributed.md")
+    root.children = [c for c in root.children if c.name != COMM_STAGE] + [comm]
+    root.children.sort(key=lambda n: -n.time_s)
+    return comm
+
+
+def _outermost(node: Node, chain: list[Node]) -> list[list[Node]]:
+    """Chains root..op for the outermost communication ops under ``node``."""
+    found = []
+    for c in node.children:
+        if c.level in ("op", "kernel") and is_communication(c.name):
+            found.append(chain + [c])
+        else:
+            found.extend(_outermost(c, chain + [c]))
+    return found
+
+
+def _merge_same_name(nodes: list[Node]) -> list[Node]:
+    """Nodes moved from several places with the same name become one (times and calls add up)."""
+    by_name: dict[str, Node] = {}
+    for n in nodes:
+        prev = by_name.get(n.name)
+        if prev is None:
+            by_name[n.name] = n
+            continue
+        prev.time_s += n.time_s
+        prev.self_time_s += n.self_time_s
+        prev.calls += n.calls
+        prev.children.extend(n.children)
+        for k in ("flops", "bytes"):
+            a, b = getattr(prev, k), getattr(n, k)
+            setattr(prev, k, None if a is None and b is None else (a or 0) + (b or 0))
+        for k in ("op_pass_time_s",):
+            if isinstance(n.extra.get(k), (int, float)):
+                prev.extra[k] = prev.extra.get(k, 0.0) + n.extra[k]
+    return list(by_name.values())
+
+
+def _repath(node: Node, path: str) -> None:
+    """Give ``node`` the path ``path`` and its subtree paths below it (siblings that share a name get ``#k``)."""
+    node.path = path
+    node.stage = COMM_STAGE
+    seen: dict[str, int] = {}
+    for c in node.children:
+        k = seen.get(c.name, 0)
+        seen[c.name] = k + 1
+        _repath(c, f"{path}/{c.name}" + (f"#{k}" if k else ""))

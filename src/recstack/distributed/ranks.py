@@ -1,0 +1,139 @@
+"""A multi-rank profile: launch the ranks, then gather their trees into one Profile.
+
+The gathered profile:
+
+* ``ranks``: one entry per rank (``rank``, ``root``: that rank's whole tree,
+  ``shards``: the shards it holds with their lookups and bytes);
+* ``root``: the critical path: the tree of the rank the others wait for, the
+  one with the most compute (run time minus communication) per step. Ranks
+  synchronise every step in their collectives, so every rank's step takes
+  about as long; what differs is how much of it is compute and how much is
+  waiting, and the slowest rank's compute is the step's critical path;
+* every tree has a stage ``communication`` (:mod:`recstack.distributed.communication`);
+* ``distributed``: world size, sharding, per-rank figures, imbalance and the
+  planner's estimates against the measurement (:mod:`recstack.distributed.imbalance`);
+* the rest (run, environment, overhead, cost model, memory, machine,
+  findings) is the critical rank's; ``embedding_tables`` is rank 0's batch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from recstack.config.run import RunConfig, usable_cores
+from recstack.distributed.comm_model import classify, phase_messages
+from recstack.distributed.communication import split_communication
+from recstack.distributed.imbalance import imbalance, per_rank_figures, planner_vs_measured, shard_figures
+from recstack.distributed.launch import DEFAULT_TIMEOUT_S, run_ranks
+from recstack.distributed.sharding import check_sharding
+from recstack.errors import ConfigError
+from recstack.render import progress
+from recstack.tree import Node, Profile
+
+
+def prepare(cfg: RunConfig, factory: bool) -> RunConfig:
+    """Checks before any rank starts; a zoo model runs on the TorchRec backend (the one DMP shards).
+
+    ``factory``: the model is a user's ``package.module:factory``."""
+    if not factory:
+        if "backend" in cfg.model_fields_set and cfg.backend != "torchrec":
+            raise ConfigError(f"--nproc > 1 shards TorchRec tables; use torchrec (got {cfg.backend})",
+                              field="backend")
+        if cfg.table_dtype != "fp32":
+            raise ConfigError("sharded runs use fp32 tables (TorchRec's CPU kernels)", field="table_dtype")
+        if cfg.dtype != "fp32":
+            raise ConfigError("sharded runs compute in fp32", field="dtype")
+        from recstack.zoo import resolve_config
+
+        names = [t.name for t in resolve_config(cfg.model, cfg.scale, cfg.tasks).resolved_tables()]
+        check_sharding(cfg.sharding, names, cfg.nproc)
+        cfg = cfg.updated(backend="torchrec")
+    else:
+        check_sharding(cfg.sharding, None, cfg.nproc)
+    return cfg
+
+
+def profile_ranks(cfg: RunConfig, *, factory: bool = False, trace: str | None = None,
+                  timeout_s: float = DEFAULT_TIMEOUT_S) -> Profile:
+    """Run ``cfg.nproc`` ranks and gather them (see the module docstring); ``trace``: every rank writes its
+    op pass's trace to :func:`rank_trace` of it."""
+    cfg = prepare(cfg, factory)
+    with progress.phase(f"{cfg.nproc} ranks (torchrun, gloo)"):
+        profiles, infos = run_ranks(cfg.model_dump(mode="json"), cfg.nproc, timeout_s=timeout_s, trace=trace)
+    return gather(cfg, profiles, infos)
+
+
+def rank_trace(trace: str, rank: int) -> str:
+    """Rank ``rank``'s trace file for ``--trace trace``: ``out.json`` -> ``out.rank1.json``."""
+    p = Path(trace)
+    return str(p.with_name(f"{p.stem}.rank{rank}{p.suffix}"))
+
+
+def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str, Any]]) -> Profile:
+    profs = [Profile.from_dict(p, source=f"rank {r}") for r, p in enumerate(profiles)]
+    for p in profs:
+        split_communication(p.root)
+    g_tables = {t["table"]: t for t in infos[0].get("global_tables", [])}
+    shards = [shard_figures(info["shards"], {t["table"]: t for t in info.get("tables", [])}, g_tables)
+              for info in infos]
+    roots = [p.root for p in profs]
+    per_rank = per_rank_figures(roots, shards)
+    for pr, p in zip(per_rank, profs, strict=True):  # each rank's own profiler overhead (its timing pass)
+        pr["stage_pass_ratio"] = p.overhead.get("stage_pass_ratio")
+    crit = max(range(len(profs)), key=lambda r: per_rank[r]["compute_s"])
+    top = profs[crit]
+    estimates = next((i["planner_estimates"] for i in infos if i.get("planner_estimates")), [])
+    phases = _phase_messages(cfg, shards[crit], infos[crit])
+    cores = usable_cores()
+    threads = sum(int(i.get("threads", 1)) for i in infos)
+    top.ranks = [{"rank": r, "root": roots[r].to_dict(), "shards": shards[r]} for r in range(len(profs))]
+    top.root = _copy(roots[crit])
+    top.run = {**top.run, "nproc": cfg.nproc, "sharding": cfg.sharding, "critical_rank": crit}
+    top.run.pop("rank", None)
+    top.run.pop("world_size", None)
+    top.extra["distributed"] = {
+        "world_size": cfg.nproc,
+        "sharding": cfg.sharding,
+        "backend": "gloo",
+        "critical_rank": crit,
+        "threads_per_rank": [int(i.get("threads", 1)) for i in infos],
+        "dense_param_bytes": int(infos[0].get("dense_param_bytes", 0)),
+        "oversubscribed": threads > cores,
+        "oversubscription_note": (f"{threads} rank threads on {cores} usable cores: planned oversubscription, "
+                                  "times include waiting for a core" if threads > cores else None),
+        "per_rank": per_rank,
+        "imbalance": imbalance(per_rank),
+        "planner": planner_vs_measured(roots, shards, estimates, cfg.mode == "train"),
+        "communication_bytes": {p: float(sum(m)) for p, m in phases.items()},
+        "communication_messages": phases,
+        "communication_roofline": _comm_roofline(cfg, roots[crit], phases),
+    }
+    if "embedding_tables" not in top.extra and infos[0].get("tables"):
+        top.extra["embedding_tables"] = infos[0]["tables"]
+    return top
+
+
+def _phase_messages(cfg: RunConfig, shards: list[dict[str, Any]], info: dict[str, Any]) -> dict[str, list[float]]:
+    """The collectives of each communication phase of the rank, as bytes (computed: distributed.comm_model)."""
+    return phase_messages(local_lookups=sum(t["lookups"] for t in info.get("tables", [])),
+                       tables=len(info.get("tables", [])), batch_size=int(info.get("batch_size", cfg.batch_size)),
+                       world_size=cfg.nproc,
+                       output_columns=sum(s.get("columns", 0) for s in shards if not s.get("replica")),
+                       dense_param_bytes=float(info.get("dense_param_bytes", 0)), train=cfg.mode == "train")
+
+
+def _comm_roofline(cfg: RunConfig, root: Node, phases: dict[str, list[float]]) -> list[dict[str, Any]] | None:
+    """The critical rank's communication phases against the machine's collective benchmark, if it has one."""
+    from recstack.hardware.machine import machine_with_file
+
+    machine, _file = machine_with_file(cfg.machine)
+    collectives = (machine or {}).get("collectives")
+    comm = root.child("communication")
+    if not collectives or comm is None:
+        return None
+    return classify(phases, {c.name: c.time_s for c in comm.children}, collectives, cfg.nproc)
+
+
+def _copy(node: Node) -> Node:
+    return Node.from_dict(node.to_dict())

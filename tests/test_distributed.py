@@ -1,0 +1,338 @@
+"""Multi-rank profiles: real torchrun ranks on gloo with TorchRec's DistributedModelParallel (2 ranks, 1 thread each).
+
+Structure only (ranks, shards, the communication stage, times that add up):
+nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from recstack.cli import main
+from recstack.schema.profile_model import Profile as ProfileModel
+from recstack.tree import Profile
+
+pytest.importorskip("torchrec")
+from test_report import browser  # noqa: E402, F401, F811 (the headless Chromium fixture)
+
+TINY = ["--scale", "0.001", "--batch-size", "16", "--iters", "3", "--warmup", "2", "--op-iters", "1",
+        "--machine", "none", "--quiet"]
+TABLES = {f"t_{i}" for i in range(8)}  # rmc1's tables
+DIM = 32
+
+
+def _undeclared(m, where: str = "") -> list[str]:
+    from test_schema import _undeclared as undeclared
+
+    return undeclared(m, where)
+
+
+def _stages(tree: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in tree["children"] if c["level"] == "stage"}
+
+
+def _check_adds_up(tree: dict) -> None:
+    """Stage times sum to the run; every module/op subtree stays within its parent."""
+    assert sum(c["time_s"] for c in tree["children"]) == pytest.approx(tree["time_s"], rel=1e-6, abs=1e-12)
+    comm = _stages(tree)["communication"]
+    assert sum(c["time_s"] for c in comm["children"]) == pytest.approx(comm["time_s"], rel=1e-9, abs=1e-12)
+    paths = [n["path"] for n in _walk(tree)]
+    assert len(paths) == len(set(paths)), "paths are unique"
+
+
+def _walk(tree: dict):
+    yield tree
+    for c in tree["children"]:
+        yield from _walk(c)
+
+
+# Row-wise (a hand-built plan on CPU) is measured in benchmarks/bench_ranks.py; kept out of here for time.
+RUNS = [("table_wise", "inference"), ("column_wise", "train")]
+
+
+@pytest.fixture(scope="module")
+def collectives() -> dict:
+    """The real gloo benchmark at 2 ranks (quick sizes)."""
+    from recstack.hardware.collectives import measure_collectives
+
+    return measure_collectives([2], quick=True)
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory, collectives) -> dict[tuple[str, str], Path]:
+    """One 2-rank profile per RUNS entry; the first is classified against a machine with the benchmark."""
+    from _machines import synthetic_machine
+
+    folder = tmp_path_factory.mktemp("ranks")
+    machine = folder / "machine.json"
+    machine.write_text(json.dumps({**synthetic_machine(), "collectives": collectives}))
+    out = {}
+    for i, (sharding, mode) in enumerate(RUNS):
+        path = folder / f"{sharding}-{mode}.json"
+        extra = ["--machine", str(machine), "--trace", str(folder / "trace.json")] if i == 0 else []
+        rc = main(["profile", "rmc1", "--nproc", "2", "--sharding", sharding, "--mode", mode, *TINY, *extra,
+                   "-o", str(path)])
+        assert rc == 0
+        out[(sharding, mode)] = path
+    return out
+
+
+def test_collective_benchmark_structure(collectives) -> None:
+    rows = collectives["by_world_size"]["2"]
+    for name in ("all_to_all", "all_reduce"):
+        sizes = [r["bytes"] for r in rows[name]]
+        assert sizes == sorted(sizes) and len(sizes) >= 3
+        for r in rows[name]:
+            assert 0 < r["min_s"] <= r["time_s"] <= r["max_s"]
+            assert r["bandwidth_bytes_per_s"] == pytest.approx(r["bytes"] / r["time_s"])
+
+
+@pytest.mark.parametrize(("sharding", "mode"), RUNS)
+def test_two_ranks_profile(profiles, sharding: str, mode: str) -> None:
+    d = json.loads(profiles[(sharding, mode)].read_text())
+    collectives = sharding == RUNS[0][0]
+    if collectives:  # --trace: one trace per rank, the top level names the critical rank's
+        folder = profiles[(sharding, mode)].parent
+        assert all(json.loads((folder / f"trace.rank{r}.json").read_text())["traceEvents"] for r in (0, 1))
+        assert d["run"]["trace"] == str(folder / f"trace.rank{d['distributed']['critical_rank']}.json")
+    assert _undeclared(ProfileModel.model_validate(d)) == []
+    assert Profile.from_dict(d).to_dict() == d
+    ranks = d["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    dist = d["distributed"]
+    assert dist["world_size"] == 2 and d["run"]["nproc"] == 2 and d["run"]["sharding"] == sharding
+    # the top-level tree is the critical rank's
+    crit = dist["critical_rank"]
+    assert d["root"] == ranks[crit]["root"]
+    for r in ranks:
+        _check_adds_up(r["root"])
+        stages = _stages(r["root"])
+        phases = {c["name"] for c in stages["communication"]["children"]}
+        assert {"input_dist", "output_dist"} <= phases, phases
+        if mode == "train":
+            assert {"backward_all_to_all", "dense_all_reduce"} <= phases, phases
+            assert {"loss", "backward", "optimizer"} <= set(stages)
+        for n in _walk(stages["communication"]):
+            assert n["stage"] == "communication" and n["path"].startswith("communication")
+    # shards: table-wise puts each whole table on one rank; column-wise splits every table's columns
+    held: dict[str, list[list[int]]] = {}
+    for r in ranks:
+        for s in r["shards"]:
+            assert s["sharding"] == sharding
+            held.setdefault(s["table"], []).append(s["size"])
+            assert s["lookups"] > 0 and s["bytes_requested"] == pytest.approx(s["lookups"] * s["columns"] * 4)
+    assert set(held) == TABLES
+    for sizes in held.values():
+        if sharding == "table_wise":
+            assert len(sizes) == 1 and sizes[0][1] == DIM
+        elif sharding == "column_wise":
+            assert sum(sz[1] for sz in sizes) == DIM and all(sz[0] == sizes[0][0] for sz in sizes)
+        else:  # row-wise: the rows split over both ranks, every column kept
+            assert len(sizes) == 2 and all(sz[1] == DIM for sz in sizes)
+    # per-rank figures add up; waiting is measured against the fastest rank's communication
+    per_rank = dist["per_rank"]
+    for pr, r in zip(per_rank, ranks, strict=True):
+        assert pr["compute_s"] + pr["communication_s"] == pytest.approx(r["root"]["time_s"])
+        assert pr["communication_s"] == pytest.approx(_stages(r["root"])["communication"]["time_s"])
+        assert pr["transfer_s"] + pr["wait_s"] == pytest.approx(pr["communication_s"])
+    assert min(pr["wait_s"] for pr in per_rank) == 0.0
+    assert dist["imbalance"]["totals"]["time_s"] >= 1.0
+    # every table-wise or column-wise shard serves the global batch: the lookups of both ranks' batches
+    assert sum(pr["lookups"] for pr in per_rank) == pytest.approx(
+        sum(s["lookups"] for r in ranks for s in r["shards"]))
+    planner = dist["planner"]
+    if sharding == "row_wise":  # a plan built by hand (TorchRec's planner has no row-wise kernel for CPU)
+        assert planner is None
+    else:
+        assert set(planner["error_by_sharding"]) == {sharding}
+        assert len(planner["shards"]) == sum(len(r["shards"]) for r in ranks)
+    if collectives:
+        classes = {c["phase"]: c for c in dist["communication_roofline"]}
+        assert {"input_dist", "output_dist"} <= set(classes)
+        for c in classes.values():
+            assert c["bytes"] > 0 and c["benchmark_s"] > 0
+            assert c["ratio"] == pytest.approx(c["measured_s"] / c["benchmark_s"])
+    else:
+        assert dist["communication_roofline"] is None
+    assert set(dist["communication_bytes"]) >= {"input_dist", "output_dist"}
+
+
+def test_shard_sim_predicts_every_rank_and_compares_at_the_measured_size(profiles, capsys) -> None:
+    path = profiles[("table_wise", "inference")]
+    assert main(["shard-sim", str(path), "--ranks", "2", "--machine", "none", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    pred = out["prediction"]
+    assert pred["ranks"] == 2 and len(pred["per_rank"]) == 2
+    for r in pred["per_rank"]:
+        assert r["compute_s"] == pytest.approx(r["embedding_s"] + r["dense_s"])
+        assert r["time_s"] == pytest.approx(pred["step_s"])
+    assert pred["step_s"] == pytest.approx(max(r["compute_s"] for r in pred["per_rank"])
+                                           + max(r["transfer_s"] for r in pred["per_rank"]))
+    assert len(out["measured_vs_predicted"]["per_rank"]) == 2
+    # 1,024 ranks: the 8 tables land on 8 ranks, the global batch's bytes are all looked up somewhere
+    assert main(["shard-sim", str(path), "--ranks", "1024", "--machine", "none", "--json"]) == 0
+    big = json.loads(capsys.readouterr().out)["prediction"]
+    inputs = out["inputs"]
+    want = sum(t["lookups_per_sample"] * inputs["batch_size"] * 1024 * t["dim"] * 4 for t in inputs["tables"])
+    assert sum(r["embedding_bytes"] for r in big["per_rank"]) == pytest.approx(want)
+    assert sum(r["shards"] for r in big["per_rank"]) == 8 and big["imbalance_compute"] > 1
+    assert main(["shard-sim", str(path), "--ranks", "1025", "--machine", "none"]) == 2
+    assert "--ranks: must be within 1..1024" in capsys.readouterr().err
+
+
+def test_plan_file_names_unknown_tables(tmp_path: Path, capsys) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("tables:\n  t_9: {sharding: table_wise, ranks: [1]}\n")
+    rc = main(["profile", "rmc1", "--nproc", "2", "--sharding", str(plan), *TINY])
+    assert rc == 2
+    assert "tables.t_9: table 't_9' is not in the model" in capsys.readouterr().err
+
+
+FACTORY = '''
+import os
+import torch
+from torch import nn
+from torchrec.modules.embedding_configs import EmbeddingBagConfig
+from torchrec.modules.embedding_modules import EmbeddingBagCollection
+from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+
+
+class Model(nn.Module):
+    def __init__(self, rank):
+        super().__init__()
+        self.rank, self.calls = rank, 0
+        self.ebc = EmbeddingBagCollection(tables=[
+            EmbeddingBagConfig(name=f"t{i}", embedding_dim=8, num_embeddings=100, feature_names=[f"f{i}"])
+            for i in range(2)], device=torch.device("cpu"))
+        self.head = nn.Linear(16, 1)
+
+    def forward(self, kjt):
+        self.calls += 1
+        if self.rank == 1 and self.calls == 3:
+            os._exit(7)  # this rank dies mid-run, inside the warm-up, while rank 0 waits in a collective
+        return self.head(self.ebc(kjt).values())
+
+
+def factory(batch_size, seed, *, rank, world_size, device):
+    g = torch.Generator().manual_seed(seed + rank)
+
+    def batch(i):
+        lengths = torch.ones(2 * batch_size, dtype=torch.int64)
+        values = torch.randint(0, 100, (2 * batch_size,), generator=g)
+        return KeyedJaggedTensor.from_lengths_sync(keys=["f0", "f1"], values=values, lengths=lengths)
+
+    return Model(rank), batch
+'''
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (p / "environ").read_bytes():
+                found.append(int(p.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_rank_that_dies_fails_the_profile_naming_it_and_no_rank_is_left(tmp_path: Path, monkeypatch,
+                                                                          capsys) -> None:
+    mod = f"dying_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{mod}.py").write_text(textwrap.dedent(FACTORY))
+    marker = f"RECSTACK_TEST_MARK={uuid.uuid4().hex}"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv(*marker.split("="))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rc = main(["profile", f"{mod}:factory", "--nproc", "2", "--batch-size", "8", "--iters", "4", "--warmup", "3",
+               "--op-iters", "1", "--machine", "none", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 4, err
+    assert "rank 1 died (exited with code 7)" in err
+    assert _processes_with(marker) == [], "a rank outlived the command"
+
+
+def test_report_shows_ranks_and_switches_the_tree(browser, profiles, tmp_path: Path) -> None:  # noqa: F811
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    from test_report import _open
+
+    from recstack.report import write_report
+
+    prof = Profile.load(profiles[("table_wise", "inference")])
+    page = write_report(prof, tmp_path / "r.html")
+    drv = browser
+    _open(drv, page)
+    card = drv.find_element(By.ID, "ranks").text.lower()  # headings may be styled upper case
+    assert "ranks (2, table_wise)" in card and "critical" in card and "imbalance" in card
+    assert "planner against measurement" in card and "communication against the collective benchmark" in card
+    crit = prof.extra["distributed"]["critical_rank"]
+    other = 1 - crit
+    Select(drv.find_element(By.ID, "rank-select")).select_by_value(str(other))
+    assert drv.execute_script("return document.getElementById('app').dataset.state") == "ready"
+    assert f"now: rank {other}" in drv.find_element(By.ID, "ranks").text
+    shown = drv.find_element(By.ID, "stages").text
+    want = prof.ranks[other]["root"]
+    assert any(c["name"] == "communication" for c in want["children"]) and "communication" in shown
+
+
+def test_communication_split_keeps_the_run_and_moves_time_out_of_its_stage() -> None:
+    from recstack.distributed.communication import split_communication
+    from recstack.tree import Node
+
+    def op(name: str, t: float, *kids: Node) -> Node:
+        return Node(name=name, path=name, level="op", stage="embedding", time_s=t, children=list(kids))
+
+    a2a = op("[splits_dist]_[sparse_arch.ebc]_[table_wise]", 0.002, op("c10d::alltoall_base_", 0.0015))
+    lookup = op("fbgemm::split_embedding_codegen_forward_cpu", 0.003)
+    mod = Node(name="sparse_arch", path="embedding/sparse_arch", level="module", stage="embedding", time_s=0.005,
+               children=[a2a, lookup])
+    emb = Node(name="embedding", path="embedding", level="stage", stage="embedding", time_s=0.006, children=[mod],
+               extra={"time_s_p10": 0.0055, "time_s_p90": 0.007})
+    bw_ar = op("autograd::engine::evaluate_function: AccumulateGrad", 0.0, op("c10d::allreduce_", 0.001))
+    bw = Node(name="backward", path="backward", level="stage", stage="backward", time_s=0.004, children=[bw_ar])
+    root = Node(name="m", path="run", level="run", stage=None, time_s=0.010, children=[emb, bw])
+    comm = split_communication(root)
+    assert root.time_s == 0.010 and sum(c.time_s for c in root.children) == pytest.approx(0.010)
+    assert emb.time_s == pytest.approx(0.004) and mod.time_s == pytest.approx(0.003)
+    assert emb.extra["communication_moved_s"] == pytest.approx(0.002) and emb.extra["time_s_p10"] == pytest.approx(0.0035)
+    assert bw.time_s == pytest.approx(0.003)
+    assert {c.name: c.time_s for c in comm.children} == pytest.approx({"input_dist": 0.002, "dense_all_reduce": 0.001})
+    assert comm.child("input_dist").children[0].children[0].path == (
+        "communication/input_dist/[splits_dist]_[sparse_arch.ebc]_[table_wise]/c10d::alltoall_base_")
+
+
+def test_collective_model_interpolates_the_measured_points() -> None:
+    from recstack.distributed.comm_model import collective_time
+
+    rows = [{"bytes": 1024, "time_s": 1e-4}, {"bytes": 4096, "time_s": 2e-4}, {"bytes": 16384, "time_s": 8e-4}]
+    coll = {"by_world_size": {"2": {"all_to_all": rows, "all_reduce": rows}}}
+    for r in rows:
+        assert collective_time(coll, "all_to_all", r["bytes"], 2) == pytest.approx(r["time_s"])
+    assert collective_time(coll, "all_to_all", 10, 2) == pytest.approx(1e-4)  # latency below the smallest
+    assert collective_time(coll, "all_to_all", 32768, 2) == pytest.approx(16e-4)  # the largest's bandwidth above
+    assert 1e-4 < collective_time(coll, "all_to_all", 2048, 2) < 2e-4
+    assert collective_time(coll, "all_to_all", 4096, 5) == pytest.approx(2e-4 * 4)  # 4 peers instead of 1
+
+
+def test_machine_collectives_world_sizes_are_checked_before_measuring(capsys) -> None:
+    assert main(["machine", "--collectives", "--world-sizes", "1,2"]) == 2
+    assert "--world-sizes: must be world sizes within 2..64 (got '1,2')" in capsys.readouterr().err
+
+
+def test_show_prints_the_ranks(profiles, capsys) -> None:
+    path = profiles[("column_wise", "train")]
+    capsys.readouterr()
+    assert main(["show", str(path), "--depth", "1"]) == 0
+    out = capsys.readouterr().out
+    crit = json.loads(path.read_text())["distributed"]["critical_rank"]
+    assert "2 ranks (column_wise, gloo)" in out and f"critical path: rank {crit}" in out
+    assert "communication" in out and "imbalance (max/mean over ranks)" in out
