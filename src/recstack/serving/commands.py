@@ -86,7 +86,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tail-samples", type=int_at_least("--tail-samples", 1), default=100,
                    help="--search: samples beyond the percentile every probe holds (default 100)")
     p.add_argument("--store", default=None, metavar="FILE.duckdb",
-                   help="--search: write every probe and the result to this DuckDB file (table serving)")
+                   help="--search: write every probe and the result to this results store "
+                        "(table serving; a sweep's store or a new file)")
     p.add_argument("--chart", default=None, metavar="FILE.png",
                    help="--search: draw p99 vs load per configuration and the QPS at target (PNG)")
     p.add_argument("-o", "--output", default=None, help="write the result JSON here")
