@@ -224,10 +224,12 @@ def test_search_stores_every_probe_and_respects_the_physics(tmp_path, capsys):
     assert fig["label"] == "spin · B 1 · 1 workers · 1 threads · torch · fp32" and fig["label"] in render_sweep_report(store)
 
 
-def test_serving_rows_join_a_store_a_reader_holds_and_other_files_are_refused(tmp_path):
-    """The writer holds the file only per row, so it waits out a reader; a foreign DuckDB file is refused."""
+def test_serving_rows_join_a_store_a_reader_holds_and_other_files_are_refused_or_adopted(tmp_path):
+    """The writer holds the file only per row, so it waits out a reader; a foreign DuckDB file is refused,
+    a serve-only file from before the fold is adopted."""
     from recstack.serving.results import ServingStore, probe_row
     from recstack.store import db
+    from recstack.store.migrations import SERVING_TABLE
 
     store = tmp_path / "fresh.duckdb"
     s = ServingStore(store)  # a new file becomes a store
@@ -248,6 +250,13 @@ def test_serving_rows_join_a_store_a_reader_holds_and_other_files_are_refused(tm
     con.close()
     with pytest.raises(DataError, match="not a recstack results store"):
         ServingStore(other)
+    legacy = tmp_path / "legacy.duckdb"  # a serving table as serve wrote it before the table joined the store
+    con = duckdb.connect(str(legacy))
+    con.execute(SERVING_TABLE)
+    con.execute("INSERT INTO serving (search_id, kind, qps) VALUES ('old', 'probe', 3)")
+    con.close()
+    ServingStore(legacy)
+    assert list(db.read_table(legacy, "serving").search_id) == ["old"] and len(db.read_table(legacy)) == 0
 
 
 @pytest.mark.parametrize(("argv", "field"), [

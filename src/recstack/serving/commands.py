@@ -186,7 +186,7 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
         check_writable(args.chart, "--chart")
     target = Target(99.0, args.p99, args.tail_samples)
     points = parse_grid(args.grid, cfg, opts)
-    store = ServingStore(args.store) if args.store else None
+    store = ServingStore(args.store) if args.store else None  # migrated now; opened again per probe
     counter = [0]
     search: Search
 
@@ -197,13 +197,9 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
         if kind == "probe" and not args.json:
             render_probe(point, result)
 
-    try:
-        search = Search(cfg, opts, target, budget_s=args.budget * 60, points=points, on_probe=on_probe,
-                        start_qps=args.qps)
-        verdict = search.run()
-    finally:
-        if store is not None:
-            store.close()
+    search = Search(cfg, opts, target, budget_s=args.budget * 60, points=points, on_probe=on_probe,
+                    start_qps=args.qps)
+    verdict = search.run()
     verdict["model"] = cfg.model
     verdict["run_config"] = cfg.model_dump(mode="json")
     verdict["serve"] = _opts_dict(opts)

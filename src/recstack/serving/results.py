@@ -41,9 +41,6 @@ class ServingStore:
         with db.transaction(self.path) as con:
             con.execute(f"INSERT INTO serving ({', '.join(names)}) VALUES ({marks})", values)
 
-    def close(self) -> None:
-        """Nothing to release (kept so that callers can close in a ``finally``)."""
-
 
 def _cell(v: Any) -> Any:
     return json.dumps(v, default=str) if isinstance(v, (dict, list)) else v
