@@ -161,17 +161,38 @@ def test_sigint_drains_and_writes_a_partial_result(tmp_path):
     assert "Traceback" not in err
 
 
-def test_search_stores_every_probe_and_respects_the_physics(tmp_path):
-    db = tmp_path / "s.duckdb"
+def _v1_store(path: Path) -> None:
+    """A results store as recstack wrote it before the serving table joined (schema 1), with a sweep row."""
+    from recstack.store import db, migrations
+
+    later = [m for m in migrations.MIGRATIONS if m.version > 1]
+    del migrations.MIGRATIONS[1:]
+    try:
+        assert db.migrate(path) == 1
+    finally:
+        migrations.MIGRATIONS.extend(later)
+    db.write_sweep(path, {"sweep_id": "sw1", "name": "before", "points_total": 0})
+
+
+def test_search_stores_every_probe_and_respects_the_physics(tmp_path, capsys):
+    from recstack.cli import main
+    from recstack.report.sweep_report import render_sweep_report
+    from recstack.results.serving_figures import serving_figures
+    from recstack.store import db, migrations
+
+    store = tmp_path / "s.duckdb"
+    _v1_store(store)
     r = _serve("spin", "--service-ms", "5", "--query-size", "1", "--search", "--p99", "0.2", "--qps", "100",
                "--grid", "max_batch=1;workers=1;threads=1", "--tail-samples", "1", "--duration", "0.5",
-               "--grace", "0.5", "--budget", "0.3", "--store", str(db), "--chart", str(tmp_path / "c.png"), "--json",
-               timeout=180)
+               "--grace", "0.5", "--budget", "0.3", "--store", str(store), "--chart", str(tmp_path / "c.png"),
+               "--json", timeout=180)
     assert r.returncode == 0, r.stderr
     v = json.loads(r.stdout)
-    con = duckdb.connect(str(db))
-    rows = con.execute("SELECT kind, qps, achieved_qps, p99_s, meets_target, requests, result_json "
-                       "FROM serving ORDER BY probe").fetchall()
+    with db.connect(store, read_only=True) as con:  # the v1 store was migrated; its sweep row is kept
+        assert db.schema_version(con) == migrations.latest() >= 2
+        assert con.execute("SELECT name FROM sweeps").fetchall() == [("before",)]
+        rows = con.execute("SELECT kind, qps, achieved_qps, p99_s, meets_target, requests, result_json "
+                           "FROM serving ORDER BY probe").fetchall()
     kinds = [k for k, *_ in rows]
     assert kinds.count("probe") >= 2 and kinds.count("result") == 1 and kinds[-1] == "best"
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -184,10 +205,58 @@ def test_search_stores_every_probe_and_respects_the_physics(tmp_path):
     cap = v["configurations"][0]["capacity_estimate_qps"]
     assert 0 < cap <= 200 * 1.001  # from timed busy-waits of at least 5 ms
     best = v["best"]
+    met = [r[1] for r in probes if r[4]]
     if best is not None:  # the answer is the highest offered load among the probes that met the target
-        assert best["qps_at_target"] == max(r[1] for r in probes if r[4]) and best["latency_s"]["p99"] <= 0.2
+        assert best["qps_at_target"] == max(met) and best["latency_s"]["p99"] <= 0.2
     else:
-        assert v["closest"] is not None and not any(r[4] for r in probes)
+        assert v["closest"] is not None and not met
+    # the store's readers: results --table serving, and the report's figures (one configuration)
+    csv = tmp_path / "serving.csv"
+    assert main(["--quiet", "results", str(store), "--table", "serving", "--format", "csv", "-o", str(csv)]) == 0
+    import pandas as pd
+
+    assert list(pd.read_csv(csv).kind) == kinds
+    assert main(["--quiet", "results", str(store), "--table", "serving"]) == 0
+    assert "probe" in capsys.readouterr().out
+    (fig,) = serving_figures(db.read_table(store, "serving"))["configurations"]
+    assert [p["qps"] for p in fig["points"]] == sorted(r[1] for r in probes)
+    assert fig["qps_at_target"] == (max(met) if met else None) and fig["target_s"] == 0.2
+    assert fig["label"] == "spin · B 1 · 1 workers · 1 threads · torch · fp32" and fig["label"] in render_sweep_report(store)
+
+
+def test_serving_rows_join_a_store_a_reader_holds_and_other_files_are_refused_or_adopted(tmp_path):
+    """The writer holds the file only per row, so it waits out a reader; a foreign DuckDB file is refused,
+    a serve-only file from before the fold is adopted."""
+    from recstack.serving.results import ServingStore, probe_row
+    from recstack.store import db
+    from recstack.store.migrations import SERVING_TABLE
+
+    store = tmp_path / "fresh.duckdb"
+    s = ServingStore(store)  # a new file becomes a store
+    with db.connect(store, read_only=True) as con:
+        assert db.schema_version(con) >= 2
+    reader = subprocess.Popen([sys.executable, "-c", (
+        "import duckdb, sys, time; c = duckdb.connect(sys.argv[1], read_only=True); "
+        "print('held', flush=True); time.sleep(1.5); c.close()"), str(store)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().strip() == "held"
+        s.write(probe_row("x", 1, "probe", {"model": "spin", "meets_target": True}, {"qps": 5.0}, 99.0, 0.1))
+    finally:
+        reader.wait(timeout=60)
+    assert list(db.read_table(store, "serving").qps) == [5.0]
+    other = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(other))
+    con.execute("CREATE TABLE t (x INTEGER)")
+    con.close()
+    with pytest.raises(DataError, match="not a recstack results store"):
+        ServingStore(other)
+    legacy = tmp_path / "legacy.duckdb"  # a serving table as serve wrote it before the table joined the store
+    con = duckdb.connect(str(legacy))
+    con.execute(SERVING_TABLE)
+    con.execute("INSERT INTO serving (search_id, kind, qps) VALUES ('old', 'probe', 3)")
+    con.close()
+    ServingStore(legacy)
+    assert list(db.read_table(legacy, "serving").search_id) == ["old"] and len(db.read_table(legacy)) == 0
 
 
 @pytest.mark.parametrize(("argv", "field"), [

@@ -142,10 +142,11 @@ def test_api_sweep_validates_before_running(tmp_path: Path) -> None:
 
 
 def test_docs_list_every_store_column() -> None:
-    from recstack.store.migrations import POINT_COLUMNS
+    from recstack.store.migrations import POINT_COLUMNS, SERVING_COLUMNS
 
     doc = (REPO / "docs" / "sweeps.md").read_text()
-    for col in [*POINT_COLUMNS, "share", "roof_fraction", "points_total", "points_failed"]:
+    for col in [*POINT_COLUMNS, "share", "roof_fraction", "points_total", "points_failed",
+                *(n for n, _ in SERVING_COLUMNS)]:
         assert f"`{col}`" in doc, col
 
 
@@ -192,6 +193,27 @@ def test_forward_migration_adds_a_table_to_an_old_store(tmp_path: Path) -> None:
             assert con.execute("SELECT count(*) FROM extra_test").fetchone() == (0,)
     finally:
         migrations.MIGRATIONS.pop()
+
+
+def test_a_v1_store_reads_no_serving_rows_until_serve_migrates_it(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    from recstack.store import db, migrations
+
+    store = tmp_path / "results.duckdb"
+    later = migrations.MIGRATIONS[1:]
+    del migrations.MIGRATIONS[1:]
+    try:
+        db.migrate(store)
+    finally:
+        migrations.MIGRATIONS.extend(later)
+    rc, out, err = _cli(capsys, "results", str(store), "--table", "serving", "--format", "csv")
+    assert rc == 0, err
+    assert out.startswith("search_id,probe,kind,") and len(out.splitlines()) == 1  # the columns, no rows
+    with db.connect(store, read_only=True) as con:
+        assert db.schema_version(con) == 1  # a reader does not migrate
+    assert db.migrate(store) == migrations.latest()
+    with db.connect(store, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM serving").fetchone() == (0,)
 
 
 # -- failures are recorded, the sweep goes on ----------------------------------------------------------------
@@ -360,6 +382,24 @@ def test_sweep_report_renders_in_the_browser(failing_sweep: tuple[Path, subproce
     best_rows = q("return [...document.querySelectorAll('#best-table tbody tr')].map(r => r.cells[0].textContent)")
     assert sorted(best_rows) == ["rmc1", "sweepfactories:boom", "sweepfactories:hang"]
     assert "3 failed" in q("return document.getElementById('counts').textContent")
+    assert q("return document.getElementById('serving')") is None  # the store has no serving rows
+    # the same store with two serving configurations (written by serve --search's own writer)
+    from recstack.serving.results import ServingStore, probe_row
+
+    served = tmp_path / "served.duckdb"
+    served.write_bytes(store.read_bytes())
+    writer = ServingStore(served)
+    for i, (batch, qps, p99) in enumerate([(1, 10.0, 0.01), (1, 20.0, 0.3), (4, 10.0, 0.02), (4, 40.0, 0.05)]):
+        point = {"model": "rmc1", "max_batch": batch, "workers": 1, "threads": 1, "backend": "torch", "dtype": "fp32",
+                 "config_key": "k", "meets_target": p99 <= 0.1}
+        writer.write(probe_row("s1", i + 1, "probe", point, {"qps": qps, "latency_s": {"p99": p99}}, 99.0, 0.1))
+    assert _cli(capsys, "sweep-report", str(served), "-o", str(page))[0] == 0
+    _open(browser, page)
+    assert q("return document.querySelectorAll('#serving-chart polyline.series').length") == 2
+    assert q("return document.querySelectorAll('#serving-chart circle.pt').length") == 4
+    assert q("return document.querySelectorAll('#serving-chart line.target').length") == 1
+    cells = q("return [...document.querySelectorAll('#serving-table tbody tr')].map(r => r.cells[2].textContent)")
+    assert cells == ["40", "10"]  # QPS at the target: the highest probe that met 0.1 s, per configuration
 
 
 def test_plot_writes_png_and_svg(failing_sweep: tuple[Path, subprocess.CompletedProcess], tmp_path: Path,

@@ -8,6 +8,8 @@ from recstack.units import count, seconds
 
 POINT_COLUMNS = ("model", "scale", "batch_size", "backend", "workload", "threads", "table_dtype", "dtype", "mode",
                  "status", "step_p50_s", "step_p99_s", "throughput", "overhead", "contended")
+SERVING_COLUMNS = ("search_id", "probe", "kind", "model", "max_batch", "workers", "threads", "backend", "dtype",
+                   "qps", "achieved_qps", "p50_s", "p99_s", "target_s", "meets_target", "qps_at_target", "contended")
 
 
 def _config(d: dict[str, Any] | None) -> str:
@@ -62,14 +64,17 @@ def best_table(rows: list[dict[str, Any]]) -> None:
 
 
 def points_table(df: Any, table: str = "points") -> str:
-    """A plain-text table of a store's table (the main columns of ``points``, every column otherwise)."""
-    cols = [c for c in POINT_COLUMNS if c in df.columns] if table == "points" else list(df.columns)
+    """A plain-text table of a store's table (the main columns of ``points`` and ``serving``, every column
+    of the others; CSV and Parquet give every column)."""
+    main = {"points": POINT_COLUMNS, "serving": SERVING_COLUMNS}.get(table)
+    cols = [c for c in main if c in df.columns] if main else list(df.columns)
     view = df[cols].copy()
-    for c in ("step_p50_s", "step_p99_s", "time_s"):
+    for c in ("step_p50_s", "step_p99_s", "time_s", "p50_s", "p99_s", "target_s"):
         if c in view.columns:
             view[c] = view[c].map(lambda v: seconds(v) if v == v and v is not None else "-")
-    if "throughput" in view.columns:
-        view["throughput"] = view["throughput"].map(lambda v: count(v) if v == v and v is not None else "-")
+    for c in ("throughput", "qps", "achieved_qps", "qps_at_target"):
+        if c in view.columns:
+            view[c] = view[c].map(lambda v: count(v) if v == v and v is not None else "-")
     return view.to_string(index=False)
 
 

@@ -3,6 +3,7 @@
     import recstack
     df = recstack.results.load("sweep-out/results.duckdb")          # one row per point
     stages = recstack.results.load("sweep-out/results.duckdb", table="stages")
+    probes = recstack.results.load("sweep-out/results.duckdb", table="serving")  # serve --search
     rows = recstack.results.best(df, p99=0.01)                     # what `recstack best --json` prints
 """
 
@@ -15,7 +16,7 @@ from recstack.results.best import best
 
 
 def load(store: str | Path, table: str = "points") -> Any:
-    """A table of the store (``points``, ``stages`` or ``sweeps``) as a pandas DataFrame."""
+    """A table of the store (``points``, ``stages``, ``sweeps`` or ``serving``) as a pandas DataFrame."""
     from recstack.store.db import read_table
 
     return read_table(store, table)

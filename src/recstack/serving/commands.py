@@ -86,7 +86,8 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tail-samples", type=int_at_least("--tail-samples", 1), default=100,
                    help="--search: samples beyond the percentile every probe holds (default 100)")
     p.add_argument("--store", default=None, metavar="FILE.duckdb",
-                   help="--search: write every probe and the result to this DuckDB file (table serving)")
+                   help="--search: write every probe and the result to this results store "
+                        "(table serving; a sweep's store or a new file)")
     p.add_argument("--chart", default=None, metavar="FILE.png",
                    help="--search: draw p99 vs load per configuration and the QPS at target (PNG)")
     p.add_argument("-o", "--output", default=None, help="write the result JSON here")
@@ -185,7 +186,7 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
         check_writable(args.chart, "--chart")
     target = Target(99.0, args.p99, args.tail_samples)
     points = parse_grid(args.grid, cfg, opts)
-    store = ServingStore(args.store) if args.store else None
+    store = ServingStore(args.store) if args.store else None  # migrated now; opened again per probe
     counter = [0]
     search: Search
 
@@ -196,13 +197,9 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
         if kind == "probe" and not args.json:
             render_probe(point, result)
 
-    try:
-        search = Search(cfg, opts, target, budget_s=args.budget * 60, points=points, on_probe=on_probe,
-                        start_qps=args.qps)
-        verdict = search.run()
-    finally:
-        if store is not None:
-            store.close()
+    search = Search(cfg, opts, target, budget_s=args.budget * 60, points=points, on_probe=on_probe,
+                    start_qps=args.qps)
+    verdict = search.run()
     verdict["model"] = cfg.model
     verdict["run_config"] = cfg.model_dump(mode="json")
     verdict["serve"] = _opts_dict(opts)

@@ -1,9 +1,12 @@
-"""The ``serving`` table: every probe of ``recstack serve --search`` in a DuckDB file (``--store FILE``).
+"""The ``serving`` table: every probe of ``recstack serve --search`` in a results store (``--store FILE``).
+
+The table is migration 2 of the results store (:mod:`recstack.store.migrations`): ``--store`` may name
+a sweep's store (the rows join its points), an older store (migrated forward) or a new file (made a store).
 
 One row per probe, written in its own transaction (a search stopped half-way
 keeps every probe it finished); the search's result rows have ``kind =
 'result'`` (one per configuration) and ``'best'``. The columns are listed in
-docs/serving.md; ``result_json`` holds the whole summary (histogram included).
+docs/serving.md and docs/sweeps.md; ``result_json`` holds the whole summary (histogram included).
 """
 
 from __future__ import annotations
@@ -12,78 +15,31 @@ import json
 from pathlib import Path
 from typing import Any
 
-from recstack.errors import DataError
+from recstack.store import db
+from recstack.store.migrations import SERVING_COLUMNS
 
-COLUMNS: list[tuple[str, str]] = [
-    ("search_id", "VARCHAR"),
-    ("probe", "INTEGER"),
-    ("kind", "VARCHAR"),  # probe | result | best
-    ("created_at", "TIMESTAMP"),
-    ("model", "VARCHAR"),
-    ("config_key", "VARCHAR"),
-    ("run_config", "JSON"),
-    ("max_batch", "INTEGER"),
-    ("workers", "INTEGER"),
-    ("threads", "INTEGER"),
-    ("backend", "VARCHAR"),
-    ("dtype", "VARCHAR"),
-    ("gpu_threshold", "INTEGER"),
-    ("target_pct", "DOUBLE"),
-    ("target_s", "DOUBLE"),
-    ("qps", "DOUBLE"),  # the scheduled rate of the probe (offered_qps: the arrivals drawn / duration)
-    ("offered_qps", "DOUBLE"),
-    ("achieved_qps", "DOUBLE"),
-    ("requests", "BIGINT"),
-    ("failed", "BIGINT"),
-    ("late", "BIGINT"),
-    ("p50_s", "DOUBLE"),
-    ("p95_s", "DOUBLE"),
-    ("p99_s", "DOUBLE"),
-    ("p999_s", "DOUBLE"),
-    ("mean_s", "DOUBLE"),
-    ("target_ci_low_s", "DOUBLE"),
-    ("target_ci_high_s", "DOUBLE"),
-    ("queue_s_mean", "DOUBLE"),
-    ("service_s_mean", "DOUBLE"),
-    ("utilisation", "DOUBLE"),
-    ("meets_target", "BOOLEAN"),
-    ("qps_at_target", "DOUBLE"),
-    ("contended", "BOOLEAN"),
-    ("result_json", "JSON"),
-]
-
-CREATE = "CREATE TABLE IF NOT EXISTS serving (" + ", ".join(f"{n} {t}" for n, t in COLUMNS) + ")"
+COLUMNS = SERVING_COLUMNS
 
 
 class ServingStore:
-    """An open DuckDB file with the ``serving`` table."""
+    """The results store at ``path`` (created, or migrated to the latest schema) receiving ``serving`` rows.
+
+    Nothing is held open between rows: each :meth:`write` opens the file for one transaction
+    (:func:`recstack.store.db.transaction`), so a sweep writing the same store, or ``recstack results``
+    reading it, waits at most one row.
+    """
 
     def __init__(self, path: str | Path) -> None:
-        import duckdb
-
         self.path = str(path)
-        try:
-            self.con = duckdb.connect(self.path)
-            self.con.execute(CREATE)
-        except duckdb.Error as exc:
-            raise DataError(f"--store: cannot open {self.path} as a DuckDB file ({exc})") from None
+        db.migrate(self.path)
 
     def write(self, row: dict[str, Any]) -> None:
-        """One row, in its own transaction; missing columns are NULL."""
+        """One row, in its own transaction; missing columns are NULL, ``created_at`` is the commit's clock."""
         names = [n for n, _ in COLUMNS]
-        values = [_cell(row.get(n)) for n in names]
         marks = ", ".join("current_timestamp" if n == "created_at" else "?" for n in names)
-        values = [v for n, v in zip(names, values, strict=True) if n != "created_at"]
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            self.con.execute(f"INSERT INTO serving ({', '.join(names)}) VALUES ({marks})", values)
-            self.con.execute("COMMIT")
-        except Exception:
-            self.con.execute("ROLLBACK")
-            raise
-
-    def close(self) -> None:
-        self.con.close()
+        values = [_cell(row.get(n)) for n in names if n != "created_at"]
+        with db.transaction(self.path) as con:
+            con.execute(f"INSERT INTO serving ({', '.join(names)}) VALUES ({marks})", values)
 
 
 def _cell(v: Any) -> Any:

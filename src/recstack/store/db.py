@@ -1,8 +1,9 @@
 """Open, migrate, write and read the results store (an embedded DuckDB file).
 
-Concurrency: DuckDB lets one process hold a file for writing, so the writer
-opens the file for one transaction per point and closes it again
-(:func:`write_point`), and readers (:func:`read_table`, ``recstack results``)
+Concurrency: DuckDB lets one process hold a file for writing, so every writer
+opens the file for one transaction and closes it again (:func:`transaction`:
+one per sweep point in :func:`write_point`, one per probe of ``recstack serve
+--search``), waiting out another process's transaction, and readers (:func:`read_table`, ``recstack results``)
 retry briefly while a write is in progress. A whole sweep additionally holds
 an exclusive ``flock`` on ``<store>.lock`` (:class:`SweepLock`), released by
 the kernel even when the sweep is killed with SIGKILL, so a second sweep on
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from recstack.errors import ConfigError, DataError
-from recstack.store.migrations import MIGRATIONS, latest, run_config_columns
+from recstack.store.migrations import LATER_TABLES, MIGRATIONS, latest, run_config_columns
 
 LOCK_RETRY_S = 30.0  # how long a reader or writer waits for another process's transaction
 
@@ -69,8 +70,9 @@ def check_version(con: Any, path: str | Path, *, empty_ok: bool = False) -> int:
     """The store's schema version; refuses a newer one, and (unless ``empty_ok``) a file that is no store."""
     v = schema_version(con)
     if v == 0:
-        tables = con.execute("SELECT count(*) FROM information_schema.tables").fetchone()[0]
-        if tables or not empty_ok:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        legacy = tables == {"serving"}  # written by serve --search before its table joined the store
+        if (tables and not legacy) or not empty_ok:
             raise DataError(f"{path}: a DuckDB file but not a recstack results store (no schema version); "
                             "give a store written by recstack sweep")
     if v > latest():
@@ -117,33 +119,41 @@ def _add_run_config_columns(con: Any) -> None:
             con.execute(f'ALTER TABLE points ADD COLUMN "{f}" {t}')
 
 
-def write_point(path: str | Path, point: dict[str, Any], stages: list[dict[str, Any]]) -> float:
-    """Replace the point (and its stages) in one transaction; returns the seconds it took (open to close)."""
-    t0 = time.perf_counter()
+@contextlib.contextmanager
+def transaction(path: str | Path) -> Iterator[Any]:
+    """The store opened for one transaction: committed and closed on exit, rolled back on an exception.
+
+    The file is held only inside the block, so other writers and readers wait at most one transaction.
+    """
     with connect(path) as con:
         con.execute("BEGIN TRANSACTION")
         try:
-            con.execute("DELETE FROM stages WHERE point_id = ?", [point["point_id"]])
-            con.execute("DELETE FROM points WHERE point_id = ?", [point["point_id"]])
-            _insert(con, "points", point)
-            for st in stages:
-                _insert(con, "stages", {"point_id": point["point_id"], **st})
+            yield con
             con.execute("COMMIT")
-        except Exception:
+        except BaseException:
             con.execute("ROLLBACK")
             raise
+
+
+def write_point(path: str | Path, point: dict[str, Any], stages: list[dict[str, Any]]) -> float:
+    """Replace the point (and its stages) in one transaction; returns the seconds it took (open to close)."""
+    t0 = time.perf_counter()
+    with transaction(path) as con:
+        con.execute("DELETE FROM stages WHERE point_id = ?", [point["point_id"]])
+        con.execute("DELETE FROM points WHERE point_id = ?", [point["point_id"]])
+        insert(con, "points", point)
+        for st in stages:
+            insert(con, "stages", {"point_id": point["point_id"], **st})
     return time.perf_counter() - t0
 
 
 def write_sweep(path: str | Path, row: dict[str, Any]) -> None:
-    with connect(path) as con:
-        con.execute("BEGIN TRANSACTION")
+    with transaction(path) as con:
         con.execute("DELETE FROM sweeps WHERE sweep_id = ?", [row["sweep_id"]])
-        _insert(con, "sweeps", row)
-        con.execute("COMMIT")
+        insert(con, "sweeps", row)
 
 
-def _insert(con: Any, table: str, row: dict[str, Any]) -> None:
+def insert(con: Any, table: str, row: dict[str, Any]) -> None:
     cols = list(row)
     vals = [json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for v in row.values()]
     con.execute(f'INSERT INTO {table} ({", ".join(chr(34) + c + chr(34) for c in cols)}) '
@@ -157,12 +167,22 @@ def done_points(path: str | Path) -> dict[str, str]:
         return dict(con.execute("SELECT point_id, status FROM points").fetchall())
 
 
+TABLES = ("points", "stages", "sweeps", "serving")
+
+
 def read_table(path: str | Path, table: str = "points") -> Any:
-    """A table of the store as a pandas DataFrame (read-only; waits out a writer's transaction)."""
-    if table not in ("points", "stages", "sweeps"):
-        raise ConfigError(f"unknown table {table!r}; the tables are points, stages, sweeps", field="table")
+    """A table of the store as a pandas DataFrame (read-only; waits out a writer's transaction).
+
+    A table that a later migration adds reads as no rows from an older store (read-only: not migrated).
+    """
+    if table not in TABLES:
+        raise ConfigError(f"unknown table {table!r}; the tables are {', '.join(TABLES)}", field="table")
     with connect(path, read_only=True) as con:
         check_version(con, path)
+        have = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if table not in have and table in LATER_TABLES:
+            cols = ", ".join(f"CAST(NULL AS {t}) AS {n}" for n, t in LATER_TABLES[table])
+            return con.execute(f"SELECT {cols} LIMIT 0").df()
         return con.execute(f"SELECT * FROM {table}").df()
 
 
@@ -197,5 +217,5 @@ class SweepLock:
             self.fd = None
 
 
-__all__ = ["SweepLock", "check_version", "connect", "done_points", "migrate", "read_table", "schema_version",
-           "write_point", "write_sweep"]
+__all__ = ["TABLES", "SweepLock", "check_version", "connect", "done_points", "insert", "migrate", "read_table",
+           "schema_version", "transaction", "write_point", "write_sweep"]

@@ -4,13 +4,16 @@ The store records its version in ``meta`` (``schema_version``). Opening a store
 for writing applies every migration newer than that, in order, each in one
 transaction with the version bump; a store whose version is newer than this
 recstack knows is refused (it was written by a newer recstack). Another
-feature adds its tables with :func:`register`, at a version above the last::
+feature adds its tables with :func:`register`, at a version above the last,
+here in this module so that every opening of a store knows every migration::
 
-    from recstack.store.migrations import register
-    register(2, "serving", "CREATE TABLE serving (point_id VARCHAR, ...)")
+    register(3, "name", "CREATE TABLE name (point_id VARCHAR, ...)")
 
 Versions are unique and the list is append-only: a released migration is never
 edited (docs/sweeps.md documents each version).
+
+* 1: ``points``, ``stages``, ``sweeps`` (``recstack sweep``).
+* 2: ``serving`` (``recstack serve --search --store``: one row per probe).
 
 The ``points`` table's RunConfig columns follow :class:`~recstack.config.run.RunConfig`:
 a field added to RunConfig later becomes a nullable column when a store is
@@ -134,4 +137,52 @@ def _v1(con: Any) -> None:
 
 register(1, "points, stages, sweeps", _v1)
 
-__all__ = ["MIGRATIONS", "POINT_COLUMNS", "Migration", "column_type", "latest", "register", "run_config_columns"]
+SERVING_COLUMNS: list[tuple[str, str]] = [
+    ("search_id", "VARCHAR"),
+    ("probe", "INTEGER"),
+    ("kind", "VARCHAR"),  # probe | result | best
+    ("created_at", "TIMESTAMP"),
+    ("model", "VARCHAR"),
+    ("config_key", "VARCHAR"),
+    ("run_config", "JSON"),
+    ("max_batch", "INTEGER"),
+    ("workers", "INTEGER"),
+    ("threads", "INTEGER"),
+    ("backend", "VARCHAR"),
+    ("dtype", "VARCHAR"),
+    ("gpu_threshold", "INTEGER"),
+    ("target_pct", "DOUBLE"),
+    ("target_s", "DOUBLE"),
+    ("qps", "DOUBLE"),  # the scheduled rate of the probe (offered_qps: the arrivals drawn / duration)
+    ("offered_qps", "DOUBLE"),
+    ("achieved_qps", "DOUBLE"),
+    ("requests", "BIGINT"),
+    ("failed", "BIGINT"),
+    ("late", "BIGINT"),
+    ("p50_s", "DOUBLE"),
+    ("p95_s", "DOUBLE"),
+    ("p99_s", "DOUBLE"),
+    ("p999_s", "DOUBLE"),
+    ("mean_s", "DOUBLE"),
+    ("target_ci_low_s", "DOUBLE"),
+    ("target_ci_high_s", "DOUBLE"),
+    ("queue_s_mean", "DOUBLE"),
+    ("service_s_mean", "DOUBLE"),
+    ("utilisation", "DOUBLE"),
+    ("meets_target", "BOOLEAN"),
+    ("qps_at_target", "DOUBLE"),
+    ("contended", "BOOLEAN"),
+    ("result_json", "JSON"),
+]
+
+# IF NOT EXISTS: a file that ``recstack serve --search --store`` wrote before the table joined the store
+# (a DuckDB file holding only ``serving``, same columns) keeps its rows and becomes a store.
+SERVING_TABLE = "CREATE TABLE IF NOT EXISTS serving (" + ", ".join(f"{n} {t}" for n, t in SERVING_COLUMNS) + ")"
+
+register(2, "serving", SERVING_TABLE)
+
+# A table a later migration adds -> its columns, so that reading it from an older store gives no rows.
+LATER_TABLES: dict[str, list[tuple[str, str]]] = {"serving": SERVING_COLUMNS}
+
+__all__ = ["LATER_TABLES", "MIGRATIONS", "POINT_COLUMNS", "SERVING_COLUMNS", "SERVING_TABLE", "Migration", "column_type",
+           "latest", "register", "run_config_columns"]

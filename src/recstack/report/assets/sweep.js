@@ -1,6 +1,8 @@
 /* recstack sweep report: renders the embedded sweep figures (see recstack/results/sweep_figures.py).
  * Sections: header and counts, throughput vs batch size, step latency vs batch size (p50, p99 dashed),
- * stage shares vs batch size (stacked), the speedup heat map over two fields, the best-configuration table. */
+ * stage shares vs batch size (stacked), the speedup heat map over two fields, the best-configuration table;
+ * when the store's serving table has probes (recstack/results/serving_figures.py): latency vs load per
+ * configuration with the target line, and QPS at the target per configuration. */
 "use strict";
 
 (() => {
@@ -121,6 +123,45 @@
     return el("div", { id: "best-table" }, RS.sortableTable(cols, rows, { sortKey: "model", asc: true }));
   }
 
+  function loadChart(S) {
+    const cfgs = S.configurations;
+    const pts = cfgs.flatMap((c) => c.points);
+    const lats = pts.map((p) => p.latency_s).concat(S.targets.map((t) => t[1])).filter((v) => isNum(v) && v > 0);
+    if (!lats.length) return RS.note("No probe finished with a latency to draw.");
+    const qs = pts.map((p) => p.qps).filter((v) => isNum(v) && v > 0);
+    const x = logScale(qs, M.l, W - M.r), y = logScale(lats, H - M.b, M.t);
+    const g = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", id: "serving-chart", role: "img", "aria-label": "latency vs load" });
+    for (const t of y.ticks()) g.append(svg("line", { x1: M.l, x2: W - M.r, y1: y(t), y2: y(t), stroke: "#e3e7ec" }), svg("text", { x: M.l - 6, y: y(t) + 4, "text-anchor": "end", "font-size": 11, text: U.time(t) }));
+    for (const t of x.ticks()) g.append(svg("text", { x: x(t), y: H - M.b + 16, "text-anchor": "middle", "font-size": 11, text: U.compact(t) }));
+    g.append(svg("text", { x: (M.l + W - M.r) / 2, y: H - 6, "text-anchor": "middle", "font-size": 12, text: "scheduled load (queries/s)" }));
+    for (const [pct, s] of S.targets) {
+      g.append(svg("line", { x1: M.l, x2: W - M.r, y1: y(s), y2: y(s), stroke: "#e15759", "stroke-width": 1.5, "stroke-dasharray": "6 4", class: "target" }));
+      g.append(svg("text", { x: W - M.r - 4, y: y(s) - 5, "text-anchor": "end", "font-size": 11, fill: "#e15759", text: "target p" + pct + " " + U.time(s) }));
+    }
+    cfgs.forEach((c, i) => {
+      const color = PALETTE[i % PALETTE.length];
+      const ok = c.points.filter((p) => isNum(p.latency_s) && p.latency_s > 0);
+      if (!ok.length) return;
+      g.append(svg("polyline", { points: ok.map((p) => x(p.qps) + "," + y(p.latency_s)).join(" "), fill: "none", stroke: color, "stroke-width": 2, class: "series", data: { label: c.label } }));
+      for (const p of ok) {
+        const dot = svg("circle", { cx: x(p.qps), cy: y(p.latency_s), r: 4, fill: p.contended ? "#fff" : color, class: "pt", style: { stroke: color, strokeWidth: "1.6px" } });
+        RS.hover(dot, () => c.label + " · " + U.compact(p.qps) + " q/s", () => [["p" + c.target_pct, U.time(p.latency_s)], ["achieved", U.compact(p.achieved_qps) + " q/s"], ["meets target", p.meets_target ? "yes" : "no"], ["contended", p.contended ? "yes" : "no"]]);
+        g.append(dot);
+      }
+    });
+    return el("div", null, g, legend(cfgs));
+  }
+
+  function qpsTable(cfgs) {
+    const cols = [
+      { key: "cfg", label: "configuration", get: (c) => c.label },
+      { key: "target", label: "target", get: (c) => "p" + c.target_pct + " ≤ " + U.time(c.target_s), sort: false },
+      { key: "qps", label: "QPS at target", unit: "queries/s", num: true, get: (c) => c.qps_at_target, fmt: (c) => (isNum(c.qps_at_target) ? U.compact(c.qps_at_target) : "not met") },
+      { key: "probes", label: "probes", num: true, get: (c) => c.probes, fmt: (c) => String(c.probes) },
+    ];
+    return el("div", { id: "serving-table" }, RS.sortableTable(cols, cfgs, { sortKey: "qps", asc: false }));
+  }
+
   function main(app) {
     const D = RS.loadData();
     const F = D.figures;
@@ -141,6 +182,11 @@
     body.append(RS.card("stages", "Stage shares vs batch size", F.formulas.stage_share + ".", stageBars(F.series)));
     body.append(RS.card("heatmap", "Speedup heat map", F.formulas.heatmap + ".", heatmaps(F.heatmaps)));
     body.append(RS.card("best", "Best configuration per model", "Highest throughput among the uncontended successful points; 'vs worst' and 'vs default' are throughput ratios (default: RunConfig's default deployment fields, when the sweep holds that point).", bestTable(F.best)));
+    const S = F.serving;
+    if (S) {
+      body.append(RS.card("serving", "Serving: latency vs load", S.formulas.latency + ". One line per configuration of recstack serve --search; the dashed line is the target; hollow: contended; log-log.", loadChart(S)));
+      body.append(RS.card("serving-qps", "Serving: QPS at the target", S.formulas.qps_at_target + ".", qpsTable(S.configurations)));
+    }
     app.append(el("footer", { text: "recstack " + D.recstack_version + " · " + D.sweeps + " sweep(s) wrote this store" }));
   }
 
