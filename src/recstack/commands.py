@@ -278,3 +278,6 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.schema.commands import register as register_schema
 
     register_schema(sub)
+    from recstack.traceimport.commands import register as register_import
+
+    register_import(sub)

@@ -57,6 +57,8 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("`counters`", pm.Counters, "`counters`"),
     ("`findings[]`", pm.Finding, "`findings`"),
     ("`upgraded_from`", pm.UpgradedFrom, "`upgraded_from`"),
+    ("`import`", pm.ImportInfo, "`import` (imported profiles)"),
+    ("`import.files[]`", pm.ImportedFile, "`import`"),
 ]
 
 _SCALARS = {float: "number", int: "integer", str: "string", bool: "boolean", type(None): "null"}

@@ -291,6 +291,11 @@ class Run(_M):
     """What was run (``run``). Only ``model`` is required: hand-built and imported profiles may lack the rest."""
 
     model: str = F("zoo id, model name or factory", producer="profiling.runner")
+    source: Literal["live", "imported"] | None = F(
+        "``imported``: built from a torch.profiler trace by ``recstack import`` (null: a live run)", None,
+        producer="traceimport.build")
+    trace: str | None = F("the Chrome trace written (live ``--trace``) or imported (a file or a folder)", None,
+                          producer="traceimport.build")
     config: dict[str, Any] | None = F("the whole RunConfig as a dict (its fields: recstack.config.run)", None,
                                       producer="api")
     config_key: str | None = F("RunConfig.key(): sha256 of the options, referenced files by contents", None,
@@ -622,6 +627,33 @@ class Finding(_M):
     roof_suspect_reason: str | None = F("why ``roof_suspect`` is set", None, producer="analysis.pipeline")
 
 
+class ImportedFile(_M):
+    """One trace file an imported profile was built from (``import.files[]``)."""
+
+    file: str = F("the trace file", producer="traceimport.build")
+    rank: NonNegInt = F("its rank (``distributedInfo.rank``, else its place among the sorted files)",
+                        producer="traceimport.build")
+    events: NonNegInt = F("trace events read", unit="events", producer="traceimport.build")
+    steps: NonNegInt = F("steps found", unit="steps", producer="traceimport.build")
+    kernels: NonNegInt = F("device events attached to the ops that launched them (by correlation id)",
+                           unit="events", producer="traceimport.build")
+    truncated: bool = F("the file ended inside the event array (imported as far as complete)",
+                        producer="traceimport.build")
+    notes: list[str] = F("what the import said about this file", producer="traceimport.build")
+
+
+class ImportInfo(_M):
+    """How an imported profile was built (``import``; ``recstack import`` only)."""
+
+    files: list[ImportedFile] = F("the trace files, by rank", producer="traceimport.build")
+    steps_from: str = F("where the steps came from: ProfilerStep ranges, ``--step-range NAME`` or the whole trace",
+                        producer="traceimport.build")
+    hierarchy: str = F("where the module hierarchy came from: recstack.annotate ranges, nn.Module events, "
+                       "a module map, or none", producer="traceimport.build")
+    time_statistic: str = F("what run and stage times are (the mean over every step)", producer="traceimport.build")
+    notes: list[str] = F("every file's notes", producer="traceimport.build")
+
+
 class UpgradedFrom(_M):
     """Set when an older profile was upgraded in memory and saved again."""
 
@@ -651,6 +683,8 @@ class Profile(_M):
     counters: Counters | None = F("hardware counters", None, producer="profiling.counters_replay")
     findings: list[Finding] | None = F("measured findings", None, producer="analysis.pipeline")
     upgraded_from: UpgradedFrom | None = F("present when upgraded from an older version", None, producer="tree")
+    import_: ImportInfo | None = F("how an imported profile was built (``recstack import``)", None, alias="import",
+                                   producer="traceimport.build")
 
     model_config = ConfigDict(strict=True, extra="allow", populate_by_name=True)
 
