@@ -147,40 +147,47 @@ class Collector:
             c.aux.append, c.ty.append
         by_cat, threads, shapes, types = self._by_cat, self.threads, self.shapes, self.types
         self.events += len(events)
+        last_cat, names = None, {}
+        last_pid, last_tid, th = None, None, -1
+        torch_events = 0
         for e in events:
             if e.ph != "X":
                 if e.ph == "M" and e.name == "thread_name" and e.args is not None and e.args.name:
                     self.thread_names[(e.pid, e.tid)] = e.args.name
                 continue
             cat = e.cat
-            names = by_cat.get(cat)
-            if names is None:
-                names = by_cat[cat] = {}
+            if cat != last_cat:  # events come in runs of one category: one dict per category
+                names = by_cat.get(cat)
+                if names is None:
+                    names = by_cat[cat] = {}
+                last_cat = cat
+                is_torch = cat in TORCH_CATS
             info = names.get(e.name)
             if info is None:
                 info = names[e.name] = self._classify(cat, e.name)
             kind, nid = info
+            torch_events += is_torch
             if kind == SKIP:
-                self.torch_events += 1
                 continue
-            self.torch_events += cat in TORCH_CATS
             if kind == DEVICE:
                 a = e.args
                 c.k_corr.append(a.correlation if a is not None and a.correlation is not None else -1)
                 c.k_nid.append(nid)
                 c.k_dur.append(e.dur)
                 continue
-            key = (e.pid, e.tid)
-            th = threads.get(key)
-            if th is None:
-                th = threads[key] = len(threads)
-            ts_a(e.ts)
-            end_a(e.ts + e.dur)
+            if e.tid != last_tid or e.pid != last_pid:
+                last_pid, last_tid = e.pid, e.tid
+                th = threads.get((last_pid, last_tid), -1)
+                if th < 0:
+                    th = threads[(last_pid, last_tid)] = len(threads)
+            t = e.ts
+            ts_a(t)
+            end_a(t + e.dur)
             thr_a(th)
             nid_a(nid)
-            aux, ty = -1, -1
             a = e.args
             if kind == OP:
+                aux = ty = -1
                 if a is not None:
                     raw = bytes(a.input_dims)
                     if raw:
@@ -192,14 +199,18 @@ class Collector:
                         ty = types.get(raw, -1)
                         if ty < 0:
                             ty = types[raw] = len(types)
-            elif kind == MODULE:
+                aux_a(aux)
+                ty_a(ty)
+                continue
+            if kind == MODULE:
                 aux = self.name_path[nid]
                 self.annotate_ranges += 1
             elif kind == RUNTIME:
                 aux = a.correlation if a is not None and a.correlation is not None else -1
-            elif kind == NNMODULE:
-                self.nn_events += 1
-            elif kind == STEP:
-                self.step_events += 1
+            else:
+                aux = -1
+                self.nn_events += kind == NNMODULE
+                self.step_events += kind == STEP
             aux_a(aux)
-            ty_a(ty)
+            ty_a(-1)
+        self.torch_events += torch_events

@@ -88,11 +88,13 @@ _decode_header = msgspec.json.Decoder(Header).decode
 
 
 class _Reader:
-    """A growing window on the (possibly gzipped) file: ``buf[pos:]`` is unread."""
+    """A window on the (possibly gzipped) file: ``buf[off:]`` is unread; ``base`` is ``buf``'s file offset.
+
+    Consuming moves ``off`` (no copy); the window is compacted only when a block is appended."""
 
     def __init__(self, f: BinaryIO, source: str) -> None:
         self.f, self.source = f, source
-        self.buf, self.base, self.eof, self.damaged = b"", 0, False, False
+        self.buf, self.off, self.base, self.eof, self.damaged = b"", 0, 0, False, False
 
     def fill(self) -> bool:
         """Read one more block; False at the end of the file (or of readable gzip data)."""
@@ -107,12 +109,17 @@ class _Reader:
         if not block:
             self.eof = True
             return False
-        self.buf += block
+        self.base += self.off
+        self.buf = self.buf[self.off:] + block
+        self.off = 0
         return True
 
+    def unread(self) -> int:
+        return len(self.buf) - self.off
+
     def drop(self, upto: int) -> None:
-        self.base += upto
-        self.buf = self.buf[upto:]
+        """Consume up to the absolute window index ``upto``."""
+        self.off = upto
 
 
 def open_trace(path: Path) -> BinaryIO:
@@ -144,7 +151,7 @@ def _field_path(msg: str) -> str:
 
 def stream_events(path: Path, on_chunk: Callable[[list[Event]], None]) -> tuple[Header, Truncation | None]:
     """Decode ``path``'s events chunk by chunk into ``on_chunk``; return the header and any truncation."""
-    source = str(path)
+    source = f"TRACE: {path}"
     total = path.stat().st_size
     with open_trace(path) as f:
         r = _Reader(f, source)
@@ -157,7 +164,7 @@ def stream_events(path: Path, on_chunk: Callable[[list[Event]], None]) -> tuple[
         count, suffix, trunc = 0, b"", None
         for events, rest in _chunks(r, source):
             if events is None:  # the file ended inside the array
-                trunc = Truncation(count, r.base, total if not isinstance(f, gzip.GzipFile) else None)
+                trunc = Truncation(count, r.base + r.off, total if not isinstance(f, gzip.GzipFile) else None)
                 break
             count += len(events)
             on_chunk(events)
@@ -168,17 +175,17 @@ def stream_events(path: Path, on_chunk: Callable[[list[Event]], None]) -> tuple[
 
 def _chunks(r: _Reader, source: str) -> Iterator[tuple[list[Event] | None, bytes]]:
     """(events, b"") per chunk; the last is (events, what follows the array); (None, b"") if truncated."""
-    while len(r.buf) < 2 and r.fill():
+    while r.unread() < 2 and r.fill():
         pass
-    if _EMPTY.match(r.buf):
+    if _EMPTY.match(r.buf, r.off):
         while r.fill():
             pass
-        yield [], r.buf[1:]
+        yield [], r.buf[r.off + 1:]
         return
     while True:
-        while len(r.buf) < CHUNK + BLOCK and r.fill():
+        while r.unread() < CHUNK + BLOCK and r.fill():
             pass
-        start = min(CHUNK, max(len(r.buf) - 1, 0))
+        start = r.off + min(CHUNK, max(r.unread() - 1, 0))
         cut = _next_cut(r, start, source)
         if cut is not None:
             events, end = cut
@@ -201,10 +208,10 @@ def _chunks(r: _Reader, source: str) -> Iterator[tuple[list[Event] | None, bytes
 
 
 def _next_cut(r: _Reader, start: int, source: str) -> tuple[list[Event], int] | None:
-    """The first ``}, {`` at or after ``start`` that ends a decodable chunk: (events, offset of the next ``{``)."""
+    """The first ``}, {`` at or after ``start`` that ends a decodable chunk: (events, index of the next ``{``)."""
     pos = start
     while (m := _BOUNDARY.search(r.buf, pos)) is not None:
-        events = _chunk(r.buf[: m.start() + 1], source, r.base)
+        events = _chunk(r.buf[r.off: m.start() + 1], source, r.base + r.off)
         if events is not None:
             return events, m.end() - 1
         pos = m.end() - 1
@@ -215,8 +222,8 @@ def _last_chunk(r: _Reader, source: str) -> tuple[list[Event], bytes] | None:
     """At the end of the file: the remaining events up to the array's ``]`` and what follows it."""
     if not r.eof:
         return None
-    for m in reversed(list(_END.finditer(r.buf))):
-        events = _chunk(r.buf[: m.start() + 1], source, r.base)
+    for m in reversed(list(_END.finditer(r.buf, r.off))):
+        events = _chunk(r.buf[r.off: m.start() + 1], source, r.base + r.off)
         if events is not None:
             return events, r.buf[m.end():]
     return None
@@ -224,11 +231,11 @@ def _last_chunk(r: _Reader, source: str) -> tuple[list[Event], bytes] | None:
 
 def _partial(r: _Reader, source: str) -> tuple[list[Event], int]:
     """A truncated array: the complete events before the last decodable ``}, {`` (none: [])."""
-    for m in reversed(list(_BOUNDARY.finditer(r.buf))):
-        events = _chunk(r.buf[: m.start() + 1], source, r.base)
+    for m in reversed(list(_BOUNDARY.finditer(r.buf, r.off))):
+        events = _chunk(r.buf[r.off: m.start() + 1], source, r.base + r.off)
         if events is not None:
             return events, m.start() + 1
-    return [], 0
+    return [], r.off
 
 
 def _header(prefix: bytes, suffix: bytes, source: str, strict: bool = True) -> Header:

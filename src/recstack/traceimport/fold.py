@@ -229,6 +229,7 @@ class _Sweep:
         step_of_start = {t: i for i, t in enumerate(starts)}
         root_stage = self.root_stage
         folder = self.folder
+        ops_of: dict[int, dict[int, RawNode]] = {}  # id(parent) -> name id -> op child (parents live on)
         stack: list[tuple[float, RawNode | None, str | None, int, bool]] = []
         cur = -1
         for _i, t, e, th, n, aux, ty in _blocks(c, order, "ts", "end", "thr", "nid", "aux", "ty"):
@@ -273,11 +274,15 @@ class _Sweep:
             elif kind == THROUGH:
                 stack.append((e, p_node, p_stage, step, p_op))
             else:  # OP, RUNTIME, PSEUDO_STAGE
-                name = names[n]
                 if kind == PSEUDO_STAGE and p_stage is None:
-                    st = pseudo_stage(name) or "other"
+                    st = pseudo_stage(names[n]) or "other"
                     p_node, p_stage = self.open_stage(st, None, step, t, e), st
-                node = p_node.child(name, "op", p_stage)
+                kids = ops_of.get(id(p_node))  # op children by name id (no key tuples per event)
+                if kids is None:
+                    kids = ops_of[id(p_node)] = {}
+                node = kids.get(n)
+                if node is None:
+                    node = kids[n] = p_node.child(names[n], "op", p_stage)
                 node.us += e - t
                 node.calls += 1
                 if not p_op:
@@ -285,8 +290,12 @@ class _Sweep:
                 if kind == RUNTIME:
                     if aux >= 0:
                         self.corr[aux] = p_node if p_op else node
-                elif aux >= 0 and (aux in node.shapes or len(node.shapes) < MAX_SHAPES):
-                    node.shapes[aux] = node.shapes.get(aux, 0) + 1  # shape ids: named at the end
+                elif aux >= 0:
+                    sh = node.shapes
+                    if aux in sh:
+                        sh[aux] += 1
+                    elif len(sh) < MAX_SHAPES:
+                        sh[aux] = 1  # shape ids: named at the end
                 if ty >= 0:
                     node.dtypes[ty] = node.dtypes.get(ty, 0) + 1
                 stack.append((e, node, p_stage, step, True))
