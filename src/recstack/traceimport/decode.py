@@ -182,18 +182,22 @@ def _chunks(r: _Reader, source: str) -> Iterator[tuple[list[Event] | None, bytes
             pass
         yield [], r.buf[r.off + 1:]
         return
+    scan = None  # where the search for a cut resumes, relative to ``r.off`` (after a window too short)
     while True:
         while r.unread() < CHUNK + BLOCK and r.fill():
             pass
-        start = r.off + min(CHUNK, max(r.unread() - 1, 0))
-        cut = _next_cut(r, start, source)
-        if cut is not None:
-            events, end = cut
+        start = r.off + (scan if scan is not None else min(CHUNK, max(r.unread() - 1, 0)))
+        events, end = _next_cut(r, start, source)
+        if events is not None:
             r.drop(end)
+            scan = None
             yield events, b""
             continue
-        if not r.eof:  # an event longer than the window: read on
-            r.fill()
+        if not r.eof:  # an event longer than the window: double the window, resume the search where it stopped
+            scan = max(0, end - r.off)
+            target = 2 * r.unread()
+            while r.unread() < target and r.fill():
+                pass
             continue
         last = _last_chunk(r, source)
         if last is not None:
@@ -207,15 +211,16 @@ def _chunks(r: _Reader, source: str) -> Iterator[tuple[list[Event] | None, bytes
         return
 
 
-def _next_cut(r: _Reader, start: int, source: str) -> tuple[list[Event], int] | None:
-    """The first ``}, {`` at or after ``start`` that ends a decodable chunk: (events, index of the next ``{``)."""
+def _next_cut(r: _Reader, start: int, source: str) -> tuple[list[Event] | None, int]:
+    """The first ``}, {`` at or after ``start`` that ends a decodable chunk: (events, index of the next ``{``);
+    (None, where the search stopped) when there is none in the window."""
     pos = start
     while (m := _BOUNDARY.search(r.buf, pos)) is not None:
         events = _chunk(r.buf[r.off: m.start() + 1], source, r.base + r.off)
         if events is not None:
             return events, m.end() - 1
         pos = m.end() - 1
-    return None
+    return None, max(start, len(r.buf) - 64)  # a cut may straddle the window's end: look again there
 
 
 def _last_chunk(r: _Reader, source: str) -> tuple[list[Event], bytes] | None:
