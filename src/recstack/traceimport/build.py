@@ -115,7 +115,10 @@ def import_trace(path: str | Path, *, rules: StageRules | None = None, step_rang
     numbers.sort()
     first = ranks[0]
     name = model or first.folded.root_type or Path(files[0].name.split(".")[0]).name
+    from recstack.traceimport.cost import price_tree
+
     trees = [_tree(r, name) for r in ranks]
+    costs = [price_tree(t, r.folded) for t, r in zip(trees, ranks, strict=True)]
     for r in ranks:
         for note in r.notes:
             warnings.warn(f"{r.path.name}: {note}", stacklevel=2)
@@ -128,7 +131,7 @@ def import_trace(path: str | Path, *, rules: StageRules | None = None, step_rang
         root=trees[0],
         ranks=[{"rank": n, "root": None if i == 0 else t.to_dict(), "shards": []}
                for i, (n, t) in enumerate(zip(numbers, trees, strict=True))],
-        extra={"import": _import_info(ranks, numbers)},
+        extra={"import": _import_info(ranks, numbers), "cost_model": costs[0]},
     )
     analyse(prof, machine=machine, machine_file=machine_file)
     return prof

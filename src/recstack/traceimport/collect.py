@@ -23,6 +23,7 @@ from recstack.traceimport.decode import Event
 # Event kinds.
 OP, MODULE, NNMODULE, STEP, THROUGH, RUNTIME, PSEUDO_STAGE, SKIP, DEVICE = range(9)
 NN_PREFIX = "nn.Module: "
+SIG_SEP = b"\x1f"  # between a call's Input Dims, Input type and Concrete Inputs JSON (neither can hold a raw control byte)
 STEP_PREFIXES = ("ProfilerStep#", "recstack.step::")
 THROUGH_PREFIXES = ("recstack.stage::",)
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
@@ -86,7 +87,7 @@ class Collector:
         self._by_cat: dict[str, dict[str, tuple[int, int]]] = {}
         self.threads: dict[tuple[int | str, int | str], int] = {}
         self.thread_names: dict[tuple[int | str, int | str], str] = {}
-        self.shapes: dict[bytes, int] = {}
+        self.shapes: dict[bytes, int] = {}  # call signature (dims JSON, SIG_SEP, types JSON) -> id
         self.types: dict[bytes, int] = {}
         self.paths: list[str] = []  # module path id -> path
         self.path_ids: dict[str, int] = {}
@@ -189,16 +190,17 @@ class Collector:
             if kind == OP:
                 aux = ty = -1
                 if a is not None:
+                    raw_t = bytes(a.input_type)
+                    if raw_t:
+                        ty = types.get(raw_t, -1)
+                        if ty < 0:
+                            ty = types[raw_t] = len(types)
                     raw = bytes(a.input_dims)
-                    if raw:
+                    if raw:  # a call signature: dims and types together (the cost model prices it)
+                        raw += SIG_SEP + raw_t + SIG_SEP + bytes(a.concrete)
                         aux = shapes.get(raw, -1)
                         if aux < 0:
                             aux = shapes[raw] = len(shapes)
-                    raw = bytes(a.input_type)
-                    if raw:
-                        ty = types.get(raw, -1)
-                        if ty < 0:
-                            ty = types[raw] = len(types)
                 aux_a(aux)
                 ty_a(ty)
                 continue

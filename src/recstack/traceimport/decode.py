@@ -48,6 +48,7 @@ class Args(msgspec.Struct, gc=False):
     # Raw: the JSON text, kept undecoded (interned by the collector; decoded once per distinct value).
     input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
     correlation: int | None = None
     name: str | None = None  # thread_name / process_name metadata events
 

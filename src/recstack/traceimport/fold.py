@@ -37,6 +37,7 @@ from recstack.traceimport.collect import (
     OP,
     PSEUDO_STAGE,
     RUNTIME,
+    SIG_SEP,
     STEP,
     THROUGH,
     Collector,
@@ -66,7 +67,8 @@ class Folded:
     kernels: int = 0
     kernels_unmatched: int = 0
     outside_steps: int = 0
-    notes: list[str] = field(default_factory=list)
+    signatures: dict[int, tuple[list, list, list]] = field(default_factory=dict)  # id -> dims, types, values
+    signature_counts: dict[str, dict[int, int]] = field(default_factory=dict)  # op path -> id -> calls (all steps)
 
 
 def _order(c: Collector) -> np.ndarray:
@@ -335,9 +337,46 @@ class _Sweep:
         return TimingResult(plain=[], timed=step_s, stage_samples=samples)
 
 
-def _name_keys(root: RawNode, c: Collector) -> None:
-    """Shape and type ids -> the keys the live tree uses (``str`` of the dims list; ``fp32`` ...)."""
-    shape_text = {i: str(msgspec.json.decode(raw)) for raw, i in c.shapes.items()}
+def signatures(c: Collector) -> dict[int, tuple[list, list, list]]:
+    """Signature id -> (Input Dims, Input type, Concrete Inputs) as decoded JSON (a part that does not
+    decode is empty)."""
+    out: dict[int, tuple[list, list, list]] = {}
+    for raw, i in c.shapes.items():
+        parts = [_json_list(p) for p in raw.split(SIG_SEP)] + [[], [], []]
+        out[i] = (parts[0], parts[1], parts[2])
+    return out
+
+
+def _json_list(raw: bytes) -> list:
+    try:
+        v = msgspec.json.decode(raw) if raw else []
+    except msgspec.DecodeError:
+        return []
+    return v if isinstance(v, list) else []
+
+
+def signature_counts(folder: Folder) -> dict[str, dict[int, int]]:
+    """Tree path (as :func:`recstack.profiling.assemble.raw_to_node` names it) -> signature id -> calls."""
+    out: dict[str, dict[int, int]] = {}
+
+    def walk(n: RawNode, path: str) -> None:
+        if n.shapes:
+            out[path] = dict(n.shapes)
+        for k in n.children.values():
+            walk(k, f"{path}/{k.name}")
+
+    for (_level, name), st in folder.root.children.items():
+        for k in st.children.values():
+            walk(k, f"{name}/{k.name}")
+    for st, caller in folder.callers.items():
+        for k in caller.children.values():
+            walk(k, f"{st}/{CALLER}/{k.name}")
+    return out
+
+
+def _name_keys(root: RawNode, c: Collector, sigs: dict[int, tuple[list, list, list]]) -> None:
+    """Signature and type ids -> the keys the live tree uses (``str`` of the dims list; ``fp32`` ...)."""
+    shape_text = {i: str(d) for i, (d, _t, _v) in sigs.items()}
     dtype_of: dict[int, str | None] = {}
     for raw, i in c.types.items():
         try:
@@ -349,7 +388,10 @@ def _name_keys(root: RawNode, c: Collector) -> None:
     while stack:
         n = stack.pop()
         if n.shapes:
-            n.shapes = {shape_text[k]: v for k, v in n.shapes.items()}
+            named: dict[str, int] = {}
+            for k, v in n.shapes.items():  # signatures that differ only in types share a shape key
+                named[shape_text[k]] = named.get(shape_text[k], 0) + v
+            n.shapes = named
         if n.dtypes:
             dt: dict[str, int] = {}
             for k, v in n.dtypes.items():
@@ -381,10 +423,13 @@ def fold(c: Collector, rules: StageRules | None) -> Folded:
     sweep.run(order)
     matched, unmatched = sweep.kernels()
     timing = sweep.finish()
-    _name_keys(sweep.folder.root, c)
+    sigs = signatures(c)
+    counts = signature_counts(sweep.folder)
+    _name_keys(sweep.folder.root, c, sigs)
     for caller in sweep.folder.callers.values():
-        _name_keys(caller, c)
-    return Folded(sweep.folder, timing, smap, types, steps, hierarchy, root_type, matched, unmatched, sweep.outside)
+        _name_keys(caller, c, sigs)
+    return Folded(sweep.folder, timing, smap, types, steps, hierarchy, root_type, matched, unmatched, sweep.outside,
+                  signatures={i: sigs[i] for per in counts.values() for i in per}, signature_counts=counts)
 
 
 def _first_seen(c: Collector, order: np.ndarray) -> list[str]:
