@@ -3,8 +3,9 @@
 1. Records a CPU trace: ``--steps`` profiler steps (a torch.profiler schedule,
    so the steps are ProfilerStep ranges), each running an 8-table DLRM's
    (zoo ``rmc1``) forward ``--forwards`` times at batch 32 with
-   ``record_shapes``; ``--forwards auto`` aims at ``--events`` events. Also
-   records the same work as ``--many-steps`` steps (equal events, more steps).
+   ``record_shapes``; ``--forwards auto`` aims at ``--events`` events. The same
+   events split into ``--many-steps`` ProfilerStep ranges (equal events, more
+   steps) are written beside it: the step ranges replaced by evenly spaced ones.
 2. Optionally synthesises larger traces (``--scale 3,10``): copies of the
    recorded events shifted in time, steps renumbered, as text (nothing parsed).
 3. Times, each in a fresh child process, wall time and peak RSS
@@ -35,7 +36,10 @@ from pathlib import Path
 WRAP = r"""
 import json, resource, subprocess, sys, time
 t = time.perf_counter()
-r = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+try:
+    r = subprocess.run(sys.argv[2:], capture_output=True, text=True, timeout=float(sys.argv[1]))
+except subprocess.TimeoutExpired:
+    r = subprocess.CompletedProcess(sys.argv[2:], "timeout", "", f"not finished after {sys.argv[1]} s")
 wall = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
 print(json.dumps({"rc": r.returncode, "wall_s": wall, "peak_rss_bytes": peak, "stdout": r.stdout[-2000:],
@@ -94,19 +98,56 @@ def count_events(path: Path) -> int:
     return n
 
 
+_STEP_EVENT = re.compile(rb'\{\s*"ph": "X",\s*"cat": "user_annotation",\s*"name": "ProfilerStep#\d+",\s*'
+                         rb'"pid": (\d+),\s*"tid": (\d+),\s*"ts": ([0-9.]+),\s*"dur": ([0-9.]+)\s*,\s*'
+                         rb'"args": \{[^{}]*\}\s*\},\s*')
+
+
+def resplit(src: Path, dst: Path, steps: int) -> None:
+    """``src``'s events with its ProfilerStep ranges replaced by ``steps`` evenly spaced ones over the same span."""
+    data = src.read_bytes()
+    found = [(m.group(1), m.group(2), float(m.group(3)), float(m.group(4))) for m in _STEP_EVENT.finditer(data)]
+    body = _STEP_EVENT.sub(b"", data)
+    pid, tid = found[0][0], found[0][1]
+    t0, t1 = min(f[2] for f in found), max(f[2] + f[3] for f in found)
+    width = (t1 - t0) / steps
+    new = b"".join(
+        b'  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": %s, "tid": %s, '
+        b'"ts": %.3f, "dur": %.3f, "args": {}},\n' % (i, pid, tid, t0 + i * width, width * 0.999999)
+        for i in range(steps))
+    at = body.index(b'"traceEvents": [') + len(b'"traceEvents": [')
+    dst.write_bytes(body[:at] + b"\n" + new + body[at:])
+
+
 _TS = re.compile(rb'("ts": )([0-9.]+)')
 _STEP = re.compile(rb"ProfilerStep#(\d+)")
 
 
+def _pieces(data: bytes, size: int = 16 << 20):
+    """``data`` in pieces of about ``size`` bytes, cut after a newline (a ``"ts":`` line is never split)."""
+    i = 0
+    while i < len(data):
+        j = data.find(b"\n", min(i + size, len(data) - 1))
+        j = len(data) if j < 0 else j + 1
+        yield data[i:j]
+        i = j
+
+
 def synthesise(src: Path, dst: Path, copies: int) -> None:
-    """``copies`` copies of ``src``'s events, each shifted by the trace's span, steps renumbered."""
+    """``copies`` copies of ``src``'s events, each shifted by the trace's span, steps renumbered (in pieces:
+    memory stays about the source's size)."""
     data = src.read_bytes()
     start = data.index(b'"traceEvents": [') + len(b'"traceEvents": [')
     end = data.rindex(b"]")
-    head, body, tail = data[:start], data[start:end].rstrip().rstrip(b","), data[end:]
-    ts = [float(m.group(2)) for m in _TS.finditer(body)]
-    span = (max(ts) - min(ts)) + 1000.0
-    nsteps = len({m.group(1) for m in _STEP.finditer(body)}) + 1
+    head, tail = data[:start], data[end:]
+    body = memoryview(data)[start:end]
+    lo = hi = None
+    for piece in _pieces(bytes(body)):
+        for m in _TS.finditer(piece):
+            t = float(m.group(2))
+            lo, hi = (t if lo is None else min(lo, t)), (t if hi is None else max(hi, t))
+    span = (hi - lo) + 1000.0
+    nsteps = max(int(x) for x in _STEP.findall(data)) + 1
     with dst.open("wb") as f:
         f.write(head)
         for k in range(copies):
@@ -118,14 +159,15 @@ def synthesise(src: Path, dst: Path, copies: int) -> None:
             def step_sub(m: re.Match, k: int = k) -> bytes:
                 return b"ProfilerStep#" + str(int(m.group(1)) + k * nsteps).encode()
 
-            part = _STEP.sub(step_sub, _TS.sub(ts_sub, body)) if k else body
-            f.write(part)
+            pieces = list(_pieces(bytes(body).rstrip().rstrip(b",")))
+            for piece in pieces:
+                f.write(_STEP.sub(step_sub, _TS.sub(ts_sub, piece)) if k else piece)
             f.write(b",\n" if k < copies - 1 else b"\n")
         f.write(tail)
 
 
-def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict:
-    r = subprocess.run([sys.executable, "-c", WRAP, *cmd], capture_output=True, text=True, env=env)
+def measure(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 3600) -> dict:
+    r = subprocess.run([sys.executable, "-c", WRAP, str(timeout), *cmd], capture_output=True, text=True, env=env)
     return json.loads(r.stdout)
 
 
@@ -140,6 +182,7 @@ def main() -> int:
     ap.add_argument("--scale", default="", help="comma-separated copies to synthesise, e.g. 3,10")
     ap.add_argument("--hta-python", default=None, help="python of a venv with HolisticTraceAnalysis 0.5")
     ap.add_argument("--hta-max-events", type=int, default=1_500_000, help="skip HTA on larger traces")
+    ap.add_argument("--hta-timeout", type=float, default=600, help="stop an HTA parse after this many seconds")
     ap.add_argument("--skip-record", action="store_true", help="reuse the traces in --out")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -157,8 +200,8 @@ def main() -> int:
         t = time.perf_counter()
         record(base, args.steps, forwards, args.batch)
         print(f"recorded {base} in {time.perf_counter() - t:.0f} s", flush=True)
-        total = args.steps * forwards
-        record(many, args.many_steps, max(1, round(total / args.many_steps)), args.batch)
+    if not many.exists() or not args.skip_record:
+        resplit(base, many, args.many_steps)
     traces = [("few steps", base), ("many steps", many)]
     for k in [int(x) for x in args.scale.split(",") if x.strip()]:
         dst = args.out / f"x{k}" / "trace.json"
@@ -179,7 +222,7 @@ def main() -> int:
         if args.hta_python and events <= args.hta_max_events:
             rows.append(("HTA 0.5 TraceAnalysis", [args.hta_python, "-c", HTA, str(path.parent)]))
         for tool, cmd in rows:
-            m = measure(cmd, env)
+            m = measure(cmd, env, args.hta_timeout if tool.startswith("HTA") else 3600)
             note = (m["stdout"].strip().splitlines() or [""])[-1] if m["rc"] == 0 else f"rc {m['rc']}: " + (
                 m["stderr"].strip().splitlines() or [""])[-1]
             print(f"| {label} | {events:,} | {mb:,.0f} | {steps} | {tool} | {m['wall_s']:.1f} | "
