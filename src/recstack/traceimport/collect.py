@@ -24,8 +24,8 @@ from recstack.traceimport.decode import Event
 OP, MODULE, NNMODULE, STEP, THROUGH, RUNTIME, PSEUDO_STAGE, SKIP, DEVICE = range(9)
 NN_PREFIX = "nn.Module: "
 SIG_SEP = b"\x1f"  # between a call's Input Dims, Input type and Concrete Inputs JSON (neither can hold a raw control byte)
-STEP_PREFIXES = ("ProfilerStep#", "recstack.step::")
-THROUGH_PREFIXES = ("recstack.stage::",)
+STEP_PREFIX = "ProfilerStep#"
+THROUGH_PREFIXES = ("recstack.stage::", "recstack.step::")  # a live profile's own ranges: looked through
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime"})
 TORCH_CATS = frozenset({"cpu_op", "user_annotation", "python_function", "kernel", "cuda_runtime", "gpu_memcpy",
@@ -123,10 +123,10 @@ class Collector:
             kind = MODULE
             path, tname = parse_range_name(name)
             self.name_path[nid] = self.path_id(path, tname)
-        elif (self.step_range is not None and name == self.step_range) or (
-                self.step_range is None and name.startswith(STEP_PREFIXES)):
+        elif (self.step_range is not None and fnmatch.fnmatchcase(name, self.step_range)) or (
+                self.step_range is None and name.startswith(STEP_PREFIX)):
             kind = STEP
-        elif name.startswith(THROUGH_PREFIXES) or (self.step_range is not None and name.startswith(STEP_PREFIXES)):
+        elif name.startswith(THROUGH_PREFIXES) or name.startswith(STEP_PREFIX):
             kind = THROUGH
         elif self.module_map is not None and (hit := self.module_map.lookup(name)) is not None:
             kind = MODULE

@@ -66,7 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="YAML 'modules: [{match: <glob on a range name>, path: <module path>, type: <class>}]': "
                    "ranges that stand for modules, when the trace has no recstack.annotate ranges")
     p.add_argument("--step-range", default=None, metavar="NAME",
-                   help="the range that marks one step, when the trace has no ProfilerStep ranges")
+                   help="the range that marks one step (a name, or a glob such as 'recstack.step::*'), when the trace "
+                   "has no ProfilerStep ranges")
     p.add_argument("--model", default=None, help="model name for the profile (default: the root module's class)")
     p.set_defaults(func=cmd_import)
 
