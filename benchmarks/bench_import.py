@@ -20,6 +20,11 @@
         [--hta-python /tmp/hta-venv/bin/python] [--skip-record]
 
 Prints one table row per (trace, tool); times are of this host as it was (say how loaded).
+
+    python benchmarks/bench_import.py --acceptance rmc1 [--acc-scale 0.05 --acc-batch 256]
+
+records ``rmc1`` under ``recstack.annotate`` and torch.profiler, imports the trace, profiles the same
+model live (``recstack.profile_zoo``) and prints both profiles' stage shares side by side.
 """
 
 from __future__ import annotations
@@ -171,6 +176,39 @@ def measure(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 
     return json.loads(r.stdout)
 
 
+def acceptance(model: str, scale: float, batch: int, out: Path) -> None:
+    """Stage shares of a live profile and of an imported annotated trace of the same zoo model."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    import recstack
+    from recstack.traceimport import import_trace
+    from recstack.workload import bind, load_workload
+    from recstack.zoo import BuildOptions, build_model
+
+    live = recstack.profile_zoo(model, scale=scale, batch_size=batch, iters=20, warmup=3, op_iters=3,
+                                counters=False, cost_model=False)
+    net = build_model(model, scale=scale, options=BuildOptions(mode="inference", batch_size=batch))
+    bound = bind(load_workload("uniform"), net.features(), net.num_dense, net.num_tasks)
+    batches = [bound.batch(batch, i) for i in range(4)]
+    net.eval()
+    path = out / f"{model}.annotated.json"
+    with torch.inference_mode(), recstack.annotate(net), profile(
+            activities=[ProfilerActivity.CPU], record_shapes=True,
+            schedule=schedule(wait=0, warmup=3, active=20, repeat=1),
+            on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for i in range(23):
+            net(batches[i % 4])
+            prof.step()
+    imp = import_trace(path)
+    a, b = live.stage_shares(), imp.stage_shares()
+    print(f"| stage | live share | imported share | difference (points) |  ({model}, scale {scale}, batch {batch})")
+    print("|---|---:|---:|---:|")
+    for st in sorted(set(a) | set(b), key=lambda s: -a.get(s, 0)):
+        print(f"| {st} | {a.get(st, 0):.1%} | {b.get(st, 0):.1%} | {100 * (b.get(st, 0) - a.get(st, 0)):+.1f} |")
+    print(f"same stages: {set(a) == set(b)}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench-import"))
@@ -184,8 +222,16 @@ def main() -> int:
     ap.add_argument("--hta-max-events", type=int, default=1_500_000, help="skip HTA on larger traces")
     ap.add_argument("--hta-timeout", type=float, default=600, help="stop an HTA parse after this many seconds")
     ap.add_argument("--skip-record", action="store_true", help="reuse the traces in --out")
+    ap.add_argument("--traces", default="", help="only these traces: few,many,x3,x10")
+    ap.add_argument("--tools", default="", help="only these tools (prefixes): recstack,hta")
+    ap.add_argument("--acceptance", default=None, metavar="MODEL", help="compare live and imported stage shares")
+    ap.add_argument("--acc-scale", type=float, default=0.05)
+    ap.add_argument("--acc-batch", type=int, default=256)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.acceptance:
+        acceptance(args.acceptance, args.acc_scale, args.acc_batch, args.out)
+        return 0
     base, many = args.out / "few" / "trace.json", args.out / "many" / "trace.json"
     base.parent.mkdir(exist_ok=True)
     many.parent.mkdir(exist_ok=True)
@@ -213,15 +259,22 @@ def main() -> int:
     print("| trace | events | MB | steps | tool | wall s | peak RSS MB | note |")
     print("|---|---:|---:|---:|---|---:|---:|---|")
     for label, path in traces:
+        if args.traces and label.split()[0] not in args.traces.split(","):
+            continue
         events = count_events(path)
         mb = path.stat().st_size / 1e6
         steps = len(set(_STEP.findall(path.read_bytes()))) if mb < 2000 else "-"
+        outs = args.out / "profiles"  # not beside the trace: HTA parses every JSON file of the trace's folder
+        outs.mkdir(exist_ok=True)
         rows = [("recstack import (CLI)", [sys.executable, "-m", "recstack", "--quiet", "import", str(path), "-o",
-                                           str(path.with_suffix(".profile.json"))]),
-                ("recstack import_trace", [sys.executable, "-c", INPROC, str(path), str(path.with_suffix(".p.json"))])]
+                                           str(outs / f"{path.parent.name}.cli.json")]),
+                ("recstack import_trace", [sys.executable, "-c", INPROC, str(path),
+                                           str(outs / f"{path.parent.name}.api.json")])]
         if args.hta_python and events <= args.hta_max_events:
             rows.append(("HTA 0.5 TraceAnalysis", [args.hta_python, "-c", HTA, str(path.parent)]))
         for tool, cmd in rows:
+            if args.tools and not any(tool.lower().startswith(t) for t in args.tools.split(",")):
+                continue
             m = measure(cmd, env, args.hta_timeout if tool.startswith("HTA") else 3600)
             note = (m["stdout"].strip().splitlines() or [""])[-1] if m["rc"] == 0 else f"rc {m['rc']}: " + (
                 m["stderr"].strip().splitlines() or [""])[-1]
