@@ -282,6 +282,7 @@ def run(rank, out, port):
             y = net(x)
             dist.all_reduce(y)
             p.step()
+    dist.barrier()  # both ranks have written their trace before either tears the group down
     dist.destroy_process_group()
 
 if __name__ == "__main__":
