@@ -105,9 +105,20 @@ def zoo_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def live_rmc1() -> Profile:
-    return recstack.profile_zoo("rmc1", scale=SCALE, batch_size=BATCH, iters=2, warmup=1, op_iters=1,
-                                num_batches=1, counters=False)
+def live_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("live") / "live.trace.json"
+
+
+@pytest.fixture(scope="module")
+def live_rmc1(live_trace: Path) -> Profile:
+    return recstack.profile_zoo("rmc1", scale=SCALE, batch_size=BATCH, iters=2, warmup=1, op_iters=2,
+                                num_batches=1, counters=False, trace=live_trace)
+
+
+def test_a_live_profiles_own_trace_imports_with_its_step_ranges(live_rmc1: Profile, live_trace: Path) -> None:
+    p = import_trace(live_trace, step_range="recstack.step::*")
+    assert p.run["iters"] == 2 and p.extra["import"]["hierarchy"] == "module ranges"
+    assert _stages(p) == _stages(live_rmc1)
 
 
 # -- the tree ----------------------------------------------------------------------------------------------
