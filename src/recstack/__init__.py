@@ -13,6 +13,7 @@ __all__ = [
     "RunConfig",
     "UserCodeError",
     "__version__",
+    "annotate",
     "profile",
     "profile_zoo",
     "results",
@@ -25,12 +26,14 @@ if TYPE_CHECKING:
     from recstack.config.run import RunConfig
     from recstack.errors import ConfigError, RecstackError, UserCodeError
     from recstack.sweeps.commands import sweep
+    from recstack.traceimport.annotate import annotate
     from recstack.tree import Profile
 
 # Lazy: `import recstack` stays light (the CLI's startup, `zoo list`, need no torch).
 _LAZY = {
     "profile": "recstack.api",
     "profile_zoo": "recstack.api",
+    "annotate": "recstack.traceimport.annotate",
     "Profile": "recstack.tree",
     "RunConfig": "recstack.config.run",
     "ConfigError": "recstack.errors",

@@ -214,3 +214,6 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.distributed.commands import register as register_distributed
 
     register_distributed(sub)
+    from recstack.traceimport.commands import register as register_import
+
+    register_import(sub)

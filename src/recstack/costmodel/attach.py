@@ -485,3 +485,41 @@ def _provenance(root: Node) -> None:
             "bytes": "formula" if has else None,
             "intensity": "derived" if n.intensity is not None else None,
         }
+
+
+def attach_priced_costs(root: Node, priced: Callable[[Node], CostSum | None]) -> dict[str, Any]:
+    """Write costs onto a tree whose ops were priced one by one (an imported trace's recorded shapes).
+
+    ``priced(node)``: the per-step CostSum of an op node (``calls``: its calls per step; ``covered_calls``:
+    those a formula priced), or None when nothing is known of its arguments. The sites are chosen as for a
+    counted run (the outermost op that has a formula; the ops inside it are ``cost_in_parent``), the sums,
+    coverage and provenance are the same; ``unplaced`` is empty (nothing was counted apart from the tree).
+    Returns the ``cost_model`` summary.
+    """
+    from recstack.costmodel.formulas import has_formula
+
+    _reset(root)
+    executed = {normalize(n.name) for n in root.walk() if n.level == "op" and has_formula(n.name)}
+    sites, leaf_noops = _find_sites(root, executed, set())
+    errors = 0
+    for s in sites:
+        acc = priced(s.node)
+        if acc is not None:
+            s.acc = acc
+            errors += int(acc.extra.pop("formula_errors", 0))
+        elif s.node.calls:
+            s.acc = CostSum(calls=s.node.calls)  # seen, never priced: no formula or no shapes
+    _write_sites(sites, leaf_noops)
+    _sum_up(root)
+    site_ids = {id(s.node) for s in sites} | {id(n) for n in leaf_noops}
+    uncovered, op_time, uncovered_time = _coverage(root, site_ids)
+    _provenance(root)
+    return {
+        "uncovered_ops": uncovered,
+        "uncovered_time_share": (uncovered_time / op_time) if op_time > 0 else 0.0,
+        "covered_time_share": root.extra.get("covered_time_share"),
+        "unplaced": [],
+        "formula_errors": errors,
+        "flops": root.flops,
+        "bytes": root.bytes,
+    }

@@ -112,7 +112,7 @@ def stage_node(name: str, samples: list[float], central: list[int], raw: RawNode
         if raw is not None:
             node.children = [raw_to_node(c, name, factor, folder.steps) for c in raw.children.values()]
             node.children.sort(key=lambda c: -c.time_s)
-        if t > p:
+        if t - p > 1e-12 + 1e-9 * t:  # not float rounding
             node.children.append(_filler(
                 UNATTRIBUTED, name, t - p, "unattributed",
                 "timing-pass time of this stage that the op pass did not see (not spread over the ops it saw)"))
@@ -171,9 +171,11 @@ def other_node(samples: list[float], central: list[int], folder: Folder) -> Node
     return node
 
 
-def build_tree(model_name: str, timing: TimingResult, folder: Folder) -> Node:
-    """The run node with one child per stage seen by either pass, in :data:`STAGE_ORDER`."""
-    central = central_steps(timing.timed)
+def build_tree(model_name: str, timing: TimingResult, folder: Folder, central: list[int] | None = None) -> Node:
+    """The run node with one child per stage seen by either pass, in :data:`STAGE_ORDER`.
+
+    ``central``: the steps the run and stage times average over (default: the interquartile ones)."""
+    central = central_steps(timing.timed) if central is None else central
     root = Node(name=model_name, path="run", level="run", stage=None, time_s=central_mean(timing.timed, central),
                 calls=1)
     root.extra.update(time_s_p10=percentile(timing.timed, 10), time_s_p90=percentile(timing.timed, 90))

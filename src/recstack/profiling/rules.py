@@ -35,6 +35,7 @@ one stage.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -162,19 +163,27 @@ def _is_linear_stack(mod: nn.Module) -> bool:
 
 
 def _type_rule(mod: nn.Module) -> tuple[str, str] | None:
-    tname = type(mod).__name__
+    return _type_rule_by_name(
+        type(mod).__name__, lambda: _is_linear_stack(mod),
+        embedding=isinstance(mod, (nn.EmbeddingBag, nn.Embedding)),
+        sequence=isinstance(mod, (nn.RNNBase, nn.RNNCellBase, nn.MultiheadAttention)))
+
+
+def _type_rule_by_name(tname: str, linear_stack: Callable[[], bool], *, embedding: bool = False,
+                       sequence: bool = False) -> tuple[str, str] | None:
+    """The type rule on a class name (``embedding``/``sequence``: the class derives from one of those types)."""
     if tname in _FEATURE_TYPES:
         return "feature_processing", f"type:{tname}"
-    if tname in _EMBEDDING_TYPES or isinstance(mod, (nn.EmbeddingBag, nn.Embedding)):
+    if tname in _EMBEDDING_TYPES or embedding:
         return "embedding", f"type:{tname}"
-    if tname in _SEQUENCE_TYPES or isinstance(mod, (nn.RNNBase, nn.RNNCellBase, nn.MultiheadAttention)):
+    if tname in _SEQUENCE_TYPES or sequence:
         return "sequence", f"type:{tname}"
     if tname in _INTERACTION_TYPES:
         return "interaction", f"type:{tname}"
     low = tname.lower()
     if any(w in low for w in _SEQUENCE_WORDS):
         return "sequence", f"type:{tname}"
-    if any(w in low for w in _INTERACTION_WORDS) and not _is_linear_stack(mod):
+    if any(w in low for w in _INTERACTION_WORDS) and not linear_stack():
         return "interaction", f"type:{tname}"
     return None
 
@@ -188,14 +197,79 @@ def _name_rule(path: str) -> tuple[str, str] | None:
     return None
 
 
+_LINEAR_STACK_NAMES = frozenset({"Linear", "ReLU", "Sigmoid", "Tanh", "GELU", "SiLU", "Dropout", "LayerNorm",
+                                 "BatchNorm1d", "Sequential", "ModuleList", "PReLU", "LeakyReLU", "Identity",
+                                 "MLP", "Perceptron", "SwishLayerNorm"})
+
+
+def detect_stages_by_name(types: dict[str, str | None], rules: StageRules | None = None,
+                          call_order: list[str] | None = None) -> StageMap:
+    """:func:`detect_stages` for a model known only by module paths and class names (an imported trace).
+
+    ``types``: module path -> class name (None: unknown; ``""`` is the root). Paths whose
+    parents are missing get them (a container that never ran). Type rules match class
+    names (a subclass of nn.EmbeddingBag with its own name is not recognised by type, only
+    by name); a linear stack is a module whose known descendants are all linear-stack classes.
+    """
+    paths = set(types) | {""}
+    for p in list(paths):
+        parts = p.split(".") if p else []
+        paths.update(".".join(parts[:i]) for i in range(len(parts)))
+    kids: dict[str, list[str]] = {p: [] for p in paths}
+    for p in sorted(paths, key=lambda q: (q.count("."), q)):
+        if p:
+            kids[p.rsplit(".", 1)[0] if "." in p else ""].append(p)
+    order = {p: i for i, p in enumerate(call_order or [])}
+    for ks in kids.values():
+        ks.sort(key=lambda q: (order.get(q, len(order)), q))
+
+    def subtree(p: str) -> list[str]:
+        out = [p]
+        for k in kids[p]:
+            out.extend(subtree(k))
+        return out
+
+    def linear_stack(p: str) -> bool:
+        names = [types.get(q) for q in subtree(p)]
+        return "Linear" in names and all(n in _LINEAR_STACK_NAMES for n in names if n is not None and n != "")
+
+    def type_rule(p: str) -> tuple[str, str] | None:
+        tname = types.get(p)
+        return _type_rule_by_name(tname, lambda: linear_stack(p)) if tname else None
+
+    def children(p: str) -> list[tuple[str, str]]:
+        return [(k.rsplit(".", 1)[-1], k) for k in kids[p]]
+
+    return _place(children, type_rule, linear_stack, rules, call_order)
+
+
 def detect_stages(model: nn.Module, rules: StageRules | None = None, call_order: list[str] | None = None) -> StageMap:
     """Place every module of ``model`` in a stage. ``call_order``: module paths in the order forward first ran them
     (any depth; the last-linear-stack rule looks only at the stacks it found)."""
+    mods: dict[str, nn.Module] = {"": model}  # every path, a module shared by two paths under both
+
+    def add(path: str, mod: nn.Module) -> None:
+        for n, c in mod.named_children():
+            q = f"{path}.{n}" if path else n
+            mods[q] = c
+            add(q, c)
+
+    add("", model)
+
+    def children(p: str) -> list[tuple[str, str]]:
+        return [(n, f"{p}.{n}" if p else n) for n, _ in mods[p].named_children()]
+
+    return _place(children, lambda p: _type_rule(mods[p]), lambda p: _is_linear_stack(mods[p]), rules, call_order)
+
+
+def _place(children: Callable[[str], list[tuple[str, str]]], type_rule: Callable[[str], tuple[str, str] | None],
+           linear_stack: Callable[[str], bool], rules: StageRules | None, call_order: list[str] | None) -> StageMap:
+    """The placement walk shared by :func:`detect_stages` and :func:`detect_stages_by_name`."""
     smap = StageMap()
     user = rules.rules if rules else []
     top_linear_stacks: list[str] = []
 
-    def visit(path: str, mod: nn.Module, inherited: str | None) -> None:
+    def visit(path: str, inherited: str | None) -> None:
         placement: Placement | None = None
         for r in user:
             if path and fnmatch.fnmatchcase(path, r.match):
@@ -204,8 +278,8 @@ def detect_stages(model: nn.Module, rules: StageRules | None = None, call_order:
         if placement is None and inherited is not None:
             placement = Placement(inherited, "inherited", root=False)
         if placement is None and path:
-            hit = _type_rule(mod) or _name_rule(path)
-            if hit is None and _is_linear_stack(mod):
+            hit = type_rule(path) or _name_rule(path)
+            if hit is None and linear_stack(path):
                 top_linear_stacks.append(path)
                 hit = ("dense", "type:linear-stack")
             if hit is not None:
@@ -213,10 +287,10 @@ def detect_stages(model: nn.Module, rules: StageRules | None = None, call_order:
         if placement is None:
             placement = Placement(None, "unassigned", root=False)
         smap.placements[path] = placement
-        for name, child in mod.named_children():
-            visit(f"{path}.{name}" if path else name, child, placement.stage)
+        for _name, child in children(path):
+            visit(child, placement.stage)
 
-    visit("", model, None)
+    visit("", None)
     # The last top-level linear stack the forward pass runs is the head.
     if top_linear_stacks:
         order = [p for p in (call_order or []) if p in top_linear_stacks]

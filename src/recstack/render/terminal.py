@@ -148,6 +148,9 @@ def _header(c: Console, prof: Any) -> None:
         else "stage pass not measured"
     )
     op_pass = f"op pass {opr:.2f}x" if opr else "op pass not run"
+    if prof.run.get("source") == "imported":
+        c.print(f"imported from {prof.run.get('trace')}: profiler overhead unknown (every time includes it)")
+        return
     c.print(f"profiler overhead: {stage_pass}, {op_pass} vs uninstrumented (measured)")
 
 
@@ -308,10 +311,14 @@ def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -
     c.print(tree.table)
     for line in tree.footnotes():
         c.print(line)
-    c.print(
-        "[dim]times per step: interquartile means (central steps, so stages add up); stage times measured (timing pass), module/op times apportioned from the "
-        "op pass within each stage (see docs/profiling.md)[/dim]"
-    )
+    if prof.run.get("source") == "imported":
+        c.print("[dim]times per step: means over every step of the imported trace, from its ranges (see "
+                "docs/import.md)[/dim]")
+    else:
+        c.print(
+            "[dim]times per step: interquartile means (central steps, so stages add up); stage times measured (timing pass), module/op times apportioned from the "
+            "op pass within each stage (see docs/profiling.md)[/dim]"
+        )
     m = prof.extra.get("machine") or {}
     if m:
         c.print(

@@ -65,6 +65,8 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("`distributed.planner.shards[]`", pm.PlannerShard, "`distributed.planner`"),
     ("`distributed.planner.communication_by_rank[]`", pm.PlannerComm, "`distributed.planner`"),
     ("`distributed.communication_roofline[]`", pm.CommClass, "`distributed`"),
+    ("`import`", pm.ImportInfo, "`import` (imported profiles)"),
+    ("`import.files[]`", pm.ImportedFile, "`import`"),
 ]
 
 _SCALARS = {float: "number", int: "integer", str: "string", bool: "boolean", type(None): "null"}

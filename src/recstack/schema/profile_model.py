@@ -313,6 +313,9 @@ class Run(_M):
     """What was run (``run``). Only ``model`` is required: hand-built and imported profiles may lack the rest."""
 
     model: str = F("zoo id, model name or factory", producer="profiling.runner")
+    source: Literal["live", "imported"] | None = F(
+        "``imported``: built from a torch.profiler trace by ``recstack import`` (null: a live run)", None,
+        producer="traceimport.build")
     config: dict[str, Any] | None = F("the whole RunConfig as a dict (its fields: recstack.config.run)", None,
                                       producer="api")
     config_key: str | None = F("RunConfig.key(): sha256 of the options, referenced files by contents", None,
@@ -350,8 +353,9 @@ class Run(_M):
     stage_roots: dict[str, StageRoot] | None = F("module path -> the stage it roots", None,
                                                  producer="profiling.runner")
     unassigned_modules: list[str] | None = F("top-level modules in no stage", None, producer="profiling.runner")
-    trace: str | None = F("the op pass's Chrome trace file really written (absent: none; multi-rank: the "
-                          "critical rank's)", None, producer="profiling.runner")
+    trace: str | None = F("the Chrome trace: the op pass's file really written (absent: none; multi-rank: the "
+                          "critical rank's), or the trace imported (a file or a folder)", None,
+                          producer="profiling.runner")
     nproc: Annotated[int, Field(ge=1)] | None = F("ranks of a multi-rank run", None, producer="distributed.ranks")
     sharding: str | None = F("embedding sharding of a multi-rank run", None, producer="distributed.ranks")
     critical_rank: NonNegInt | None = F("the rank whose tree is the top-level root", None,
@@ -669,6 +673,33 @@ class Finding(_M):
     roof_suspect_reason: str | None = F("why ``roof_suspect`` is set", None, producer="analysis.pipeline")
 
 
+class ImportedFile(_M):
+    """One trace file an imported profile was built from (``import.files[]``)."""
+
+    file: str = F("the trace file", producer="traceimport.build")
+    rank: NonNegInt = F("its rank (``distributedInfo.rank``, else its place among the sorted files)",
+                        producer="traceimport.build")
+    events: NonNegInt = F("trace events read", unit="events", producer="traceimport.build")
+    steps: NonNegInt = F("steps found", unit="steps", producer="traceimport.build")
+    kernels: NonNegInt = F("device events attached to the ops that launched them (by correlation id)",
+                           unit="events", producer="traceimport.build")
+    truncated: bool = F("the file ended inside the event array (imported as far as complete)",
+                        producer="traceimport.build")
+    notes: list[str] = F("what the import said about this file", producer="traceimport.build")
+
+
+class ImportInfo(_M):
+    """How an imported profile was built (``import``; ``recstack import`` only)."""
+
+    files: list[ImportedFile] = F("the trace files, by rank", producer="traceimport.build")
+    steps_from: str = F("where the steps came from: ProfilerStep ranges, ``--step-range NAME`` or the whole trace",
+                        producer="traceimport.build")
+    hierarchy: str = F("where the module hierarchy came from: recstack.annotate ranges, nn.Module events, "
+                       "a module map, or none", producer="traceimport.build")
+    time_statistic: str = F("what run and stage times are (the mean over every step)", producer="traceimport.build")
+    notes: list[str] = F("every file's notes", producer="traceimport.build")
+
+
 class UpgradedFrom(_M):
     """Set when an older profile was upgraded in memory and saved again."""
 
@@ -804,6 +835,8 @@ class Profile(_M):
     distributed: Distributed | None = F("multi-rank run: per-rank figures, imbalance, planner", None,
                                         producer="distributed.ranks")
     upgraded_from: UpgradedFrom | None = F("present when upgraded from an older version", None, producer="tree")
+    import_: ImportInfo | None = F("how an imported profile was built (``recstack import``)", None, alias="import",
+                                   producer="traceimport.build")
 
     model_config = ConfigDict(strict=True, extra="allow", populate_by_name=True)
 

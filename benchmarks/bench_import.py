@@ -1,0 +1,287 @@
+"""``recstack import`` against HolisticTraceAnalysis's parse, on a trace this script records.
+
+1. Records a CPU trace: ``--steps`` profiler steps (a torch.profiler schedule,
+   so the steps are ProfilerStep ranges), each running an 8-table DLRM's
+   (zoo ``rmc1``) forward ``--forwards`` times at batch 32 with
+   ``record_shapes``; ``--forwards auto`` aims at ``--events`` events. The same
+   events split into ``--many-steps`` ProfilerStep ranges (equal events, more
+   steps) are written beside it: the step ranges replaced by evenly spaced ones.
+2. Optionally synthesises larger traces (``--scale 3,10``): copies of the
+   recorded events shifted in time, steps renumbered, as text (nothing parsed).
+3. Times, each in a fresh child process, wall time and peak RSS
+   (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` of a wrapper around the child):
+   ``recstack import TRACE -o ...`` (the whole CLI, torch import included, and
+   the in-process ``import_trace`` time it prints), and HTA's
+   ``TraceAnalysis(trace_dir=...)`` parse, from ``--hta-python`` (a separate venv:
+   ``python3.11 -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip install
+   HolisticTraceAnalysis==0.5.* pandas==2.3.*``), never a dependency of recstack.
+
+    python benchmarks/bench_import.py --out /tmp/bench-import [--events 1000000] [--scale 3,10]
+        [--hta-python /tmp/hta-venv/bin/python] [--skip-record]
+
+Prints one table row per (trace, tool); times are of this host as it was (say how loaded).
+
+    python benchmarks/bench_import.py --acceptance rmc1 [--acc-scale 0.05 --acc-batch 256]
+
+records ``rmc1`` under ``recstack.annotate`` and torch.profiler, imports the trace, profiles the same
+model live (``recstack.profile_zoo``) and prints both profiles' stage shares side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+WRAP = r"""
+import json, resource, subprocess, sys, time
+t = time.perf_counter()
+try:
+    r = subprocess.run(sys.argv[2:], capture_output=True, text=True, timeout=float(sys.argv[1]))
+except subprocess.TimeoutExpired:
+    r = subprocess.CompletedProcess(sys.argv[2:], "timeout", "", f"not finished after {sys.argv[1]} s")
+wall = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print(json.dumps({"rc": r.returncode, "wall_s": wall, "peak_rss_bytes": peak, "stdout": r.stdout[-2000:],
+                  "stderr": r.stderr[-2000:]}))
+"""
+
+HTA = r"""
+import sys, time
+t = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+a = TraceAnalysis(trace_dir=sys.argv[1])
+n = sum(len(df) for df in a.t.traces.values())
+print(f"hta parse {time.perf_counter() - t:.3f} s, {n} events in its frames")
+"""
+
+INPROC = r"""
+import sys, time
+t = time.perf_counter()
+from recstack.traceimport import import_trace
+t1 = time.perf_counter()
+p = import_trace(sys.argv[1])
+t2 = time.perf_counter()
+p.save(sys.argv[2])
+print(f"import_trace {t2 - t1:.3f} s (module import {t1 - t:.3f} s, save {time.perf_counter() - t2:.3f} s)")
+"""
+
+
+def record(path: Path, steps: int, forwards: int, batch: int) -> None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    from recstack.workload import bind, load_workload
+    from recstack.zoo import BuildOptions, build_model
+
+    net = build_model("rmc1", scale=0.001, options=BuildOptions(mode="inference", batch_size=batch))
+    bound = bind(load_workload("uniform"), net.features(), net.num_dense, net.num_tasks)
+    b = bound.batch(batch)
+    net.eval()
+    torch.set_num_threads(1)
+    with torch.inference_mode(), profile(
+        activities=[ProfilerActivity.CPU], record_shapes=True,
+        schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
+        for _ in range(steps + 1):
+            for _ in range(forwards):
+                net(b)
+            prof.step()
+
+
+def count_events(path: Path) -> int:
+    n = 0
+    with path.open("rb") as f:
+        for line in f:
+            n += line.count(b'"ph":')
+    return n
+
+
+_STEP_EVENT = re.compile(rb'\{\s*"ph": "X",\s*"cat": "user_annotation",\s*"name": "ProfilerStep#\d+",\s*'
+                         rb'"pid": (\d+),\s*"tid": (\d+),\s*"ts": ([0-9.]+),\s*"dur": ([0-9.]+)\s*,\s*'
+                         rb'"args": \{[^{}]*\}\s*\},\s*')
+
+
+def resplit(src: Path, dst: Path, steps: int) -> None:
+    """``src``'s events with its ProfilerStep ranges replaced by ``steps`` evenly spaced ones over the same span."""
+    data = src.read_bytes()
+    found = [(m.group(1), m.group(2), float(m.group(3)), float(m.group(4))) for m in _STEP_EVENT.finditer(data)]
+    body = _STEP_EVENT.sub(b"", data)
+    pid, tid = found[0][0], found[0][1]
+    t0, t1 = min(f[2] for f in found), max(f[2] + f[3] for f in found)
+    width = (t1 - t0) / steps
+    new = b"".join(
+        b'  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "pid": %s, "tid": %s, '
+        b'"ts": %.3f, "dur": %.3f, "args": {}},\n' % (i, pid, tid, t0 + i * width, width * 0.999999)
+        for i in range(steps))
+    at = body.index(b'"traceEvents": [') + len(b'"traceEvents": [')
+    dst.write_bytes(body[:at] + b"\n" + new + body[at:])
+
+
+_TS = re.compile(rb'("ts": )([0-9.]+)')
+_STEP = re.compile(rb"ProfilerStep#(\d+)")
+
+
+def _pieces(data: bytes, size: int = 16 << 20):
+    """``data`` in pieces of about ``size`` bytes, cut after a newline (a ``"ts":`` line is never split)."""
+    i = 0
+    while i < len(data):
+        j = data.find(b"\n", min(i + size, len(data) - 1))
+        j = len(data) if j < 0 else j + 1
+        yield data[i:j]
+        i = j
+
+
+def synthesise(src: Path, dst: Path, copies: int) -> None:
+    """``copies`` copies of ``src``'s events, each shifted by the trace's span, steps renumbered (in pieces:
+    memory stays about the source's size)."""
+    data = src.read_bytes()
+    start = data.index(b'"traceEvents": [') + len(b'"traceEvents": [')
+    end = data.rindex(b"]")
+    head, tail = data[:start], data[end:]
+    body = memoryview(data)[start:end]
+    lo = hi = None
+    for piece in _pieces(bytes(body)):
+        for m in _TS.finditer(piece):
+            t = float(m.group(2))
+            lo, hi = (t if lo is None else min(lo, t)), (t if hi is None else max(hi, t))
+    span = (hi - lo) + 1000.0
+    nsteps = max(int(x) for x in _STEP.findall(data)) + 1
+    with dst.open("wb") as f:
+        f.write(head)
+        for k in range(copies):
+            shift = k * span
+
+            def ts_sub(m: re.Match, shift: float = shift) -> bytes:
+                return m.group(1) + f"{float(m.group(2)) + shift:.3f}".encode()
+
+            def step_sub(m: re.Match, k: int = k) -> bytes:
+                return b"ProfilerStep#" + str(int(m.group(1)) + k * nsteps).encode()
+
+            pieces = list(_pieces(bytes(body).rstrip().rstrip(b",")))
+            for piece in pieces:
+                f.write(_STEP.sub(step_sub, _TS.sub(ts_sub, piece)) if k else piece)
+            f.write(b",\n" if k < copies - 1 else b"\n")
+        f.write(tail)
+
+
+def measure(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 3600) -> dict:
+    r = subprocess.run([sys.executable, "-c", WRAP, str(timeout), *cmd], capture_output=True, text=True, env=env)
+    return json.loads(r.stdout)
+
+
+def acceptance(model: str, scale: float, batch: int, out: Path) -> None:
+    """Stage shares of a live profile and of an imported annotated trace of the same zoo model."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    import recstack
+    from recstack.traceimport import import_trace
+    from recstack.workload import bind, load_workload
+    from recstack.zoo import BuildOptions, build_model
+
+    live = recstack.profile_zoo(model, scale=scale, batch_size=batch, iters=20, warmup=3, op_iters=3,
+                                counters=False, cost_model=False)
+    net = build_model(model, scale=scale, options=BuildOptions(mode="inference", batch_size=batch))
+    bound = bind(load_workload("uniform"), net.features(), net.num_dense, net.num_tasks)
+    batches = [bound.batch(batch, i) for i in range(4)]
+    net.eval()
+    path = out / f"{model}.annotated.json"
+    with torch.inference_mode(), recstack.annotate(net), profile(
+            activities=[ProfilerActivity.CPU], record_shapes=True,
+            schedule=schedule(wait=0, warmup=3, active=20, repeat=1),
+            on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for i in range(23):
+            net(batches[i % 4])
+            prof.step()
+    imp = import_trace(path)
+    a, b = live.stage_shares(), imp.stage_shares()
+    print(f"| stage | live share | imported share | difference (points) |  ({model}, scale {scale}, batch {batch})")
+    print("|---|---:|---:|---:|")
+    for st in sorted(set(a) | set(b), key=lambda s: -a.get(s, 0)):
+        print(f"| {st} | {a.get(st, 0):.1%} | {b.get(st, 0):.1%} | {100 * (b.get(st, 0) - a.get(st, 0)):+.1f} |")
+    print(f"same stages: {set(a) == set(b)}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("/tmp/bench-import"))
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--many-steps", type=int, default=4200)
+    ap.add_argument("--forwards", default="auto")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--scale", default="", help="comma-separated copies to synthesise, e.g. 3,10")
+    ap.add_argument("--hta-python", default=None, help="python of a venv with HolisticTraceAnalysis 0.5")
+    ap.add_argument("--hta-max-events", type=int, default=1_500_000, help="skip HTA on larger traces")
+    ap.add_argument("--hta-timeout", type=float, default=600, help="stop an HTA parse after this many seconds")
+    ap.add_argument("--skip-record", action="store_true", help="reuse the traces in --out")
+    ap.add_argument("--traces", default="", help="only these traces: few,many,x3,x10")
+    ap.add_argument("--tools", default="", help="only these tools (prefixes): recstack,hta")
+    ap.add_argument("--acceptance", default=None, metavar="MODEL", help="compare live and imported stage shares")
+    ap.add_argument("--acc-scale", type=float, default=0.05)
+    ap.add_argument("--acc-batch", type=int, default=256)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.acceptance:
+        acceptance(args.acceptance, args.acc_scale, args.acc_batch, args.out)
+        return 0
+    base, many = args.out / "few" / "trace.json", args.out / "many" / "trace.json"
+    base.parent.mkdir(exist_ok=True)
+    many.parent.mkdir(exist_ok=True)
+    if not args.skip_record:
+        forwards = int(args.forwards) if args.forwards != "auto" else 0
+        if not forwards:
+            probe = args.out / "probe.json"
+            record(probe, 2, 4, args.batch)
+            per_forward = count_events(probe) / 8
+            forwards = max(1, round(args.events / (args.steps * per_forward)))
+            print(f"{per_forward:.0f} events per forward: {forwards} forwards per step", flush=True)
+        t = time.perf_counter()
+        record(base, args.steps, forwards, args.batch)
+        print(f"recorded {base} in {time.perf_counter() - t:.0f} s", flush=True)
+    if not many.exists() or not args.skip_record:
+        resplit(base, many, args.many_steps)
+    traces = [("few steps", base), ("many steps", many)]
+    for k in [int(x) for x in args.scale.split(",") if x.strip()]:
+        dst = args.out / f"x{k}" / "trace.json"
+        dst.parent.mkdir(exist_ok=True)
+        if not dst.exists():
+            synthesise(base, dst, k)
+        traces.append((f"x{k}", dst))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    print("| trace | events | MB | steps | tool | wall s | peak RSS MB | note |")
+    print("|---|---:|---:|---:|---|---:|---:|---|")
+    for label, path in traces:
+        if args.traces and label.split()[0] not in args.traces.split(","):
+            continue
+        events = count_events(path)
+        mb = path.stat().st_size / 1e6
+        steps = len(set(_STEP.findall(path.read_bytes()))) if mb < 2000 else "-"
+        outs = args.out / "profiles"  # not beside the trace: HTA parses every JSON file of the trace's folder
+        outs.mkdir(exist_ok=True)
+        rows = [("recstack import (CLI)", [sys.executable, "-m", "recstack", "--quiet", "import", str(path), "-o",
+                                           str(outs / f"{path.parent.name}.cli.json")]),
+                ("recstack import_trace", [sys.executable, "-c", INPROC, str(path),
+                                           str(outs / f"{path.parent.name}.api.json")])]
+        if args.hta_python and events <= args.hta_max_events:
+            rows.append(("HTA 0.5 TraceAnalysis", [args.hta_python, "-c", HTA, str(path.parent)]))
+        for tool, cmd in rows:
+            if args.tools and not any(tool.lower().startswith(t) for t in args.tools.split(",")):
+                continue
+            m = measure(cmd, env, args.hta_timeout if tool.startswith("HTA") else 3600)
+            note = (m["stdout"].strip().splitlines() or [""])[-1] if m["rc"] == 0 else f"rc {m['rc']}: " + (
+                m["stderr"].strip().splitlines() or [""])[-1]
+            print(f"| {label} | {events:,} | {mb:,.0f} | {steps} | {tool} | {m['wall_s']:.1f} | "
+                  f"{m['peak_rss_bytes'] / 1e6:,.0f} | {note[:120]} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""``import_trace``: a torch.profiler trace (a file, or a folder of per-rank files) -> a recstack Profile.
+
+The tree is assembled exactly as a live profile's (:func:`recstack.profiling.assemble.build_tree`) from
+what the trace holds: the step ranges give the run time per step, the stage roots' ranges the stage
+times, the ops nested in them the stage's children. Nothing was measured outside the profiler, so the
+profiler's overhead is ``unknown``, the times include it, and ``run.source`` is ``imported``.
+"""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recstack.errors import DataError
+from recstack.profiling.assemble import assign_labels, build_tree
+from recstack.profiling.rules import StageRules
+from recstack.traceimport.collect import Collector, ModuleMap
+from recstack.traceimport.decode import Header, Truncation, stream_events
+from recstack.traceimport.fold import Folded, fold
+from recstack.tree import Node, Profile
+from recstack.version import __version__
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+OVERHEAD_METHOD = ("unknown: imported from a torch.profiler trace; every time includes the profiler's own "
+                   "overhead, which the trace does not record")
+
+
+@dataclass
+class RankTrace:
+    """One imported file: its tree and what the import found."""
+
+    path: Path
+    rank: int | None
+    folded: Folded
+    header: Header
+    truncation: Truncation | None
+    events: int
+    notes: list[str] = field(default_factory=list)
+
+
+def trace_files(path: Path) -> list[Path]:
+    """The trace files ``path`` names: itself, or the ``*.json``/``*.json.gz`` files of a folder (sorted)."""
+    if not path.exists():
+        raise DataError(f"TRACE: {path} does not exist (give a torch.profiler .json or .json.gz, or a folder)")
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz")))
+        if not files:
+            raise DataError(f"TRACE: {path} holds no .json or .json.gz trace files")
+        return files
+    return [path]
+
+
+def read_rank(path: Path, rules: StageRules | None, step_range: str | None, module_map: ModuleMap | None) -> RankTrace:
+    """Decode and fold one trace file."""
+    if path.stat().st_size == 0:
+        raise DataError(f"TRACE: {path} is empty (0 bytes)")
+    c = Collector(step_range=step_range, module_map=module_map)
+    header, trunc = stream_events(path, c.add)
+    if c.events == 0 and trunc is None:
+        raise DataError(f"TRACE: {path}: the trace has no events")
+    if c.torch_events == 0:
+        raise DataError(f"TRACE: {path}: not a torch.profiler trace: no cpu_op, user_annotation, python_function "
+                        "or kernel events (a Chrome trace from another tool?)")
+    if step_range is not None and c.step_events == 0:
+        raise DataError(f"--step-range: no range named {step_range!r} in {path}")
+    folded = fold(c, rules)
+    notes: list[str] = []
+    if folded.steps.source == "whole trace":
+        notes.append("no ProfilerStep ranges (and no --step-range): the whole trace is one step")
+    if trunc is not None:
+        total = f" of {trunc.bytes_total:,}" if trunc.bytes_total else ""
+        notes.append(f"truncated trace: read {trunc.events:,} complete events ({trunc.bytes_read:,}{total} bytes); "
+                     "the rest of the file is not a complete event")
+    if folded.kernels_unmatched:
+        notes.append(f"{folded.kernels_unmatched:,} device events had no launching op (correlation id not found)")
+    rank = None
+    info = header.distributedInfo or {}
+    if isinstance(info.get("rank"), int) and info["rank"] >= 0:
+        rank = info["rank"]
+    return RankTrace(path, rank, folded, header, trunc, c.events, notes)
+
+
+def _tree(rt: RankTrace, model_name: str) -> Node:
+    f = rt.folded
+    # Every step, not the interquartile ones: the ops are summed over every step, and so are the stages.
+    root = build_tree(model_name, f.timing, f.folder, central=list(range(len(f.timing.timed))))
+    for n in root.walk():
+        if n.level == "module":
+            pl = f.smap.placements.get(n.name)
+            n.extra["module_type"] = f.types.get(n.name)
+            n.extra["rule"] = pl.rule if pl else None
+    assign_labels(root)
+    return root
+
+
+def import_trace(path: str | Path, *, rules: StageRules | None = None, step_range: str | None = None,
+                 module_map: ModuleMap | None = None, model: str | None = None,
+                 machine: dict[str, Any] | None = None, machine_file: str | None = None) -> Profile:
+    """Import a trace file or a folder of per-rank traces (see the module docstring).
+
+    A truncated file is imported as far as it is complete, with a warning (``Profile.extra["import"]``
+    says how much was read). ``machine``: classify every node against it (roofline, bound classes).
+    """
+    from recstack.analysis.pipeline import analyse
+
+    files = trace_files(Path(path))
+    ranks = [read_rank(p, rules, step_range, module_map) for p in files]
+    numbers = [r.rank for r in ranks]
+    if None in numbers or len(set(numbers)) != len(numbers):
+        numbers = list(range(len(ranks)))  # no (or clashing) distributedInfo.rank: by file order
+    ranks = [r for _, r in sorted(zip(numbers, ranks, strict=True), key=lambda x: x[0])]
+    numbers.sort()
+    first = ranks[0]
+    name = model or first.folded.root_type or Path(files[0].name.split(".")[0]).name
+    from recstack.traceimport.cost import price_tree
+
+    trees = [_tree(r, name) for r in ranks]
+    costs = [price_tree(t, r.folded) for t, r in zip(trees, ranks, strict=True)]
+    for r in ranks:
+        for note in r.notes:
+            warnings.warn(f"{r.path.name}: {note}", stacklevel=2)
+    env = {"recstack": __version__, "torch": None, "python": None}
+    prof = Profile(
+        run_id=uuid.uuid4().hex[:12],
+        run=_run_info(name, ranks, first),
+        environment=env,
+        overhead={"method": OVERHEAD_METHOD},
+        root=trees[0],
+        ranks=[{"rank": n, "root": None if i == 0 else t.to_dict(), "shards": []}
+               for i, (n, t) in enumerate(zip(numbers, trees, strict=True))],
+        extra={"import": _import_info(ranks, numbers), "cost_model": costs[0]},
+    )
+    analyse(prof, machine=machine, machine_file=machine_file)
+    return prof
+
+
+def _run_info(name: str, ranks: list[RankTrace], first: RankTrace) -> dict[str, Any]:
+    f = first.folded
+    return {
+        "model": name,
+        "source": "imported",
+        "trace": str(first.path) if len(ranks) == 1 else str(first.path.parent),
+        "iters": len(f.steps.starts),
+        "stage_roots": {p: {"stage": pl.stage, "rule": pl.rule} for p, pl in f.smap.placements.items()
+                        if pl.root and pl.stage},
+        "unassigned_modules": [p for p, pl in f.smap.placements.items() if p and pl.stage is None and "." not in p],
+    }
+
+
+def _import_info(ranks: list[RankTrace], numbers: list[int]) -> dict[str, Any]:
+    return {
+        "files": [{"file": str(r.path), "rank": n, "events": r.events, "steps": len(r.folded.steps.starts),
+                   "kernels": r.folded.kernels, "truncated": r.truncation is not None, "notes": r.notes}
+                  for n, r in zip(numbers, ranks, strict=True)],
+        "steps_from": ranks[0].folded.steps.source,
+        "hierarchy": ranks[0].folded.hierarchy,
+        "time_statistic": "mean over every step (stages, modules and ops alike)",
+        "notes": [n for r in ranks for n in r.notes],
+    }

@@ -1,0 +1,75 @@
+"""``recstack import TRACE -o profile.json``: a torch.profiler trace as a recstack profile.
+
+TRACE is a Chrome-trace JSON (``.json`` or ``.json.gz``) written by
+torch.profiler, or a folder of per-rank traces. The profile then works with
+every command that reads one (show, report, diff, export, roofline, analyse,
+validate). Bad input (a missing path, an empty file, a file that is not a
+torch.profiler trace) is one ``error:`` line and exit 2; a truncated trace is
+imported as far as it is complete, with a warning, and exits 4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from recstack.errors import EXIT_PARTIAL
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from recstack.outputs import check_writable
+
+    out = check_writable(args.output, "-o")
+    from recstack.analysis.commands import machine_arg
+    from recstack.profiling.rules import load_stage_rules
+    from recstack.traceimport.build import import_trace
+    from recstack.traceimport.collect import load_module_map
+
+    rules = load_stage_rules(args.stage_rules) if args.stage_rules else None
+    mmap = load_module_map(args.module_map) if args.module_map else None
+    machine = machine_arg(args.machine) if args.machine is not None else None
+    prof = import_trace(args.trace, rules=rules, step_range=args.step_range, module_map=mmap, model=args.model,
+                        machine=machine)
+    prof.save(out)
+    info = prof.extra["import"]
+    files = info["files"]
+    events = sum(f["events"] for f in files)
+    print(f"imported {events:,} events, {files[0]['steps']} steps ({info['steps_from']}), "
+          f"{len(files)} rank(s); hierarchy: {info['hierarchy']}")
+    total = prof.root.time_s or 1.0
+    for st in prof.root.children:
+        print(f"  {st.name:20s} {st.time_s * 1e3:10.3f} ms  {st.time_s / total:6.1%}")
+    print(f"profile written to {out} (times per step, measured under the profiler: overhead unknown)")
+    if any(f["truncated"] for f in files):
+        print("partial import: the trace was truncated (see the warning above)", file=sys.stderr)
+        return EXIT_PARTIAL
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``import`` to the main CLI's sub-parsers."""
+    p = sub.add_parser(
+        "import",
+        help="import a torch.profiler trace (.json, .json.gz, or a folder of per-rank traces) as a profile",
+        description="Turn a torch.profiler (Kineto) Chrome trace into a recstack profile: steps from "
+        "ProfilerStep ranges (or --step-range, else the whole trace is one step), modules from "
+        "recstack.annotate ranges (else nn.Module events of with_stack, else --module-map), stages by the "
+        "same rules as a live profile, kernels attached to their ops by correlation id. Nothing in the "
+        "trace is executed.",
+    )
+    p.add_argument("trace", metavar="TRACE", help="trace file (.json, .json.gz) or a folder of per-rank traces")
+    p.add_argument("-o", "--output", required=True, help="where to write the profile JSON")
+    p.add_argument("--machine", default=None, metavar="FILE",
+                   help="machine JSON (from recstack machine), or 'host': classify every node (roofline)")
+    p.add_argument("--stage-rules", default=None, metavar="FILE", help="stage rules YAML (as for recstack profile)")
+    p.add_argument("--module-map", default=None, metavar="FILE",
+                   help="YAML 'modules: [{match: <glob on a range name>, path: <module path>, type: <class>}]': "
+                   "ranges that stand for modules, when the trace has no recstack.annotate ranges")
+    p.add_argument("--step-range", default=None, metavar="NAME",
+                   help="the range that marks one step (a name, or a glob such as 'recstack.step::*'), when the trace "
+                   "has no ProfilerStep ranges")
+    p.add_argument("--model", default=None, help="model name for the profile (default: the root module's class)")
+    p.set_defaults(func=cmd_import)
+
+
+__all__ = ["cmd_import", "register"]

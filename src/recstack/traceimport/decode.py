@@ -1,0 +1,256 @@
+"""Streaming, typed decoding of a torch.profiler (Kineto) Chrome-trace JSON.
+
+The file (``.json`` or ``.json.gz``) is read in blocks; the ``traceEvents``
+array is cut into chunks of about :data:`CHUNK` bytes at event boundaries and
+each chunk is decoded by msgspec into :class:`Event` structs that hold only
+the fields the importer reads (unknown keys, such as huge ``args``, are skipped
+without being built). A cut is tried at ``}, {`` and kept only when the chunk
+decodes as a JSON array: a cut inside a string or a nested object leaves it
+unbalanced, so a wrong cut is never kept. Memory is one chunk at a time plus
+what the consumer keeps. The top-level keys outside the array (``schemaVersion``,
+``distributedInfo``, ...) are decoded at the end as :class:`Header`.
+
+A file that ends before the array does (a truncated trace) yields every
+complete event before the cut and a :class:`Truncation` saying how much was read.
+Nothing in a trace is ever executed: it is data for msgspec's decoder.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import msgspec
+
+from recstack.errors import DataError
+
+CHUNK = 8 << 20  # bytes decoded per msgspec call
+BLOCK = 16 << 20  # bytes read per file read
+MAX_HEADER = 64 << 20  # a file with no ``traceEvents`` in its first 64 MiB is not a trace
+
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[\s*')
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_END = re.compile(rb"\}\s*\]")
+_EMPTY = re.compile(rb"\]")
+
+
+NO_RAW = msgspec.Raw(b"")
+
+
+class Args(msgspec.Struct, gc=False):
+    """The few ``args`` the importer reads; every other key is skipped unbuilt."""
+
+    # Raw: the JSON text, kept undecoded (interned by the collector; decoded once per distinct value).
+    input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
+    correlation: int | None = None
+    name: str | None = None  # thread_name / process_name metadata events
+
+
+class Event(msgspec.Struct, gc=False):
+    """One trace event; missing keys take these defaults."""
+
+    ph: str = ""
+    name: str = ""
+    cat: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float = 0.0
+    dur: float = 0.0
+    args: Args | None = None
+
+
+class Header(msgspec.Struct):
+    """The top-level keys around ``traceEvents`` the importer reads."""
+
+    schemaVersion: int | None = None  # noqa: N815 (Kineto's key)
+    distributedInfo: dict[str, Any] | None = None  # noqa: N815
+    deviceProperties: list[Any] | None = None  # noqa: N815
+    traceName: str | None = None  # noqa: N815
+
+
+@dataclass
+class Truncation:
+    """How much of a truncated trace was read."""
+
+    events: int
+    bytes_read: int
+    bytes_total: int | None
+
+
+_decode_events = msgspec.json.Decoder(list[Event]).decode
+_decode_header = msgspec.json.Decoder(Header).decode
+
+
+class _Reader:
+    """A window on the (possibly gzipped) file: ``buf[off:]`` is unread; ``base`` is ``buf``'s file offset.
+
+    Consuming moves ``off`` (no copy); the window is compacted only when a block is appended."""
+
+    def __init__(self, f: BinaryIO, source: str) -> None:
+        self.f, self.source = f, source
+        self.buf, self.off, self.base, self.eof, self.damaged = b"", 0, 0, False, False
+
+    def fill(self) -> bool:
+        """Read one more block; False at the end of the file (or of readable gzip data)."""
+        if self.eof:
+            return False
+        try:
+            block = self.f.read(BLOCK)
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+            if isinstance(exc, gzip.BadGzipFile) and not self.buf:
+                raise DataError(f"{self.source}: not gzip data ({exc})") from None
+            block, self.damaged = b"", True
+        if not block:
+            self.eof = True
+            return False
+        self.base += self.off
+        self.buf = self.buf[self.off:] + block
+        self.off = 0
+        return True
+
+    def unread(self) -> int:
+        return len(self.buf) - self.off
+
+    def drop(self, upto: int) -> None:
+        """Consume up to the absolute window index ``upto``."""
+        self.off = upto
+
+
+def open_trace(path: Path) -> BinaryIO:
+    """The trace's bytes: gunzipped when the file starts with the gzip magic (whatever its suffix)."""
+    f = path.open("rb")
+    magic = f.read(2)
+    f.seek(0)
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+    return f
+
+
+def _chunk(data: bytes, source: str, offset: int) -> list[Event] | None:
+    """The events of ``[data]``; None when the cut was not an event boundary (the JSON does not parse)."""
+    try:
+        return _decode_events(b"[" + data + b"]")
+    except msgspec.ValidationError as exc:  # parses, but an event has a field of the wrong type
+        raise DataError(f"{source}: traceEvents (near byte {offset}): {_field_path(str(exc))}") from None
+    except msgspec.DecodeError:
+        return None
+
+
+def _field_path(msg: str) -> str:
+    """msgspec's ``... - at `$[12].ts``` as ``event 12 of the chunk: ts: ...``."""
+    m = re.search(r"at `\$\[(\d+)\]\.?(.*)`", msg)
+    what = msg.split(" - at ")[0]
+    return f"{m.group(2) or 'event'}: {what}" if m else what
+
+
+def stream_events(path: Path, on_chunk: Callable[[list[Event]], None]) -> tuple[Header, Truncation | None]:
+    """Decode ``path``'s events chunk by chunk into ``on_chunk``; return the header and any truncation."""
+    source = f"TRACE: {path}"
+    total = path.stat().st_size
+    with open_trace(path) as f:
+        r = _Reader(f, source)
+        while not (m := _EVENTS_KEY.search(r.buf)):
+            if len(r.buf) > MAX_HEADER or not r.fill():
+                raise DataError(f"{source}: not a torch.profiler trace: no \"traceEvents\" array "
+                                "(record one with torch.profiler's export_chrome_trace)")
+        prefix = r.buf[: m.end()].rstrip()  # ends with '['
+        r.drop(m.end())
+        count, suffix, trunc = 0, b"", None
+        for events, rest in _chunks(r, source):
+            if events is None:  # the file ended inside the array
+                trunc = Truncation(count, r.base + r.off, total if not isinstance(f, gzip.GzipFile) else None)
+                break
+            count += len(events)
+            on_chunk(events)
+            suffix = rest
+        header = _header(prefix, suffix, source) if trunc is None else _header(prefix, b"}", source, strict=False)
+    return header, trunc
+
+
+def _chunks(r: _Reader, source: str) -> Iterator[tuple[list[Event] | None, bytes]]:
+    """(events, b"") per chunk; the last is (events, what follows the array); (None, b"") if truncated."""
+    while r.unread() < 2 and r.fill():
+        pass
+    if _EMPTY.match(r.buf, r.off):
+        while r.fill():
+            pass
+        yield [], r.buf[r.off + 1:]
+        return
+    scan = None  # where the search for a cut resumes, relative to ``r.off`` (after a window too short)
+    while True:
+        while r.unread() < CHUNK + BLOCK and r.fill():
+            pass
+        start = r.off + (scan if scan is not None else min(CHUNK, max(r.unread() - 1, 0)))
+        events, end = _next_cut(r, start, source)
+        if events is not None:
+            r.drop(end)
+            scan = None
+            yield events, b""
+            continue
+        if not r.eof:  # an event longer than the window: double the window, resume the search where it stopped
+            scan = max(0, end - r.off)
+            target = 2 * r.unread()
+            while r.unread() < target and r.fill():
+                pass
+            continue
+        last = _last_chunk(r, source)
+        if last is not None:
+            yield last
+            return
+        events, end = _partial(r, source)
+        if events:
+            yield events, b""
+        r.drop(end)
+        yield None, b""
+        return
+
+
+def _next_cut(r: _Reader, start: int, source: str) -> tuple[list[Event] | None, int]:
+    """The first ``}, {`` at or after ``start`` that ends a decodable chunk: (events, index of the next ``{``);
+    (None, where the search stopped) when there is none in the window."""
+    pos = start
+    while (m := _BOUNDARY.search(r.buf, pos)) is not None:
+        events = _chunk(r.buf[r.off: m.start() + 1], source, r.base + r.off)
+        if events is not None:
+            return events, m.end() - 1
+        pos = m.end() - 1
+    return None, max(start, len(r.buf) - 64)  # a cut may straddle the window's end: look again there
+
+
+def _last_chunk(r: _Reader, source: str) -> tuple[list[Event], bytes] | None:
+    """At the end of the file: the remaining events up to the array's ``]`` and what follows it."""
+    if not r.eof:
+        return None
+    for m in reversed(list(_END.finditer(r.buf, r.off))):
+        events = _chunk(r.buf[r.off: m.start() + 1], source, r.base + r.off)
+        if events is not None:
+            return events, r.buf[m.end():]
+    return None
+
+
+def _partial(r: _Reader, source: str) -> tuple[list[Event], int]:
+    """A truncated array: the complete events before the last decodable ``}, {`` (none: [])."""
+    for m in reversed(list(_BOUNDARY.finditer(r.buf, r.off))):
+        events = _chunk(r.buf[r.off: m.start() + 1], source, r.base + r.off)
+        if events is not None:
+            return events, m.start() + 1
+    return [], r.off
+
+
+def _header(prefix: bytes, suffix: bytes, source: str, strict: bool = True) -> Header:
+    """The top-level object without its events: ``prefix`` (up to ``[``) + ``]`` + ``suffix``."""
+    try:
+        return _decode_header(prefix + b"]" + suffix)
+    except msgspec.ValidationError as exc:
+        raise DataError(f"{source}: {_field_path(str(exc))}") from None
+    except msgspec.DecodeError:
+        if strict:
+            raise DataError(f"{source}: not a JSON trace: the text around \"traceEvents\" does not parse") from None
+        return Header()

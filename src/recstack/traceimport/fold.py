@@ -1,0 +1,452 @@
+"""Columns -> the op-pass structures of a live profile: a :class:`Folder` tree and per-step stage samples.
+
+One sweep per thread over its events sorted by (start, longest first) with a
+stack of open events gives every event its parent; events that start at the
+top of a thread's stack find their step by bisection over the sorted step
+ranges (so step lookup costs log(steps) per top-level event, never events x
+steps), nested events inherit it. The fold is that of the live op pass
+(:mod:`recstack.profiling.oppass`): stage roots (by the stage rules on the
+module paths) open stage nodes, modules nest, ops nest as the dispatcher
+nested them; ops outside every stage root are the next stage's ``[caller
+code]`` (the gap since the previous stage root is its time), those after the
+last are ``other``. Autograd and optimizer ranges outside every stage open
+the ``backward`` and ``optimizer`` stages. Kernels join the op whose runtime
+call launched them, by correlation id.
+
+Per step the sweep records each stage's exclusive time and the caller gaps:
+the samples :func:`recstack.profiling.assemble.build_tree` turns into stage
+times (interquartile mean), p10 and p90, exactly as for a live profile.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+import msgspec
+import numpy as np
+
+from recstack.profiling.oppass import FLOAT_DTYPES, MAX_SHAPES, Folder, RawNode
+from recstack.profiling.passes import TimingResult
+from recstack.profiling.rules import StageMap, StageRules, detect_stages_by_name, hand_down_roots
+from recstack.profiling.timing import CALLER, caller_key
+from recstack.traceimport.collect import (
+    MODULE,
+    NN_PREFIX,
+    NNMODULE,
+    OP,
+    PSEUDO_STAGE,
+    RUNTIME,
+    SIG_SEP,
+    STEP,
+    THROUGH,
+    Collector,
+    pseudo_stage,
+)
+
+SWEEP_BLOCK = 1 << 20  # events turned into Python objects at a time
+
+
+@dataclass
+class Steps:
+    starts: list[float]
+    ends: list[float]
+    names: list[str]
+    source: str  # "ProfilerStep", "--step-range NAME" or "whole trace"
+
+
+@dataclass
+class Folded:
+    folder: Folder
+    timing: TimingResult
+    smap: StageMap
+    types: dict[str, str | None]
+    steps: Steps
+    hierarchy: str
+    root_type: str | None
+    kernels: int = 0
+    kernels_unmatched: int = 0
+    outside_steps: int = 0
+    signatures: dict[int, tuple[list, list, list]] = field(default_factory=dict)  # id -> dims, types, values
+    signature_counts: dict[str, dict[int, int]] = field(default_factory=dict)  # op path -> id -> calls (all steps)
+
+
+def _order(c: Collector) -> np.ndarray:
+    """Event indices sorted by thread, start, then longest first (a parent before its children)."""
+    ts = np.frombuffer(c.cols.ts, dtype=np.float64)
+    end = np.frombuffer(c.cols.end, dtype=np.float64)
+    thr = np.frombuffer(c.cols.thr, dtype=np.int32)
+    return np.lexsort((-end, ts, thr))
+
+
+def _blocks(c: Collector, order: np.ndarray, *cols: str):
+    """Yield rows of the named columns in ``order``, one block of Python objects at a time."""
+    arrays = [np.frombuffer(getattr(c.cols, k), dtype={"d": np.float64, "i": np.int32, "q": np.int64}[
+        getattr(c.cols, k).typecode]) for k in cols]
+    for b in range(0, len(order), SWEEP_BLOCK):
+        idx = order[b:b + SWEEP_BLOCK]
+        yield from zip(idx.tolist(), *(a[idx].tolist() for a in arrays), strict=True)
+
+
+def _nn_module_paths(c: Collector, order: np.ndarray) -> tuple[str | None, list[str]]:
+    """Give each ``nn.Module: Class_N`` event a path from its nesting (instance names joined by dots); the
+    one outermost module, if there is one, is the root (path ``""``). Returns (root class, call order)."""
+    kinds, names = c.kinds, c.names
+    is_nn = np.array([k == NNMODULE for k in kinds], dtype=bool)
+    nid = np.frombuffer(c.cols.nid, dtype=np.int32)
+    sel = order[is_nn[nid[order]]] if len(order) else order
+    chains: dict[int, tuple[str, ...]] = {}
+    stack: list[tuple[float, tuple[str, ...]]] = []
+    cur = -1
+    for i, t, e, th, n in _blocks_sel(c, sel):
+        if th != cur:
+            stack, cur = [], th
+        while stack and stack[-1][0] <= t:
+            stack.pop()
+        chain = (stack[-1][1] if stack else ()) + (names[n][len(NN_PREFIX):],)
+        chains[i] = chain
+        stack.append((e, chain))
+    outer = {ch[0] for ch in chains.values()}
+    root = next(iter(outer)) if len(outer) == 1 else None
+    order_seen: list[str] = []
+    seen: set[str] = set()
+    aux = c.cols.aux
+    for i, chain in chains.items():
+        parts = chain[1:] if root is not None else chain
+        path = ".".join(parts)
+        aux[i] = c.path_id(path, _class_of(chain[-1]))
+        if path not in seen:
+            seen.add(path)
+            order_seen.append(path)
+    return (_class_of(root) if root else None), order_seen
+
+
+def _blocks_sel(c: Collector, sel: np.ndarray):
+    ts = np.frombuffer(c.cols.ts, dtype=np.float64)
+    end = np.frombuffer(c.cols.end, dtype=np.float64)
+    thr = np.frombuffer(c.cols.thr, dtype=np.int32)
+    nid = np.frombuffer(c.cols.nid, dtype=np.int32)
+    return zip(sel.tolist(), ts[sel].tolist(), end[sel].tolist(), thr[sel].tolist(), nid[sel].tolist(), strict=True)
+
+
+def _class_of(instance: str) -> str:
+    """``MLP_1`` -> ``MLP`` (torch names module events ``nn.Module: <class>_<instance number>``)."""
+    base, sep, num = instance.rpartition("_")
+    return base if sep and num.isdigit() else instance
+
+
+def find_steps(c: Collector, order: np.ndarray) -> Steps:
+    """The step ranges, sorted by start; the whole trace as one step when there are none."""
+    kinds = c.kinds
+    nid = np.frombuffer(c.cols.nid, dtype=np.int32)
+    is_step = np.array([k == STEP for k in kinds], dtype=bool)
+    sel = np.nonzero(is_step[nid])[0] if len(nid) else np.zeros(0, dtype=np.int64)
+    ts = np.frombuffer(c.cols.ts, dtype=np.float64)
+    end = np.frombuffer(c.cols.end, dtype=np.float64)
+    if len(sel):
+        sel = sel[np.argsort(ts[sel], kind="stable")]
+        source = f"--step-range {c.step_range}" if c.step_range else "ProfilerStep ranges"
+        return Steps(ts[sel].tolist(), end[sel].tolist(), [c.names[n] for n in nid[sel].tolist()], source)
+    if not len(ts):
+        return Steps([], [], [], "whole trace")
+    return Steps([float(ts.min())], [float(end.max())], ["whole trace"], "whole trace")
+
+
+def _merge(src: RawNode, dst: RawNode, stage: str, forward: dict[int, RawNode]) -> None:
+    """Add ``src``'s subtree into ``dst``'s (as stage ``stage``); ``forward`` maps each src node to its dst."""
+    for c in src.children.values():
+        d = dst.child(c.name, c.level, stage)
+        forward[id(c)] = d
+        d.us += c.us
+        d.calls += c.calls
+        d.device_us += c.device_us
+        for k, v in c.shapes.items():
+            if k in d.shapes or len(d.shapes) < MAX_SHAPES:
+                d.shapes[k] = d.shapes.get(k, 0) + v
+        for k, v in c.dtypes.items():
+            d.dtypes[k] = d.dtypes.get(k, 0) + v
+        _merge(c, d, stage, forward)
+
+
+class _Sweep:
+    """The state of the fold (see the module docstring)."""
+
+    def __init__(self, c: Collector, smap: StageMap, steps: Steps) -> None:
+        self.c, self.smap, self.steps = c, smap, steps
+        self.folder = Folder()
+        n = len(steps.starts)
+        self.stage_us: dict[str, list[float]] = {}
+        self.caller_us: dict[str, list[float]] = {}
+        self.boundary = list(steps.starts)
+        self.segs: dict[int, RawNode] = {}
+        self.corr: dict[int, RawNode] = {}
+        self.forward: dict[int, RawNode] = {}
+        self.outside = 0
+        self.n = n
+        self.root_stage: dict[int, str] = {}  # module path id -> its stage, for stage roots
+        for pid, path in enumerate(c.paths):
+            pl = smap.placements.get(path)
+            if pl is not None and pl.root and pl.stage:
+                self.root_stage[pid] = pl.stage
+
+    def seg(self, step: int) -> RawNode:
+        s = self.segs.get(step)
+        if s is None:
+            s = self.segs[step] = RawNode("[outside]", "module", None)
+        return s
+
+    def samples(self, table: dict[str, list[float]], stage: str) -> list[float]:
+        row = table.get(stage)
+        if row is None:
+            row = table[stage] = [0.0] * self.n
+        return row
+
+    def open_stage(self, st: str, outer: str | None, step: int, t: float, e: float) -> RawNode:
+        """A stage root's range begins: its stage node; the outer stage loses the time, or, at the top, the
+        ops since the previous boundary become this stage's caller code."""
+        root = self.folder.root
+        node = root.child(st, "stage", st)
+        dur = e - t
+        node.us += dur
+        node.calls += 1
+        self.samples(self.stage_us, st)[step] += dur
+        if outer is not None:
+            root.child(outer, "stage", outer).nested_us += dur
+            self.samples(self.stage_us, outer)[step] -= dur
+        else:
+            seg = self.segs.pop(step, None)
+            if seg is not None and seg.children:
+                caller = self.folder.callers.setdefault(st, RawNode(CALLER, "module", st))
+                _merge(seg, caller, st, self.forward)
+            gap = max(0.0, t - self.boundary[step])
+            if gap > 0 or st in self.caller_us or seg is not None:
+                self.samples(self.caller_us, st)[step] += gap
+            self.boundary[step] = max(self.boundary[step], e)
+        return node
+
+    def run(self, order: np.ndarray) -> None:
+        c = self.c
+        kinds, names, paths = c.kinds, c.names, c.paths
+        starts, ends = self.steps.starts, self.steps.ends
+        step_of_start = {t: i for i, t in enumerate(starts)}
+        root_stage = self.root_stage
+        folder = self.folder
+        ops_of: dict[int, dict[int, RawNode]] = {}  # id(parent) -> name id -> op child (parents live on)
+        stack: list[tuple[float, RawNode | None, str | None, int, bool]] = []
+        cur = -1
+        for _i, t, e, th, n, aux, ty in _blocks(c, order, "ts", "end", "thr", "nid", "aux", "ty"):
+            if th != cur:
+                stack, cur = [], th
+            while stack and stack[-1][0] <= t:
+                stack.pop()
+            kind = kinds[n]
+            if stack:
+                _, p_node, p_stage, step, p_op = stack[-1]
+                if p_node is None:  # inside an event outside every step
+                    stack.append((e, None, None, -1, False))
+                    continue
+            else:
+                if kind == STEP:
+                    step = step_of_start.get(t, -1)
+                else:
+                    j = bisect_right(starts, t) - 1
+                    step = j if j >= 0 and t < ends[j] else -1
+                if step < 0:
+                    self.outside += 1
+                    stack.append((e, None, None, -1, False))
+                    continue
+                p_node, p_stage, p_op = self.seg(step), None, False
+            if kind == STEP:
+                stack.append((e, self.seg(step), None, step, False))
+            elif kind == MODULE or kind == NNMODULE:
+                st = root_stage.get(aux)
+                if st is not None and st != p_stage and not p_op:
+                    snode = self.open_stage(st, p_stage, step, t, e)
+                    m = snode.child(paths[aux], "module", st)
+                    m.us += e - t
+                    m.calls += 1
+                    stack.append((e, m, st, step, False))
+                elif p_stage is None or p_op:
+                    stack.append((e, p_node, p_stage, step, p_op))  # outside every stage, or inside an op
+                else:
+                    m = p_node.child(paths[aux], "module", p_stage)
+                    m.us += e - t
+                    m.calls += 1
+                    stack.append((e, m, p_stage, step, False))
+            elif kind == THROUGH:
+                stack.append((e, p_node, p_stage, step, p_op))
+            else:  # OP, RUNTIME, PSEUDO_STAGE
+                if kind == PSEUDO_STAGE and p_stage is None:
+                    st = pseudo_stage(names[n]) or "other"
+                    p_node, p_stage = self.open_stage(st, None, step, t, e), st
+                kids = ops_of.get(id(p_node))  # op children by name id (no key tuples per event)
+                if kids is None:
+                    kids = ops_of[id(p_node)] = {}
+                node = kids.get(n)
+                if node is None:
+                    node = kids[n] = p_node.child(names[n], "op", p_stage)
+                node.us += e - t
+                node.calls += 1
+                if not p_op:
+                    folder.op_total_us += e - t
+                if kind == RUNTIME:
+                    if aux >= 0:
+                        self.corr[aux] = p_node if p_op else node
+                elif aux >= 0:
+                    sh = node.shapes
+                    if aux in sh:
+                        sh[aux] += 1
+                    elif len(sh) < MAX_SHAPES:
+                        sh[aux] = 1  # shape ids: named at the end
+                if ty >= 0:
+                    node.dtypes[ty] = node.dtypes.get(ty, 0) + 1
+                stack.append((e, node, p_stage, step, True))
+
+    def kernels(self) -> tuple[int, int]:
+        """Attach the device events to the ops that launched them; (attached, without a launching op)."""
+        c = self.c
+        matched = unmatched = 0
+        for corr, n, dur in zip(c.cols.k_corr, c.cols.k_nid, c.cols.k_dur, strict=True):
+            node = self.corr.get(corr)
+            if node is None:
+                unmatched += 1
+                continue
+            while id(node) in self.forward:
+                node = self.forward[id(node)]
+            k = node.child(c.names[n], "kernel", node.stage)
+            k.us += dur
+            k.calls += 1
+            node.device_us += dur
+            matched += 1
+        return matched, unmatched
+
+    def finish(self) -> TimingResult:
+        """Ops after the last stage root go to ``other``; the per-step samples in seconds."""
+        other = self.folder.root.child("other", "stage", "other")
+        for seg in self.segs.values():
+            _merge(seg, other, "other", self.forward)
+        self.segs = {}
+        step_s = [(e - s) * 1e-6 for s, e in zip(self.steps.starts, self.steps.ends, strict=True)]
+        samples = {st: [max(0.0, u) * 1e-6 for u in row] for st, row in self.stage_us.items()}
+        for st, row in self.caller_us.items():
+            samples[caller_key(st)] = [u * 1e-6 for u in row]
+        inside = [sum(row[i] for row in samples.values()) for i in range(self.n)]
+        samples["other"] = [max(0.0, s - x) for s, x in zip(step_s, inside, strict=True)]
+        self.folder.steps = self.n
+        self.folder.step_us = sum(step_s) * 1e6
+        return TimingResult(plain=[], timed=step_s, stage_samples=samples)
+
+
+def signatures(c: Collector) -> dict[int, tuple[list, list, list]]:
+    """Signature id -> (Input Dims, Input type, Concrete Inputs) as decoded JSON (a part that does not
+    decode is empty)."""
+    out: dict[int, tuple[list, list, list]] = {}
+    for raw, i in c.shapes.items():
+        parts = [_json_list(p) for p in raw.split(SIG_SEP)] + [[], [], []]
+        out[i] = (parts[0], parts[1], parts[2])
+    return out
+
+
+def _json_list(raw: bytes) -> list:
+    try:
+        v = msgspec.json.decode(raw) if raw else []
+    except msgspec.DecodeError:
+        return []
+    return v if isinstance(v, list) else []
+
+
+def signature_counts(folder: Folder) -> dict[str, dict[int, int]]:
+    """Tree path (as :func:`recstack.profiling.assemble.raw_to_node` names it) -> signature id -> calls."""
+    out: dict[str, dict[int, int]] = {}
+
+    def walk(n: RawNode, path: str) -> None:
+        if n.shapes:
+            out[path] = dict(n.shapes)
+        for k in n.children.values():
+            walk(k, f"{path}/{k.name}")
+
+    for (_level, name), st in folder.root.children.items():
+        for k in st.children.values():
+            walk(k, f"{name}/{k.name}")
+    for st, caller in folder.callers.items():
+        for k in caller.children.values():
+            walk(k, f"{st}/{CALLER}/{k.name}")
+    return out
+
+
+def _name_keys(root: RawNode, c: Collector, sigs: dict[int, tuple[list, list, list]]) -> None:
+    """Signature and type ids -> the keys the live tree uses (``str`` of the dims list; ``fp32`` ...)."""
+    shape_text = {i: str(d) for i, (d, _t, _v) in sigs.items()}
+    dtype_of: dict[int, str | None] = {}
+    for raw, i in c.types.items():
+        try:
+            types = msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            types = []
+        dtype_of[i] = next((FLOAT_DTYPES[d] for d in types if isinstance(d, str) and d in FLOAT_DTYPES), None)
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.shapes:
+            named: dict[str, int] = {}
+            for k, v in n.shapes.items():  # signatures that differ only in types share a shape key
+                named[shape_text[k]] = named.get(shape_text[k], 0) + v
+            n.shapes = named
+        if n.dtypes:
+            dt: dict[str, int] = {}
+            for k, v in n.dtypes.items():
+                if (d := dtype_of.get(k)) is not None:
+                    dt[d] = dt.get(d, 0) + v
+            n.dtypes = dt
+        stack.extend(n.children.values())
+
+
+def fold(c: Collector, rules: StageRules | None) -> Folded:
+    """Sweep the collected events into a Folder and per-step samples (see the module docstring)."""
+    order = _order(c)
+    root_type = None
+    if c.annotate_ranges:
+        hierarchy = "recstack.annotate ranges" if any(c.path_types.get(p) for p in c.paths) else "module ranges"
+        root_type = c.path_types.get("")
+        call_order = _first_seen(c, order)
+    elif c.nn_events:
+        hierarchy = "nn.Module events (class names; with_stack)"
+        root_type, call_order = _nn_module_paths(c, order)
+    else:
+        hierarchy = "none: ops only (record with recstack.annotate(model), or with_stack, or give --module-map)"
+        call_order = []
+    types = {p: c.path_types.get(p) for p in c.paths}
+    smap = detect_stages_by_name(types, rules, call_order)
+    hand_down_roots(smap, set(c.paths))
+    steps = find_steps(c, order)
+    sweep = _Sweep(c, smap, steps)
+    sweep.run(order)
+    matched, unmatched = sweep.kernels()
+    timing = sweep.finish()
+    sigs = signatures(c)
+    counts = signature_counts(sweep.folder)
+    _name_keys(sweep.folder.root, c, sigs)
+    for caller in sweep.folder.callers.values():
+        _name_keys(caller, c, sigs)
+    return Folded(sweep.folder, timing, smap, types, steps, hierarchy, root_type, matched, unmatched, sweep.outside,
+                  signatures={i: sigs[i] for per in counts.values() for i in per}, signature_counts=counts)
+
+
+def _first_seen(c: Collector, order: np.ndarray) -> list[str]:
+    """Module paths in the order their ranges first start (the call order the head rule reads)."""
+    nid = np.frombuffer(c.cols.nid, dtype=np.int32)
+    is_mod = np.array([k == MODULE for k in c.kinds], dtype=bool)
+    sel = np.nonzero(is_mod[nid])[0] if len(nid) else np.zeros(0, dtype=np.int64)
+    ts = np.frombuffer(c.cols.ts, dtype=np.float64)
+    sel = sel[np.argsort(ts[sel], kind="stable")]
+    aux = np.frombuffer(c.cols.aux, dtype=np.int64)
+    out: list[str] = []
+    seen: set[int] = set()
+    for a in aux[sel].tolist():
+        if a not in seen:
+            seen.add(a)
+            out.append(c.paths[a])
+    return out
+
+
+__all__ = ["OP", "Folded", "fold", "find_steps"]
