@@ -1,13 +1,13 @@
 """Request-side compute sharing: batched against shared execution, per model and candidates per request.
 
-For each model (default DIN, DIEN, RMC2) and each C (default 10, 100, 1000) this
+For each model (default DIN, DIEN, the two-tower model, RMC2) and each C (default 10, 100, 1000) this
 runs ``recstack share`` (one request of C candidates, torch backend, uniform
 workload) and prints one row: request-only share of the batched run (FLOPs,
 bytes, op time), batched and shared end-to-end time, speedup, whether the
 outputs agree (rtol 1e-5, atol 1e-6), and the stages that save most. ``--out``
 writes every result as JSON and the sharing report page beside it.
 
-    python benchmarks/bench_share.py [--models din,dien,rmc2] [--candidates 10,100,1000]
+    python benchmarks/bench_share.py [--models din,dien,twotower,rmc2] [--candidates 10,100,1000]
                                      [--scale 0.01] [--iters 5] [--warmup 2] [--out out/share]
 
 Times are wall times on this host; beside other processes they are contended (give ``uptime``).
@@ -37,7 +37,7 @@ def row(r: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="din,dien,rmc2")
+    ap.add_argument("--models", default="din,dien,twotower,rmc2")
     ap.add_argument("--candidates", default="10,100,1000")
     ap.add_argument("--scale", type=float, default=0.01)
     ap.add_argument("--iters", type=int, default=5)
