@@ -278,3 +278,6 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.schema.commands import register as register_schema
 
     register_schema(sub)
+    from recstack.compilation.commands import register as register_compile
+
+    register_compile(sub)

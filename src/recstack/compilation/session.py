@@ -74,9 +74,11 @@ def visible_roots(roots: dict[str, str], plan: Plan) -> tuple[dict[str, str], di
 
 @dataclass
 class CompiledRun:
-    """The compile plan applied to a prepared model, under observation."""
+    """The compile plan applied to a model in place, under observation (``recstack compile`` and ``profile``)."""
 
-    setup: Setup
+    model: Any
+    step: Any
+    stage_of: Any  # module path -> stage (the discovered stage map)
     plan: Plan
     compiled: Compiled
     observer: Observer
@@ -84,29 +86,34 @@ class CompiledRun:
     first_step_s: float | None = None
 
     @classmethod
-    def start(cls, setup: Setup, ccfg: CompileConfig, source: str = "compile") -> CompiledRun:
-        plan = plan_regions(setup.loaded.model, ccfg, source=source)
+    def start(cls, model: Any, step: Any, found: Discovery, ccfg: CompileConfig,
+              source: str = "compile") -> CompiledRun:
+        plan = plan_regions(model, ccfg, source=source)
         raise_metrics_limit()
-        index = SourceIndex(setup.loaded.model, setup.found.smap.stage_of)
-        observer = Observer(index.locate).__enter__()
-        return cls(setup, plan, Compiled(setup.loaded.model, plan), observer)
+        observer = Observer(SourceIndex(model, found.smap.stage_of).locate).__enter__()
+        try:
+            compiled = Compiled(model, plan)
+        except Exception:
+            observer.__exit__(None, None, None)
+            raise
+        return cls(model, step, found.smap.stage_of, plan, compiled, observer)
 
     def run_step(self, batch: Any) -> None:
         """One compiled step; a region whose compilation raises is compiled around (or left eager), then retried."""
         for _ in range(8):
             try:
-                self.setup.step.run(batch)
+                self.step.run(batch)
                 return
             except Exception as exc:  # the eager warm-up ran this step: a failure here is the compiler's
                 if not self.compiled.active or not self._compile_around(exc):
                     raise
-        self.setup.step.run(batch)
+        self.step.run(batch)
 
     def _compile_around(self, exc: Exception) -> bool:
         region = getattr(exc, "_recstack_region", None)
         if region is None:
             return False
-        mods = dict(self.setup.loaded.model.named_modules())
+        mods = dict(self.model.named_modules())
         culprit = self._culprit(str(exc), region)
         reason = _first_line(exc)
         if culprit is not None and culprit != region and culprit in mods:
@@ -117,11 +124,11 @@ class CompiledRun:
             action = f"{region or '<model>'} runs eagerly"
         self.hazards.append({"region": region or "<model>", "module_path": culprit, "what": "compile raised",
                              "reason": reason, "action": action,
-                             "stage": self.setup.found.smap.stage_of(culprit or region)})
+                             "stage": self.stage_of(culprit or region)})
         return True
 
     def _culprit(self, text: str, region: str) -> str | None:
-        index = SourceIndex(self.setup.loaded.model)
+        index = SourceIndex(self.model)
         frames = re.findall(r'File "([^"]+)", line (\d+)', text)
         for file, line in reversed(frames):
             path = index.module_at(file, int(line), region)
@@ -138,6 +145,20 @@ class CompiledRun:
 
     def finish(self) -> None:
         self.observer.__exit__(None, None, None)
+
+    def summary(self) -> dict[str, Any]:
+        """The observation as the report's keys (after :meth:`finish`)."""
+        obs = self.observer.obs
+        return {
+            "compile": self.compiled.describe(),
+            "graphs": graphs(obs.metrics, obs.region_of),
+            "unique_graphs": obs.unique_graphs,
+            "graph_breaks": obs.graph_breaks,
+            "recompiles": obs.recompiles,
+            "fallbacks": obs.fallbacks,
+            "hazards": self.hazards,
+            "unavailable": obs.unavailable,
+        }
 
 
 def _first_line(exc: Exception) -> str:
@@ -183,7 +204,7 @@ def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] |
     setup = prepare(cfg)
     iters = iters or cfg.iters
     ref = numerics.capture(setup.step, setup.batches[:2])
-    run = CompiledRun.start(setup, ccfg, source)
+    run = CompiledRun.start(setup.loaded.model, setup.step, setup.found, ccfg, source)
     try:
         t0 = time.perf_counter()
         run.warm(setup.batches, max(cfg.warmup, 2))
@@ -200,26 +221,16 @@ def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] |
                 run.run_step(b)
     finally:
         run.finish()
-    obs = run.observer.obs
-    regions = {r.path for r in run.plan.regions}
-
     nums = numerics.compare(ref, got, cfg.dtype)
+    obs = run.observer.obs
     return {
         "model": setup.loaded.name, "mode": cfg.mode, "batch_size": cfg.batch_size,
-        "compile": run.compiled.describe(),
-        "graphs": graphs(obs.metrics, obs.region_of),
-        "unique_graphs": obs.unique_graphs,
-        "graph_breaks": obs.graph_breaks,
-        "recompiles": obs.recompiles,
-        "fallbacks": obs.fallbacks,
-        "hazards": run.hazards,
+        **run.summary(),
         "stages": stage_table(eager_t, compiled_t, hidden, eager_full),
         "numerics": nums,
         "compile_time_s": {"in_process": {"first_step_s": run.first_step_s, "warm_up_s": warm_s,
                                           "phases": phases(obs.metrics)}},
         "batch_sizes": sizes,
-        "unavailable": obs.unavailable,
-        "regions_compiled": sorted(r or "<model>" for r in regions),
     }
 
 

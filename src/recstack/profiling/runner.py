@@ -256,6 +256,13 @@ def _profile(
     progress.advance("warm-up")
     found = warm_up_and_discover(model, step, batches, opts.warmup, opts.stage_rules)
     roots = found.roots
+    compiled = None
+    if opts.compile is not None:  # compile in place; stage roots inside compiled regions cannot time
+        from recstack.compilation.profiling import compile_for_profile
+
+        progress.advance("compiling")
+        compiled = compile_for_profile(model, step, batches, found, opts.compile, opts.warmup)
+        roots = compiled.roots
     progress.advance(
         "timing pass", estimate_s=2 * opts.iters * (time.perf_counter() - wall0) / max(opts.warmup, 1), measuring=True
     )
@@ -268,6 +275,8 @@ def _profile(
         ops = op_pass(model, step, batches, roots, opts.op_iters, sync,
                       export_trace=opts.write_trace if opts.trace_path else None)
     extra = _embedding_and_memory(model, step, batches[0], found.smap, opts)
+    if compiled is not None:
+        opts.run_info["compile"] = compiled.finish()
     wall = time.perf_counter() - wall0
 
     model_name = opts.run_info.get("model") or type(model).__name__

@@ -325,6 +325,9 @@ class Run(_M):
     stage_roots: dict[str, StageRoot] | None = F("module path -> the stage it roots", None,
                                                  producer="profiling.runner")
     unassigned_modules: list[str] | None = F("top-level modules in no stage", None, producer="profiling.runner")
+    compile: dict[str, Any] | None = F("what torch.compile did (``--compile``): regions, graphs, graph breaks, "
+                                       "recompiles, fallbacks, hazards, stages hidden (docs/compile.md)", None,
+                                       producer="compilation.profiling")
     never_ran_roots: dict[str, NeverRanRoot] | None = F("module path -> a stage root whose forward never ran "
                                                         "(a container) and who took its role", None,
                                                         producer="profiling.runner")
