@@ -61,7 +61,10 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_child(spec_file: Path, cache: Path) -> dict[str, Any]:
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache), TRITON_CACHE_DIR=str(cache / "triton"))
+    # The child imports what this process can (a user's factory module found on sys.path).
+    path = os.pathsep.join(p for p in sys.path if p)
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache), TRITON_CACHE_DIR=str(cache / "triton"),
+               PYTHONPATH=path)
     env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "recstack.compilation.coldwarm", str(spec_file)], env=env,

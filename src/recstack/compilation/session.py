@@ -100,14 +100,17 @@ class CompiledRun:
 
     def run_step(self, batch: Any) -> None:
         """One compiled step; a region whose compilation raises is compiled around (or left eager), then retried."""
+        self.guarded(lambda: self.step.run(batch))
+
+    def guarded(self, fn: Any) -> Any:
+        """``fn()``, compiling around what fails to compile (the eager warm-up ran it: a failure is the compiler's)."""
         for _ in range(8):
             try:
-                self.step.run(batch)
-                return
-            except Exception as exc:  # the eager warm-up ran this step: a failure here is the compiler's
+                return fn()
+            except Exception as exc:
                 if not self.compiled.active or not self._compile_around(exc):
                     raise
-        self.step.run(batch)
+        return fn()
 
     def _compile_around(self, exc: Exception) -> bool:
         region = getattr(exc, "_recstack_region", None)
@@ -206,10 +209,11 @@ def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] |
     ref = numerics.capture(setup.step, setup.batches[:2])
     run = CompiledRun.start(setup.loaded.model, setup.step, setup.found, ccfg, source)
     try:
+        # Numerics first: warm-up steps in train mode update the weights the reference was taken with.
         t0 = time.perf_counter()
+        got = run.guarded(lambda: numerics.capture(setup.step, setup.batches[:2]))
         run.warm(setup.batches, max(cfg.warmup, 2))
         warm_s = time.perf_counter() - t0
-        got = numerics.capture(setup.step, setup.batches[:2]) if run.compiled.active else ref
         roots, hidden = visible_roots(setup.found.roots, run.plan)
         with run.compiled.eager_mode():
             eager_t = timed(setup, roots, iters)

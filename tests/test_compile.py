@@ -1,0 +1,163 @@
+"""recstack compile / profile --compile on tiny models (eager and aot_eager backends; one small inductor case)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from recstack.cli import main
+from recstack.compilation.coldwarm import compile_times
+from recstack.compilation.config import load_compile_config, plan_regions
+from recstack.compilation.observe import phases
+from recstack.compilation.regional import Compiled
+from recstack.compilation.session import run_session
+from recstack.config.run import RunConfig
+
+HERE = Path(__file__).parent
+SRC = HERE.parent / "src"
+FAST = {"iters": 2, "warmup": 2, "machine": None, "seed": 0}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    sys.path.insert(0, str(HERE))
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _marked_lines() -> dict[str, int]:
+    lines = (HERE / "compile_models.py").read_text().splitlines()
+    marks = [(re.search(r"# BREAK:(\w+)$", ln), i + 1) for i, ln in enumerate(lines)]
+    return {m.group(1): n for m, n in marks if m}
+
+
+def _cfg(model: str, **kw) -> RunConfig:
+    return RunConfig(model=model, **{**FAST, "batch_size": 4, **kw})
+
+
+def test_graph_breaks_report_exact_file_line_module_and_stage():
+    cc = load_compile_config({"defaults": {"backend": "eager"}, "rules": [{"match": "over_arch"}]})
+    r = run_session(_cfg("compile_models:breaky"), cc, batch_sizes=[])
+    marked = _marked_lines()
+    got = {(Path(b["file"]).name, b["line"]) for b in r["graph_breaks"]}
+    for kind, line in marked.items():
+        assert ("compile_models.py", line) in got, f"{kind} break at line {line} not reported: {r['graph_breaks']}"
+    for b in r["graph_breaks"]:
+        assert b["module_path"] == "over_arch" and b["stage"] == "head" and b["reason"]
+    assert r["numerics"]["ok"] and r["fallbacks"] == []
+    assert set(r["stages"]) >= {"dense", "head", "run"}
+
+
+def _recompiles(policy: dict) -> list[dict]:
+    cc = load_compile_config({"defaults": {"backend": "eager", **policy}, "rules": [{"match": "dense_arch"}]})
+    r = run_session(_cfg("compile_models:clean", batch_size=1), cc, batch_sizes=[7, 64, 100])
+    assert r["numerics"]["ok"] and r["fallbacks"] == []
+    return [x for x in r["recompiles"] if x["region"] == "dense_arch"]
+
+
+def test_recompiles_and_guards_per_dynamic_policy():
+    static = _recompiles({"dynamic": False})
+    auto = _recompiles({"dynamic": "auto"})
+    unbacked = _recompiles({"dims": [{"arg": "x", "dim": 0, "how": "unbacked"}]})
+    # Static shapes: every new batch size (1 then 7, 64, 100) fails a size guard on the input.
+    assert len(static) >= 3
+    assert all("size mismatch at index 0" in x["guard"] and Path(x["file"]).name == "compile_models.py"
+               for x in static)
+    assert len(unbacked) <= len(auto) <= len(static)
+    assert len(auto) < len(static)  # automatic dynamic stops recompiling once the dim is seen to vary
+
+
+def _cli(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=f"{SRC}{os.pathsep}{HERE}")
+    return subprocess.run([sys.executable, "-m", "recstack", *argv], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=600, check=False)
+
+
+def test_recompile_limit_hit_is_reported_as_a_fallback_error(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("defaults: {backend: eager, dynamic: false, recompile_limit: 2}\nrules:\n  - {match: dense_arch}\n")
+    p = _cli(["compile", "compile_models:clean", "--compile", str(cfg), "--batch-size", "1", "--iters", "2",
+              "--warmup", "2", "--machine", "none", "--batch-sizes", "2,3,4,5", "--no-compile-time", "--json"],
+             tmp_path)
+    assert p.returncode == 2, p.stderr[-2000:]
+    report = json.loads(p.stdout)
+    assert report["fallbacks"], report
+    f = report["fallbacks"][0]
+    assert f["limit"] == 2 and f["region"] == "dense_arch" and "size mismatch" in (f["last_reason"] or "")
+    assert p.stderr.strip().splitlines()[-1].startswith("error: recompile_limit: silent fallback to eager")
+    assert {"graphs", "graph_breaks", "recompiles", "fallbacks", "compile_time_s", "stages", "numerics"} <= set(report)
+
+
+def test_rule_matching_no_module_exits_2_naming_it(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("rules:\n  - {match: dense_arch}\n  - {match: 'no_such.*'}\n")
+    rc = main(["compile", "compile_models:clean", "--compile", str(cfg), "--no-compile-time", "--machine", "none",
+               "--iters", "2", "--warmup", "2"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "rules[1].match" in err and "no_such.*" in err and str(cfg) in err
+
+
+def test_bad_compile_config_values_exit_2(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("defaults: {backend: no_such_backend}\n")
+    rc = main(["compile", "compile_models:clean", "--compile", str(cfg), "--no-compile-time"])
+    assert rc == 2 and "backend" in capsys.readouterr().err
+
+
+def test_regional_compile_keeps_state_dict_keys_and_profile_shows_stages(tmp_path):
+    import compile_models
+
+    model, _ = compile_models.clean(4, 0)
+    keys = list(model.state_dict())
+    cc = load_compile_config({"defaults": {"backend": "eager"}, "rules": [{"match": "dense_arch"}]})
+    Compiled(model, plan_regions(model, cc))
+    assert list(model.state_dict()) == keys
+
+    from recstack import api
+
+    prof = api.profile_config(_cfg("compile_models:clean", compile={"defaults": {"backend": "aot_eager"},
+                                                                     "rules": [{"match": "dense_arch"}]},
+                                   op_iters=1))
+    stages = {c.name for c in prof.root.children}
+    assert {"dense", "head"} <= stages
+    comp = prof.run["compile"]
+    assert comp["compile"]["regions"][0]["path"] == "dense_arch" and comp["graphs"] and comp["hidden_stages"] == {}
+    whole = api.profile_config(_cfg("compile_models:clean", compile={"defaults": {"backend": "eager"}},
+                                    op_iters=1))
+    assert set(whole.run["compile"]["hidden_stages"]) == {"dense", "head"}
+    assert "whole-model" in whole.run["compile"]["hidden_stages"]["dense"]
+
+
+def test_train_mode_compares_gradients():
+    cc = load_compile_config({"defaults": {"backend": "aot_eager"}, "rules": [{"match": "dense_arch"}]})
+    r = run_session(_cfg("compile_models:clean", mode="train"), cc, batch_sizes=[])
+    assert r["numerics"]["ok"] and r["numerics"]["compared"] > 4  # outputs, losses and parameter gradients
+    assert {"backward", "optimizer", "dense"} <= set(r["stages"])
+
+
+def test_phases_missing_metrics_fields_is_unavailable_not_a_crash():
+    class Old:  # a compilation-metrics record of a torch without the nested cumulative times
+        compile_id = "0/0"
+
+    assert phases([Old()])["unavailable"].startswith("unavailable:")
+    assert phases([])["total_s"] == 0.0
+
+
+def test_inductor_cold_then_warm_compile_hits_the_cache():
+    cfg = _cfg("compile_models:clean")
+    cc = load_compile_config({"defaults": {"backend": "inductor"}, "rules": [{"match": "dense_arch"}]})
+    t = compile_times(cfg, cc)
+    cold, warm = t["phases"]["cold"], t["phases"]["warm"]
+    assert isinstance(cold, dict) and isinstance(warm, dict), t
+    assert cold["cache"].get("inductor_fx_local_cache_miss_count", 0) >= 1
+    assert warm["cache"].get("inductor_fx_local_cache_hit_count", 0) >= 1
+    assert cold["code_gen_s"] > 0 and t["cold"] > 0 and t["warm"] > 0
