@@ -161,3 +161,23 @@ def test_inductor_cold_then_warm_compile_hits_the_cache():
     assert cold["cache"].get("inductor_fx_local_cache_miss_count", 0) >= 1
     assert warm["cache"].get("inductor_fx_local_cache_hit_count", 0) >= 1
     assert cold["code_gen_s"] > 0 and t["cold"] > 0 and t["warm"] > 0
+
+
+def test_recommend_writes_a_config_that_profile_compile_uses(tmp_path, capsys):
+    base = tmp_path / "base.yaml"
+    base.write_text("defaults: {backend: aot_eager}\n")
+    best = tmp_path / "best.yaml"
+    rc = main(["compile", "compile_models:clean", "--recommend", "--budget", "0.01", "--compile", str(base),
+               "-o", str(best), "--batch-sizes", "1,7", "--iters", "2", "--warmup", "2", "--machine", "none",
+               "--json"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["candidates"] and report["written"] == str(best)
+    for c in report["candidates"]:  # every candidate says whether it qualified, and why not
+        assert c["eligible"] == (c["why"] is None)
+    cc = load_compile_config(best)  # valid, and built on the base settings given
+    assert cc.defaults.backend == "aot_eager"
+    from recstack import api
+
+    prof = api.profile_config(_cfg("compile_models:clean", compile=str(best), op_iters=1))
+    assert "compile" in prof.run
