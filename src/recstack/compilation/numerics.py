@@ -38,10 +38,13 @@ def capture(step: Any, batches: list[Any]) -> dict[str, torch.Tensor]:
     got: dict[str, torch.Tensor] = {}
     model = step.model
     for i, b in enumerate(batches):
-        if not step.train or step.fused:  # a fused optimizer updates tables in backward: compare forwards only
+        if not step.train:
             # The grad mode of the step itself: another one would be a different graph (a guard on dispatch keys).
             with torch.inference_mode() if step.grad_mode == "inference_mode" else torch.no_grad():
                 got.update(_flatten(call_model(model, b), f"b{i}.out"))
+            continue
+        if step.fused:  # a fused optimizer updates tables in backward: forwards only (grad mode on, as in training)
+            got.update(_flatten(call_model(model, b), f"b{i}.out"))
             continue
         model.zero_grad(set_to_none=True)
         out = call_model(model, b)
