@@ -181,3 +181,22 @@ def test_recommend_writes_a_config_that_profile_compile_uses(tmp_path, capsys):
 
     prof = api.profile_config(_cfg("compile_models:clean", compile=str(best), op_iters=1))
     assert "compile" in prof.run
+
+
+@pytest.mark.parametrize("backend", ["tbe", "torchrec"])
+def test_embedding_backend_hazards_are_detected_and_compiled_around(backend):
+    cc = load_compile_config({"defaults": {"backend": "eager"},
+                              "rules": [{"match": "sparse_arch"}, {"match": "dense_arch"}]})
+    cfg = RunConfig(model="rmc3", scale=0.0005, batch_size=16, backend=backend, **FAST)
+    r = run_session(cfg, cc, batch_sizes=[1])
+    assert r["numerics"]["ok"] and r["fallbacks"] == []
+    sparse = [g for g in r["graphs"] if g["region"] == "sparse_arch"]
+    breaks = [b for b in r["graph_breaks"] if b["region"] == "sparse_arch"]
+    hazards = [h for h in r["hazards"] if h["region"] == "sparse_arch"]
+    assert sparse or breaks or hazards  # the region compiled, broke, or failed and said why
+    for b in breaks:
+        assert b["reason"] and b["stage"] == "embedding" and b["module_path"].startswith("sparse_arch")
+    regions = {x["path"] for x in r["compile"]["regions"]}
+    for h in hazards:  # what failed is now eager: compiled around inside the region, or the region dropped
+        assert h["reason"] and h["action"]
+        assert h["module_path"] in r["compile"]["eager_inside"] or "sparse_arch" not in regions

@@ -17,6 +17,7 @@ same weights on identical inputs).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -68,6 +69,9 @@ def _tensors(v: Any) -> Iterator[torch.Tensor]:
     elif isinstance(v, dict):
         for x in v.values():
             yield from _tensors(x)
+    elif dataclasses.is_dataclass(v) and not isinstance(v, type):  # a batch object (recstack's RawBatch)
+        for f in dataclasses.fields(v):
+            yield from _tensors(getattr(v, f.name))
 
 
 @dataclass

@@ -160,8 +160,19 @@ class CompiledRun:
             "recompiles": obs.recompiles,
             "fallbacks": obs.fallbacks,
             "hazards": self.hazards,
+            "batch_one_specialised": _batch_one(obs.recompiles),
             "unavailable": obs.unavailable,
         }
+
+
+def _batch_one(recompiles: list[dict[str, Any]]) -> str | None:
+    """Say so when a recompile guard shows torch's 0/1 size specialisation (a batch of 1 got its own graph)."""
+    for r in recompiles:
+        g = " ".join(r.get("guards") or [r.get("guard") or ""])
+        if re.search(r"\b2 <= \S+\.size\(\)\[\d+\]", g) or re.search(r"expected 1, actual|expected \d+, actual 1\b", g):
+            return ("a size of 1 got its own graph (0/1 specialisation); dims with how: unbacked "
+                    "(mark_unbacked) compile one graph for every size including 1")
+    return None
 
 
 def _first_line(exc: Exception) -> str:
