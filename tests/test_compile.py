@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import pytest
 import torch
 
 from recstack.cli import main
-from recstack.compilation.coldwarm import compile_times
+from recstack.compilation.commands import compile_times, load
 from recstack.compilation.config import load_compile_config, plan_regions
 from recstack.compilation.observe import phases
 from recstack.compilation.regional import Compiled
@@ -45,7 +43,7 @@ def _cfg(model: str, **kw) -> RunConfig:
 
 def test_graph_breaks_report_exact_file_line_module_and_stage():
     cc = load_compile_config({"defaults": {"backend": "eager"}, "rules": [{"match": "over_arch"}]})
-    r = run_session(_cfg("compile_models:breaky"), cc, batch_sizes=[])
+    r = run_session(_cfg("compile_models:breaky"), cc, batch_sizes=[], loader=load)
     marked = _marked_lines()
     got = {(Path(b["file"]).name, b["line"]) for b in r["graph_breaks"]}
     for kind, line in marked.items():
@@ -58,7 +56,7 @@ def test_graph_breaks_report_exact_file_line_module_and_stage():
 
 def _recompiles(policy: dict) -> list[dict]:
     cc = load_compile_config({"defaults": {"backend": "eager", **policy}, "rules": [{"match": "dense_arch"}]})
-    r = run_session(_cfg("compile_models:clean", batch_size=1), cc, batch_sizes=[7, 64, 100])
+    r = run_session(_cfg("compile_models:clean", batch_size=1), cc, batch_sizes=[7, 64, 100], loader=load)
     assert r["numerics"]["ok"] and r["fallbacks"] == []
     return [x for x in r["recompiles"] if x["region"] == "dense_arch"]
 
@@ -75,25 +73,21 @@ def test_recompiles_and_guards_per_dynamic_policy():
     assert len(auto) < len(static)  # automatic dynamic stops recompiling once the dim is seen to vary
 
 
-def _cli(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=f"{SRC}{os.pathsep}{HERE}")
-    return subprocess.run([sys.executable, "-m", "recstack", *argv], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, timeout=600, check=False)
-
-
-def test_recompile_limit_hit_is_reported_as_a_fallback_error(tmp_path):
+def test_recompile_limit_hit_is_reported_as_a_fallback_error(tmp_path, capsys):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("defaults: {backend: eager, dynamic: false, recompile_limit: 2}\nrules:\n  - {match: dense_arch}\n")
-    p = _cli(["compile", "compile_models:clean", "--compile", str(cfg), "--batch-size", "1", "--iters", "2",
-              "--warmup", "2", "--machine", "none", "--batch-sizes", "2,3,4,5", "--no-compile-time", "--json"],
-             tmp_path)
-    assert p.returncode == 2, p.stderr[-2000:]
-    report = json.loads(p.stdout)
+    before = torch._dynamo.config.recompile_limit
+    rc = main(["compile", "compile_models:clean", "--compile", str(cfg), "--batch-size", "1", "--iters", "2",
+               "--warmup", "2", "--machine", "none", "--batch-sizes", "2,3,4,5", "--no-compile-time", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 2, err[-2000:]
+    report = json.loads(out)
     assert report["fallbacks"], report
     f = report["fallbacks"][0]
     assert f["limit"] == 2 and f["region"] == "dense_arch" and "size mismatch" in (f["last_reason"] or "")
-    assert p.stderr.strip().splitlines()[-1].startswith("error: recompile_limit: silent fallback to eager")
+    assert err.strip().splitlines()[-1].startswith("error: recompile_limit: silent fallback to eager")
     assert {"graphs", "graph_breaks", "recompiles", "fallbacks", "compile_time_s", "stages", "numerics"} <= set(report)
+    assert torch._dynamo.config.recompile_limit == before  # restored after the run
 
 
 def test_rule_matching_no_module_exits_2_naming_it(tmp_path, capsys):
@@ -139,7 +133,7 @@ def test_regional_compile_keeps_state_dict_keys_and_profile_shows_stages(tmp_pat
 
 def test_train_mode_compares_gradients():
     cc = load_compile_config({"defaults": {"backend": "aot_eager"}, "rules": [{"match": "dense_arch"}]})
-    r = run_session(_cfg("compile_models:clean", mode="train"), cc, batch_sizes=[])
+    r = run_session(_cfg("compile_models:clean", mode="train"), cc, batch_sizes=[], loader=load)
     assert r["numerics"]["ok"] and r["numerics"]["compared"] > 4  # outputs, losses and parameter gradients
     assert {"backward", "optimizer", "dense"} <= set(r["stages"])
 

@@ -280,4 +280,4 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     register_schema(sub)
     from recstack.compilation.commands import register as register_compile
 
-    register_compile(sub)
+    register_compile(sub, add_run_arguments, run_config_from_args)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from recstack.compilation.config import CompileConfig
+from recstack.compilation.model import Loader, load_zoo
 from recstack.config.run import RunConfig
 
 CHILD_TIMEOUT_S = 1800
@@ -35,16 +36,15 @@ def _maxrss_bytes() -> int | None:
         return None
 
 
-def child(spec: dict[str, Any]) -> dict[str, Any]:
+def child(spec: dict[str, Any], loader: Loader = load_zoo) -> dict[str, Any]:
     from recstack.compilation.config import plan_regions
-    from recstack.compilation.model import load
     from recstack.compilation.observe import Observer, phases
     from recstack.compilation.regional import Compiled
     from recstack.profiling.runner import ProfileOptions, Step
 
     cfg = RunConfig.model_validate(spec["run"])
     ccfg = CompileConfig.model_validate(spec["compile"])
-    loaded = load(cfg)
+    loaded = loader(cfg)
     step = Step(loaded.model, ProfileOptions(cfg, op_pass=False, cost_model=False, counters=False), None)
     batch = loaded.make_batches(cfg.batch_size, 1)[0]
     step.run(batch)
@@ -60,14 +60,14 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             "peak_rss_growth_bytes": (rss1 - rss0) if rss0 is not None and rss1 is not None else None}
 
 
-def _run_child(spec_file: Path, cache: Path) -> dict[str, Any]:
+def _run_child(spec_file: Path, cache: Path, entry: str) -> dict[str, Any]:
     # The child imports what this process can (a user's factory module found on sys.path).
     path = os.pathsep.join(p for p in sys.path if p)
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache), TRITON_CACHE_DIR=str(cache / "triton"),
                PYTHONPATH=path)
     env.pop("TORCHINDUCTOR_FORCE_DISABLE_CACHES", None)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "recstack.compilation.coldwarm", str(spec_file)], env=env,
+    proc = subprocess.run([sys.executable, "-m", entry, "--compile-time-child", str(spec_file)], env=env,
                           capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, check=False)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -78,15 +78,18 @@ def _run_child(spec_file: Path, cache: Path) -> dict[str, Any]:
     return out
 
 
-def compile_times(cfg: RunConfig, ccfg: CompileConfig) -> dict[str, Any]:
-    """``{cold, warm, phases}``: first-compiled-step seconds in fresh processes, empty then populated cache."""
+def compile_times(cfg: RunConfig, ccfg: CompileConfig, entry: str = "recstack.compilation.coldwarm") -> dict[str, Any]:
+    """``{cold, warm, phases}``: first-compiled-step seconds in fresh processes, empty then populated cache.
+
+    ``entry``: the module the child runs as ``python -m ENTRY --compile-time-child SPEC`` (one whose
+    loader can build the model: ``recstack.compilation.commands`` also loads factories)."""
     spec = {"run": cfg.model_dump(mode="json"), "compile": ccfg.model_dump(mode="json")}
     with tempfile.TemporaryDirectory(prefix="recstack-compile-") as tmp:
         spec_file = Path(tmp) / "spec.json"
         spec_file.write_text(json.dumps(spec), encoding="utf-8")
         cache = Path(tmp) / "inductor-cache"
-        cold = _run_child(spec_file, cache)
-        warm = _run_child(spec_file, cache)
+        cold = _run_child(spec_file, cache, entry)
+        warm = _run_child(spec_file, cache, entry)
     return {
         "cold": cold.get("first_step_s"), "warm": warm.get("first_step_s"),
         "phases": {"cold": cold.get("phases", cold.get("unavailable")),
@@ -98,9 +101,10 @@ def compile_times(cfg: RunConfig, ccfg: CompileConfig) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str]) -> int:
-    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    print(json.dumps(child(spec)))
+def main(argv: list[str], loader: Loader = load_zoo) -> int:
+    """``--compile-time-child SPEC.json``: print the child's measurement as one JSON line."""
+    spec = json.loads(Path(argv[-1]).read_text(encoding="utf-8"))
+    print(json.dumps(child(spec, loader)))
     return 0
 
 

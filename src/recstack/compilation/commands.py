@@ -39,32 +39,55 @@ def _budget(text: str) -> float:
     return v
 
 
+def load(cfg: Any) -> Any:
+    """The model a RunConfig names: a zoo model, or a ``package.module:factory`` (through the API's checks)."""
+    from recstack import api
+    from recstack.compilation.model import Loaded, load_zoo
+
+    name = cfg.model or ""
+    if not api.is_factory(name):
+        return load_zoo(cfg)
+    factory = api.load_factory(name)
+    model, batch_fn = api.call_factory(factory, name, cfg.batch_size, cfg.seed)
+
+    def make(bs: int, n: int) -> list[Any]:
+        fn = batch_fn if bs == cfg.batch_size else api.call_factory(factory, name, bs, cfg.seed)[1]
+        return api._make_batches(fn, bs, n)
+
+    return Loaded(name, model, make, None)
+
+
+def compile_times(cfg: Any, ccfg: Any) -> dict[str, Any]:
+    """Cold and warm compile time, the child processes loading models as :func:`load` does."""
+    from recstack.compilation.coldwarm import compile_times as measure
+
+    return measure(cfg, ccfg, entry=__name__ if __name__ != "__main__" else "recstack.compilation.commands")
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
-    from recstack.commands import run_config_from_args
     from recstack.outputs import atomic_write_text, check_writable
 
     if args.output:
         check_writable(args.output, "-o/--output")
-    cfg = run_config_from_args(args)
+    cfg = args.run_config_from_args(args)
     if args.recommend:
         from recstack.compilation.recommend import recommend
 
         out_file = args.output or "compile.recommended.yaml"
         check_writable(out_file, "-o/--output")
-        result = recommend(cfg, budget_s=args.budget * 60, batch_sizes=args.batch_sizes)
+        result = recommend(cfg, budget_s=args.budget * 60, batch_sizes=args.batch_sizes, loader=load)
         atomic_write_text(out_file, result["config_yaml"])
         result["written"] = out_file
         _emit(result, args.json, recommend=True)
         return 0
     if cfg.compile is None:
         raise ConfigError("give a compile config YAML (or --recommend to search for one)", field="--compile")
-    from recstack.compilation.coldwarm import compile_times
     from recstack.compilation.config import load_compile_config
     from recstack.compilation.session import run_session
 
     ccfg = load_compile_config(cfg.compile)
     source = cfg.compile if isinstance(cfg.compile, str) else "--compile"
-    report = run_session(cfg, ccfg, batch_sizes=args.batch_sizes, source=source)
+    report = run_session(cfg, ccfg, batch_sizes=args.batch_sizes, source=source, loader=load)
     in_process = report["compile_time_s"]["in_process"]
     if args.compile_time:
         report["compile_time_s"] = {**compile_times(cfg, ccfg), "in_process": in_process}
@@ -101,9 +124,8 @@ def _emit(report: dict[str, Any], as_json: bool, *, recommend: bool = False) -> 
     (print_recommendation if recommend else print_compile_report)(report)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    from recstack.commands import add_run_arguments
-
+def register(sub: argparse._SubParsersAction, add_run_arguments: Any, run_config_from_args: Any) -> None:
+    """Add ``compile``; the run-option helpers of :mod:`recstack.commands` are passed in (no import cycle)."""
     p = sub.add_parser("compile", help="torch.compile from a config: eager vs compiled per stage, graph breaks, "
                                        "recompiles, compile time; --recommend searches configs")
     add_run_arguments(p)
@@ -119,7 +141,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--recommend", action="store_true", help="search compile configs and write the best as YAML")
     p.add_argument("--budget", type=_budget, default=20.0, metavar="MINUTES",
                    help="time budget of --recommend (default: 20)")
-    p.set_defaults(func=cmd_compile)
+    p.set_defaults(func=cmd_compile, run_config_from_args=run_config_from_args)
 
 
-__all__ = ["cmd_compile", "register"]
+if __name__ == "__main__" and sys.argv[1:2] == ["--compile-time-child"]:
+    from recstack.compilation.coldwarm import main
+
+    sys.exit(main(sys.argv[1:], loader=load))
+
+__all__ = ["cmd_compile", "compile_times", "load", "register"]

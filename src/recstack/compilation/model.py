@@ -19,19 +19,12 @@ class Loaded:
     query_sizes: Callable[[int], list[int]] | None  # n -> query sizes from the workload (zoo models)
 
 
-def load(cfg: RunConfig) -> Loaded:
-    from recstack import api
+Loader = Callable[[RunConfig], Loaded]
 
-    name = cfg.model or ""
-    if api.is_factory(name):
-        factory = api.load_factory(name)
-        model, batch_fn = api.call_factory(factory, name, cfg.batch_size, cfg.seed)
 
-        def make(bs: int, n: int) -> list[Any]:
-            fn = batch_fn if bs == cfg.batch_size else api.call_factory(factory, name, bs, cfg.seed)[1]
-            return api._make_batches(fn, bs, n)
-
-        return Loaded(name, model, make, None)
+def load_zoo(cfg: RunConfig) -> Loaded:
+    """A zoo model (id or YAML) and its workload; factories are loaded by the interface layer
+    (:func:`recstack.compilation.commands.load`), which may import the API."""
     from recstack.workload import bind, load_workload
     from recstack.zoo import BuildOptions, build_model
 
@@ -48,4 +41,4 @@ def load(cfg: RunConfig) -> Loaded:
                   lambda n: [int(x) for x in bound.query_sizes(n)])
 
 
-__all__ = ["Loaded", "load"]
+__all__ = ["Loaded", "Loader", "load_zoo"]

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from recstack.compilation.apply import WHOLE_NOTE, CompiledRun, visible_roots
 from recstack.compilation.config import load_compile_config
-from recstack.compilation.session import WHOLE_NOTE, CompiledRun, visible_roots
 
 
 @dataclass

@@ -21,13 +21,15 @@ from typing import Any
 import torch
 
 from recstack.compilation import numerics
+from recstack.compilation.apply import CompiledRun
 from recstack.compilation.config import CompileConfig, Settings, load_compile_config
+from recstack.compilation.model import Loader, load_zoo
 from recstack.compilation.session import (
-    CompiledRun,
     default_batch_sizes,
     prepare,
     stage_table,
     timed,
+    timed_pair,
     visible_roots,
 )
 from recstack.config.run import RunConfig
@@ -59,9 +61,7 @@ def _evaluate(setup: Any, ref: dict, eager: dict, ccfg: CompileConfig, sizes: li
         got = run.guarded(lambda: numerics.capture(setup.step, setup.batches[:2]))
         run.warm(setup.batches, max(setup.cfg.warmup, 2))
         roots, hidden = visible_roots(setup.found.roots, run.plan)
-        with run.compiled.eager_mode():  # eager timed beside each candidate: a busy host drifts between them
-            eager_now = timed(setup, roots, iters)
-        comp = timed(setup, roots, iters)
+        eager_now, comp = timed_pair(setup, run, roots, iters)  # eager beside each candidate, alternating
         for bs in sizes:
             for b in setup.loaded.make_batches(bs, 1):
                 run.run_step(b)
@@ -80,10 +80,11 @@ def _evaluate(setup: Any, ref: dict, eager: dict, ccfg: CompileConfig, sizes: li
     return out
 
 
-def recommend(cfg: RunConfig, *, budget_s: float, batch_sizes: list[int] | None = None) -> dict[str, Any]:
+def recommend(cfg: RunConfig, *, budget_s: float, batch_sizes: list[int] | None = None,
+              loader: Loader = load_zoo) -> dict[str, Any]:
     t0 = time.perf_counter()
     base = load_compile_config(cfg.compile).defaults if cfg.compile is not None else Settings()
-    setup = prepare(cfg)
+    setup = prepare(cfg, loader)
     iters = cfg.iters
     sizes = batch_sizes if batch_sizes is not None else default_batch_sizes(setup.loaded)
     ref = numerics.capture(setup.step, setup.batches[:2])

@@ -8,24 +8,23 @@ regions); the compiled model over the workload's batch sizes (recompiles, fallba
 
 from __future__ import annotations
 
-import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from recstack.compilation import numerics
-from recstack.compilation.config import WHOLE, CompileConfig, Plan, plan_regions
-from recstack.compilation.locate import SourceIndex
-from recstack.compilation.model import Loaded, load
-from recstack.compilation.observe import Observer, graphs, phases, raise_metrics_limit
-from recstack.compilation.regional import Compiled
+from recstack.compilation.apply import WHOLE_NOTE, CompiledRun, visible_roots
+from recstack.compilation.config import CompileConfig
+from recstack.compilation.model import Loaded, Loader, load_zoo
+from recstack.compilation.observe import phases
+from recstack.config.loading import parse_config
 from recstack.config.run import RunConfig
 from recstack.profiling.passes import Discovery, TimingResult, timing_pass, warm_up_and_discover
+from recstack.profiling.rules import StageRules, load_stage_rules
 from recstack.profiling.runner import ProfileOptions, Step
 from recstack.profiling.stats import median
 from recstack.profiling.timing import CALLER, cuda_sync, split_caller_key
 
-WHOLE_NOTE = "unavailable in whole-model mode: compile per stage to see them"
 NUM_BATCHES = 4
 
 
@@ -38,146 +37,22 @@ class Setup:
     found: Discovery
 
 
-def prepare(cfg: RunConfig) -> Setup:
-    """Build the model and its batches, warm up eagerly and discover the stages (as ``recstack profile``)."""
-    from recstack.api import _resolve_files
+def _stage_rules(cfg: RunConfig) -> StageRules | None:
+    if isinstance(cfg.stage_rules, str):
+        return load_stage_rules(cfg.stage_rules)
+    if isinstance(cfg.stage_rules, dict):
+        return parse_config(StageRules, cfg.stage_rules, source="stage_rules")
+    return None
 
-    rules = _resolve_files(cfg)[0]
-    loaded = load(cfg)
+
+def prepare(cfg: RunConfig, loader: Loader = load_zoo) -> Setup:
+    """Build the model and its batches, warm up eagerly and discover the stages (as ``recstack profile``)."""
+    rules = _stage_rules(cfg)
+    loaded = loader(cfg)
     step = Step(loaded.model, ProfileOptions(cfg, op_pass=False, cost_model=False, counters=False), None)
     batches = loaded.make_batches(cfg.batch_size, NUM_BATCHES)
     found = warm_up_and_discover(loaded.model, step, batches, max(cfg.warmup, 2), rules)
     return Setup(cfg, loaded, step, batches, found)
-
-
-def visible_roots(roots: dict[str, str], plan: Plan) -> tuple[dict[str, str], dict[str, str]]:
-    """Stage roots usable as timing boundaries with ``plan`` applied, and the stages hidden (stage -> region).
-
-    A root inside a compiled region cannot time (its wrapper would be traced); a region that swallows
-    roots of one stage becomes that stage's root; one swallowing several stages hides them."""
-    kept: dict[str, str] = {}
-    swallowed: dict[str, list[str]] = {}
-    for p, s in roots.items():
-        r = next((r.path for r in plan.regions if r.path == WHOLE or p.startswith(r.path + ".")), None)
-        if r is None:
-            kept[p] = s
-        else:
-            swallowed.setdefault(r, []).append(s)
-    hidden: dict[str, str] = {}
-    for r, stages in swallowed.items():
-        if len(set(stages)) == 1 and r != WHOLE and r not in kept:
-            kept[r] = stages[0]
-        else:
-            hidden.update({s: r or "<model>" for s in stages})
-    return kept, hidden
-
-
-@dataclass
-class CompiledRun:
-    """The compile plan applied to a model in place, under observation (``recstack compile`` and ``profile``)."""
-
-    model: Any
-    step: Any
-    stage_of: Any  # module path -> stage (the discovered stage map)
-    plan: Plan
-    compiled: Compiled
-    observer: Observer
-    hazards: list[dict[str, Any]] = field(default_factory=list)
-    first_step_s: float | None = None
-
-    @classmethod
-    def start(cls, model: Any, step: Any, found: Discovery, ccfg: CompileConfig,
-              source: str = "compile") -> CompiledRun:
-        plan = plan_regions(model, ccfg, source=source)
-        raise_metrics_limit()
-        observer = Observer(SourceIndex(model, found.smap.stage_of).locate).__enter__()
-        try:
-            compiled = Compiled(model, plan)
-        except Exception:
-            observer.__exit__(None, None, None)
-            raise
-        return cls(model, step, found.smap.stage_of, plan, compiled, observer)
-
-    def run_step(self, batch: Any) -> None:
-        """One compiled step; a region whose compilation raises is compiled around (or left eager), then retried."""
-        self.guarded(lambda: self.step.run(batch))
-
-    def guarded(self, fn: Any) -> Any:
-        """``fn()``, compiling around what fails to compile (the eager warm-up ran it: a failure is the compiler's)."""
-        for _ in range(8):
-            try:
-                return fn()
-            except Exception as exc:
-                if not self.compiled.active or not self._compile_around(exc):
-                    raise
-        return fn()
-
-    def _compile_around(self, exc: Exception) -> bool:
-        region = getattr(exc, "_recstack_region", None)
-        if region is None:
-            return False
-        mods = dict(self.model.named_modules())
-        culprit = self._culprit(str(exc), region)
-        reason = _first_line(exc)
-        if culprit is not None and culprit != region and culprit in mods:
-            self.compiled.run_eager(culprit)
-            action = f"{culprit} runs eagerly inside compiled {region or '<model>'} (torch.compiler.disable)"
-        else:
-            self.compiled.drop(region)
-            action = f"{region or '<model>'} runs eagerly"
-        self.hazards.append({"region": region or "<model>", "module_path": culprit, "what": "compile raised",
-                             "reason": reason, "action": action,
-                             "stage": self.stage_of(culprit or region)})
-        return True
-
-    def _culprit(self, text: str, region: str) -> str | None:
-        index = SourceIndex(self.model)
-        frames = re.findall(r'File "([^"]+)", line (\d+)', text)
-        for file, line in reversed(frames):
-            path = index.module_at(file, int(line), region)
-            if path is not None:
-                return path
-        return None
-
-    def warm(self, batches: list[Any], steps: int) -> None:
-        t0 = time.perf_counter()
-        self.run_step(batches[0])
-        self.first_step_s = time.perf_counter() - t0
-        for i in range(1, steps):
-            self.run_step(batches[i % len(batches)])
-
-    def finish(self) -> None:
-        self.observer.__exit__(None, None, None)
-
-    def summary(self) -> dict[str, Any]:
-        """The observation as the report's keys (after :meth:`finish`)."""
-        obs = self.observer.obs
-        return {
-            "compile": self.compiled.describe(),
-            "graphs": graphs(obs.metrics, obs.region_of),
-            "unique_graphs": obs.unique_graphs,
-            "graph_breaks": obs.graph_breaks,
-            "recompiles": obs.recompiles,
-            "fallbacks": obs.fallbacks,
-            "hazards": self.hazards,
-            "batch_one_specialised": _batch_one(obs.recompiles),
-            "unavailable": obs.unavailable,
-        }
-
-
-def _batch_one(recompiles: list[dict[str, Any]]) -> str | None:
-    """Say so when a recompile guard shows torch's 0/1 size specialisation (a batch of 1 got its own graph)."""
-    for r in recompiles:
-        g = " ".join(r.get("guards") or [r.get("guard") or ""])
-        if re.search(r"\b2 <= \S+\.size\(\)\[\d+\]", g) or re.search(r"expected 1, actual|expected \d+, actual 1\b", g):
-            return ("a size of 1 got its own graph (0/1 specialisation); dims with how: unbacked "
-                    "(mark_unbacked) compile one graph for every size including 1")
-    return None
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:400]
 
 
 # -- timing -------------------------------------------------------------------
@@ -193,6 +68,28 @@ def stage_medians(t: TimingResult) -> dict[str, float]:
 
 def timed(setup: Setup, roots: dict[str, str], iters: int) -> dict[str, float]:
     return stage_medians(timing_pass(setup.loaded.model, setup.step, setup.batches, roots, iters, cuda_sync()))
+
+
+def timed_pair(setup: Setup, run: CompiledRun, roots: dict[str, str], iters: int,
+               rounds: int = 4) -> tuple[dict[str, float], dict[str, float]]:
+    """Eager and compiled per-stage medians, in alternating rounds (E C E C ...) of ``iters / rounds``
+    timed steps each, so that a host's drift (other processes, frequency) hits both alike."""
+    rounds = max(1, min(rounds, iters))
+    per = max(1, iters // rounds)
+    samples: dict[bool, TimingResult] = {False: TimingResult(), True: TimingResult()}
+    for _ in range(rounds):
+        for compiled in (False, True):
+            if compiled:
+                res = timing_pass(setup.loaded.model, setup.step, setup.batches, roots, per, cuda_sync())
+            else:
+                with run.compiled.eager_mode():
+                    res = timing_pass(setup.loaded.model, setup.step, setup.batches, roots, per, cuda_sync())
+            acc = samples[compiled]
+            acc.plain += res.plain
+            for k in set(acc.stage_samples) | set(res.stage_samples):
+                acc.stage_samples.setdefault(k, [0.0] * (len(acc.plain) - len(res.plain)))
+                acc.stage_samples[k] += res.stage_samples.get(k, [0.0] * len(res.plain))
+    return stage_medians(samples[False]), stage_medians(samples[True])
 
 
 def stage_table(eager: dict[str, float], compiled: dict[str, float], hidden: dict[str, str],
@@ -213,9 +110,9 @@ def stage_table(eager: dict[str, float], compiled: dict[str, float], hidden: dic
 
 # -- the session --------------------------------------------------------------
 def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] | None = None,
-                source: str = "compile", iters: int | None = None) -> dict[str, Any]:
+                source: str = "compile", iters: int | None = None, loader: Loader = load_zoo) -> dict[str, Any]:
     """Everything ``recstack compile`` reports except cold/warm compile time (:mod:`.coldwarm`)."""
-    setup = prepare(cfg)
+    setup = prepare(cfg, loader)
     iters = iters or cfg.iters
     ref = numerics.capture(setup.step, setup.batches[:2])
     run = CompiledRun.start(setup.loaded.model, setup.step, setup.found, ccfg, source)
@@ -226,15 +123,15 @@ def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] |
         run.warm(setup.batches, max(cfg.warmup, 2))
         warm_s = time.perf_counter() - t0
         roots, hidden = visible_roots(setup.found.roots, run.plan)
+        eager_t, compiled_t = timed_pair(setup, run, roots, iters)
         with run.compiled.eager_mode():
-            eager_t = timed(setup, roots, iters)
             eager_full = timed(setup, setup.found.roots, iters) if hidden else None
-        compiled_t = timed(setup, roots, iters)
         sizes = batch_sizes if batch_sizes is not None else default_batch_sizes(setup.loaded)
         for bs in sizes:
             for b in setup.loaded.make_batches(bs, 1):
                 run.run_step(b)
     finally:
+        run.compiled.deactivate()  # the model (and torch's recompile limit) as they were
         run.finish()
     nums = numerics.compare(ref, got, cfg.dtype)
     obs = run.observer.obs
@@ -260,4 +157,4 @@ def default_batch_sizes(loaded: Loaded, n: int = 64, most: int = 12) -> list[int
     return sorted(set([1] + sizes))
 
 
-__all__ = ["CompiledRun", "Setup", "prepare", "run_session", "stage_table", "visible_roots"]
+__all__ = ["WHOLE_NOTE", "CompiledRun", "Setup", "prepare", "run_session", "stage_table", "timed_pair", "visible_roots"]

@@ -75,6 +75,7 @@ class ProfileOptions:
         op_pass: bool = True,
         cost_model: bool = True,
         counters: bool = True,
+        compile_hook: Callable[..., Any] | None = None,
         **fields: Any,
     ) -> None:
         self.config = RunConfig.build(config, fields) if fields or config is None else config
@@ -86,6 +87,9 @@ class ProfileOptions:
         self.op_pass = op_pass
         self.cost_model = cost_model
         self.counters = counters
+        # Applies ``config.compile`` after discovery (recstack.compilation.profiling.compile_for_profile,
+        # passed in by the API so that profiling does not import compilation).
+        self.compile_hook = compile_hook
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names that are not instance attributes: the config's fields.
@@ -258,10 +262,10 @@ def _profile(
     roots = found.roots
     compiled = None
     if opts.compile is not None:  # compile in place; stage roots inside compiled regions cannot time
-        from recstack.compilation.profiling import compile_for_profile
-
+        if opts.compile_hook is None:
+            raise ConfigError("compiling needs recstack.api (profile, profile_zoo or profile_config)", field="compile")
         progress.advance("compiling")
-        compiled = compile_for_profile(model, step, batches, found, opts.compile, opts.warmup)
+        compiled = opts.compile_hook(model, step, batches, found, opts.compile, opts.warmup)
         roots = compiled.roots
     progress.advance(
         "timing pass", estimate_s=2 * opts.iters * (time.perf_counter() - wall0) / max(opts.warmup, 1), measuring=True
