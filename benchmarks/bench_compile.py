@@ -48,12 +48,15 @@ def _fmt(v: Any, unit: str = "x") -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ["model", "mode", "chosen"] + list(STAGES) + ["run", "cold (s)", "warm (s)", "graphs", "breaks",
+    head = ["model", "mode", "chosen", "best candidate (run)"] + list(STAGES) + ["run", "cold (s)", "warm (s)", "graphs", "breaks",
                                                            "recompiles", "fallbacks"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         st = r["report"]["stages"]
-        cells = [r["model"], r["mode"], r["chosen"]]
+        best = max(r["candidates"], key=lambda c: c.get("speedup") or 0, default=None)
+        cells = [r["model"], r["mode"], r["chosen"],
+                 f"{best['name']} {_fmt(best.get('speedup'))}{'' if best['eligible'] else ' (rejected)'}"
+                 if best else "-"]
         cells += [_fmt((st.get(s) or {}).get("speedup")) for s in STAGES]
         cells += [_fmt(st["run"]["speedup"]), _fmt(r["compile_time_s"]["cold"], ""),
                   _fmt(r["compile_time_s"]["warm"], ""), str(len(r["report"]["graphs"])),

@@ -136,6 +136,7 @@ class Observer:
             lg.propagate = propagate
             lg.setLevel(level)
         self._attached.clear()
+        self._restore_logs()
         if self._callback is not None:
             from torch._dynamo.callback import callback_handler
 
@@ -160,6 +161,17 @@ class Observer:
             why = f"unavailable: torch._logging.set_logs(graph_breaks, recompiles) failed ({exc})"
             self.obs.unavailable["graph_break_log"] = why
             self.obs.unavailable["recompile_log"] = why
+
+    def _restore_logs(self) -> None:
+        """Back to the logging torch had: its defaults, then what TORCH_LOGS asks (torch's own init)."""
+        try:
+            import torch._logging as tl
+            from torch._logging._internal import _init_logs
+
+            tl.set_logs()
+            _init_logs()
+        except Exception:  # a torch without these: the artifacts stay on, which only adds log lines
+            pass
 
     def _attach(self, name: str, sink: Callable[[logging.LogRecord], None], *, quiet: bool) -> None:
         lg = logging.getLogger(name)

@@ -73,7 +73,9 @@ def _evaluate(setup: Any, ref: dict, eager: dict, ccfg: CompileConfig, sizes: li
     stages = stage_table(eager_now, comp, hidden, eager)
     out = {"stages": stages, "speedup": stages["run"]["speedup"], "recompiles": len(summary["recompiles"]),
            "graph_breaks": len(summary["graph_breaks"]), "fallbacks": summary["fallbacks"],
-           "hazards": summary["hazards"], "numerics_ok": nums["ok"], "max_abs_err": nums["max_abs_err"]}
+           "hazards": summary["hazards"], "numerics_ok": nums["ok"], "max_abs_err": nums["max_abs_err"],
+           "recompile_guards": [{"region": r["region"], "guard": r["guard"]} for r in summary["recompiles"]][:20],
+           "batch_one_specialised": summary["batch_one_specialised"]}
     why = [w for w, bad in (("numerics past tolerance", not nums["ok"]), ("silent fallback", bool(summary["fallbacks"])),
                             (f"more than {MAX_RECOMPILES} recompiles", out["recompiles"] > MAX_RECOMPILES)) if bad]
     out["eligible"], out["why"] = not why, "; ".join(why) or None
