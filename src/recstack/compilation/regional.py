@@ -221,7 +221,7 @@ class Compiled:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "mode": "whole-model" if self.plan.whole_model else "regional",
+            "mode": "none" if not self.regions else ("whole-model" if self.plan.whole_model else "regional"),
             "regions": [{"path": cr.region.path or "<model>", "rule": cr.region.rule,
                          "settings": cr.region.settings.model_dump(mode="json", exclude_none=True)}
                         for cr in self.regions],
