@@ -52,6 +52,13 @@ def test_graph_breaks_report_exact_file_line_module_and_stage():
         assert b["module_path"] == "over_arch" and b["stage"] == "head" and b["reason"]
     assert r["numerics"]["ok"] and r["fallbacks"] == []
     assert set(r["stages"]) >= {"dense", "head", "run"}
+    # Whole-model mode: the same breaks, still placed in the module and stage that hold them.
+    torch._dynamo.reset()
+    whole = run_session(_cfg("compile_models:breaky"), load_compile_config({"defaults": {"backend": "eager"}}),
+                        batch_sizes=[], loader=load)
+    assert {(b["line"], b["module_path"], b["stage"]) for b in whole["graph_breaks"]} == {
+        (line, "over_arch", "head") for line in marked.values()}
+    assert "whole-model" in whole["stages"]["head"]["unavailable"]
 
 
 def _recompiles(policy: dict) -> list[dict]:

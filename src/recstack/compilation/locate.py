@@ -10,6 +10,8 @@ from torch import nn
 
 from recstack.compilation.config import WHOLE
 
+MODEL = "<model>"  # how reports name the whole-model region
+
 
 class SourceIndex:
     """Module path -> (file, first line, last line) of its class's ``forward``; ``locate`` for the observer."""
@@ -33,7 +35,7 @@ class SourceIndex:
         for path, f, lo, hi in self.spans:
             if f != real or not lo <= line <= hi:
                 continue
-            if region not in (None, WHOLE) and not (path == region or path.startswith(region + ".")):
+            if region not in (None, WHOLE, MODEL) and not (path == region or path.startswith(region + ".")):
                 continue
             if best is None or path.count(".") > best.count(".") or (best == "" and path):
                 best = path
@@ -43,6 +45,8 @@ class SourceIndex:
         path = self.module_at(file, line, region)
         if path is None:
             path = region
+        elif path == WHOLE:
+            path = MODEL
         return path, (self.stage_of(path) if path is not None else None)
 
 
