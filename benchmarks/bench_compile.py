@@ -99,6 +99,9 @@ def main() -> None:
         for mode in args.modes:
             rows.append(_one(m, mode, args))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
+            for c in rows[-1]["candidates"]:
+                print(f"  {c['name']}: run {_fmt(c.get('speedup'))}, {c['recompiles']} recompiles, "
+                      f"{c['graph_breaks']} breaks, {c['why'] or 'eligible'}", flush=True)
     print(table(rows))
     g = goal(rows)
     print(json.dumps(g))

@@ -7,7 +7,7 @@ candidates), checked for numerics against the eager reference, timed per stage a
 over the workload's batch sizes for recompiles and silent fallbacks. Eligible: numerics within
 tolerance, no fallback, at most :data:`MAX_RECOMPILES_PER_REGION` recompiles per compiled region. The proposal keeps, per stage, the
 policy with the best measured stage speedup above :data:`MIN_GAIN` (regions that lose stay eager),
-verifies that composite, and takes it or the best whole-model candidate, whichever has the higher
+verifies that composite, and takes it or the best eligible candidate, whichever has the higher
 measured run speedup; when nothing beats eager the config compiles nothing. The settings given with
 ``--compile`` (e.g. ``backend``) are the base of every candidate. Results stay in the JSON output
 (a sweep store is not written).
@@ -133,9 +133,11 @@ def _choose(setup: Any, ref: dict, eager: dict, base: Settings, stage_roots: dic
         res = _evaluate(setup, ref, eager, composite, sizes, iters)
         options.append((composite, {"name": "per-stage/composite: " + ", ".join(
             f"{p}={pol}" for p, (_s, pol) in keep.items()), **res}))
-    for c in candidates:
-        if c["name"].startswith("whole-model/") and c["eligible"]:
+    for c in candidates:  # each eligible candidate as measured is an option too
+        if c["eligible"] and c["name"].startswith("whole-model/"):
             options.append((_config(base, POLICIES[c["policy"]], None), c))
+        elif c["eligible"] and c["name"].startswith("per-stage/"):
+            options.append((_config(base, {}, {p: POLICIES[c["policy"]] for p in stage_roots}), c))
     options = [o for o in options if o[1]["eligible"] and (o[1]["speedup"] or 0) >= MIN_GAIN]
     if not options:
         off = CompileConfig.model_validate({"defaults": {**base.model_dump(exclude_none=True, mode="json"),
