@@ -200,4 +200,5 @@ def test_embedding_backend_hazards_are_detected_and_compiled_around(backend):
     regions = {x["path"] for x in r["compile"]["regions"]}
     for h in hazards:  # what failed is now eager: compiled around inside the region, or the region dropped
         assert h["reason"] and h["action"]
-        assert h["module_path"] in r["compile"]["eager_inside"] or "sparse_arch" not in regions
+        if h["what"] == "compile raised":
+            assert h["module_path"] in r["compile"]["eager_inside"] or "sparse_arch" not in regions

@@ -127,7 +127,7 @@ class CompiledRun:
             "graph_breaks": obs.graph_breaks,
             "recompiles": obs.recompiles,
             "fallbacks": obs.fallbacks,
-            "hazards": self.hazards,
+            "hazards": self.hazards + obs.not_converted,
             "batch_one_specialised": _batch_one(obs.recompiles),
             "unavailable": obs.unavailable,
         }

@@ -31,6 +31,7 @@ RECOMPILE_LOGGER = "torch._dynamo.guards.__recompiles"
 LIMIT_LOGGER = "torch._dynamo.convert_frame"
 
 _BREAK_RE = re.compile(r"Graph break(?: \(user stack suppressed[^)]*\))? in user code at (.+?):(\d+)\n(.*)", re.S)
+_WONT_RE = re.compile(r"WON'T CONVERT (\S+) (.+?) line (\d+)")
 _RECOMPILE_RE = re.compile(r"Recompiling function (\S+) in (.+?):(\d+)\n(.*)", re.S)
 _LIMIT_RE = re.compile(r"hit config\.(\w+) \((\d+)\)\s+function: '([^']*)' \((.+?):(\d+)\)(?:\s+last reason: (.*?))?(?:\n|$)",
                        re.S)
@@ -78,6 +79,7 @@ class Observation:
     metrics: list[Any] = field(default_factory=list)
     unique_graphs: int | None = None
     region_by_compile_id: dict[str, str | None] = field(default_factory=dict)
+    not_converted: list[dict[str, Any]] = field(default_factory=list)  # frames whose compile failed
     unavailable: dict[str, str] = field(default_factory=dict)
 
     def region_of(self, record: Any) -> str | None:
@@ -184,7 +186,12 @@ class Observer:
 
     # -- record parsers ------------------------------------------------------
     def _on_break(self, record: logging.LogRecord) -> None:
-        m = _BREAK_RE.search(record.getMessage())
+        text = record.getMessage()
+        wont = _WONT_RE.search(text)
+        if wont:  # the frame failed to compile and runs eagerly (torch logs it among the graph breaks)
+            self._on_not_converted(wont, text)
+            return
+        m = _BREAK_RE.search(text)
         if not m:
             return
         file, line, reason = m.group(1), int(m.group(2)), _reason(m.group(3))
@@ -198,6 +205,18 @@ class Observer:
                  "region": region, "count": 1}
         self._seen_breaks[key] = entry
         self.obs.graph_breaks.append(entry)
+
+    def _on_not_converted(self, m: re.Match, text: str) -> None:
+        file, line = m.group(2), int(m.group(3))
+        region = _current()
+        module_path, stage = self.locate(file, line, region)
+        errors = [ln.strip() for ln in text.splitlines() if re.match(r"\s*[\w.]+(Error|Exception): ", ln)]
+        self.obs.not_converted.append({
+            "region": region or "<model>", "module_path": module_path, "stage": stage, "what": "frame not compiled",
+            "function": m.group(1), "file": file, "line": line,
+            "reason": errors[-1][:400] if errors else "compilation failed (see torch's graph-break log)",
+            "action": f"{m.group(1)} ({file}:{line}) runs eagerly (torch skipped the frame)",
+        })
 
     def _on_recompile(self, record: logging.LogRecord) -> None:
         m = _RECOMPILE_RE.search(record.getMessage())
