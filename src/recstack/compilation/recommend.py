@@ -54,8 +54,10 @@ def _config(base: Settings, policy: dict[str, Any], regions: dict[str, dict[str,
                                          "rules": [{"match": p, **pol} for p, pol in regions.items()]})
 
 
-def _evaluate(setup: Any, ref: dict, eager: dict, ccfg: CompileConfig, sizes: list[int], iters: int) -> dict:
+def _evaluate(setup: Any, eager: dict, ccfg: CompileConfig, sizes: list[int], iters: int) -> dict:
     torch._dynamo.reset()
+    # The eager reference on the weights as they are now: train steps of earlier candidates updated them.
+    ref = numerics.capture(setup.step, setup.batches[:2])
     run = CompiledRun.start(setup.loaded.model, setup.step, setup.found, ccfg, source="recommend")
     try:
         got = run.guarded(lambda: numerics.capture(setup.step, setup.batches[:2]))
@@ -90,7 +92,6 @@ def recommend(cfg: RunConfig, *, budget_s: float, batch_sizes: list[int] | None 
     setup = prepare(cfg, loader)
     iters = cfg.iters
     sizes = batch_sizes if batch_sizes is not None else default_batch_sizes(setup.loaded)
-    ref = numerics.capture(setup.step, setup.batches[:2])
     eager = timed(setup, setup.found.roots, iters)
     stage_roots = {p: s for p, s in setup.found.roots.items() if s in FORWARD}
     plan: list[tuple[str, str, CompileConfig]] = []
@@ -102,9 +103,9 @@ def recommend(cfg: RunConfig, *, budget_s: float, batch_sizes: list[int] | None 
         spent = time.perf_counter() - t0
         if candidates and spent + spent / (len(candidates) + 1) > budget_s:
             break
-        res = _evaluate(setup, ref, eager, ccfg, sizes, iters)
+        res = _evaluate(setup, eager, ccfg, sizes, iters)
         candidates.append({"name": name, "policy": pname, **res})
-    chosen_cfg, chosen = _choose(setup, ref, eager, base, stage_roots, candidates, sizes, iters)
+    chosen_cfg, chosen = _choose(setup, eager, base, stage_roots, candidates, sizes, iters)
     return {
         "model": setup.loaded.name, "mode": cfg.mode, "batch_sizes": sizes, "budget_s": budget_s,
         "eager_stages": eager, "candidates": candidates, "chosen": chosen["name"], "chosen_result": chosen,
@@ -116,7 +117,7 @@ def recommend(cfg: RunConfig, *, budget_s: float, batch_sizes: list[int] | None 
     }
 
 
-def _choose(setup: Any, ref: dict, eager: dict, base: Settings, stage_roots: dict[str, str],
+def _choose(setup: Any, eager: dict, base: Settings, stage_roots: dict[str, str],
             candidates: list[dict[str, Any]], sizes: list[int], iters: int) -> tuple[CompileConfig, dict]:
     """Per stage the best eligible policy that gains; the composite verified; else the best whole model."""
     keep: dict[str, tuple[float, str]] = {}
@@ -130,7 +131,7 @@ def _choose(setup: Any, ref: dict, eager: dict, base: Settings, stage_roots: dic
     options: list[tuple[CompileConfig, dict]] = []
     if keep:
         composite = _config(base, {}, {p: POLICIES[pol] for p, (_sp, pol) in keep.items()})
-        res = _evaluate(setup, ref, eager, composite, sizes, iters)
+        res = _evaluate(setup, eager, composite, sizes, iters)
         options.append((composite, {"name": "per-stage/composite: " + ", ".join(
             f"{p}={pol}" for p, (_s, pol) in keep.items()), **res}))
     for c in candidates:  # each eligible candidate as measured is an option too
