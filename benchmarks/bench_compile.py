@@ -18,6 +18,8 @@ import json
 import time
 from typing import Any
 
+import torch
+
 from recstack.compilation.coldwarm import compile_times
 from recstack.compilation.config import CompileConfig
 from recstack.compilation.recommend import recommend
@@ -36,6 +38,7 @@ def _one(model: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     rec = recommend(cfg, budget_s=args.budget * 60)
     chosen = CompileConfig.model_validate(rec["config"])
+    torch._dynamo.reset()  # as a fresh process would start (the search's last candidate is still cached)
     report = run_session(cfg, chosen)
     times = compile_times(cfg, chosen) if args.compile_time else {"cold": None, "warm": None}
     return {"model": model, "mode": mode, "chosen": rec["chosen"], "config": rec["config"],

@@ -56,6 +56,9 @@ def _config(base: Settings, policy: dict[str, Any], regions: dict[str, dict[str,
 
 def _evaluate(setup: Any, eager: dict, ccfg: CompileConfig, sizes: list[int], iters: int) -> dict:
     torch._dynamo.reset()
+    # Identical batches as new tensors: dynamic-dim marks (mark_dynamic, mark_unbacked) of an earlier
+    # candidate stay on the tensors it saw and would make this candidate's graphs dynamic too.
+    setup.batches = setup.loaded.make_batches(setup.cfg.batch_size, len(setup.batches))
     # The eager reference on the weights as they are now: train steps of earlier candidates updated them.
     ref = numerics.capture(setup.step, setup.batches[:2])
     run = CompiledRun.start(setup.loaded.model, setup.step, setup.found, ccfg, source="recommend")
