@@ -37,9 +37,10 @@ def _maxrss_bytes() -> int | None:
 
 
 def child(spec: dict[str, Any], loader: Loader = load_zoo) -> dict[str, Any]:
-    from recstack.compilation.config import plan_regions
-    from recstack.compilation.observe import Observer, phases
-    from recstack.compilation.regional import Compiled
+    from types import SimpleNamespace
+
+    from recstack.compilation.apply import CompiledRun
+    from recstack.compilation.observe import phases
     from recstack.profiling.runner import ProfileOptions, Step
 
     cfg = RunConfig.model_validate(spec["run"])
@@ -48,15 +49,17 @@ def child(spec: dict[str, Any], loader: Loader = load_zoo) -> dict[str, Any]:
     step = Step(loaded.model, ProfileOptions(cfg, op_pass=False, cost_model=False, counters=False), None)
     batch = loaded.make_batches(cfg.batch_size, 1)[0]
     step.run(batch)
-    plan = plan_regions(loaded.model, ccfg)
     rss0 = _maxrss_bytes()
-    with Observer() as obs:
-        Compiled(loaded.model, plan)
+    found = SimpleNamespace(smap=SimpleNamespace(stage_of=lambda _p: None))  # no stage discovery needed here
+    run = CompiledRun.start(loaded.model, step, found, ccfg)
+    try:
         t0 = time.perf_counter()
-        step.run(batch)
+        run.run_step(batch)  # what fails to compile is compiled around, as in the session
         first = time.perf_counter() - t0
+    finally:
+        run.finish()
     rss1 = _maxrss_bytes()
-    return {"first_step_s": first, "phases": phases(obs.obs.metrics),
+    return {"first_step_s": first, "phases": phases(run.observer.obs.metrics), "hazards": len(run.hazards),
             "peak_rss_growth_bytes": (rss1 - rss0) if rss0 is not None and rss1 is not None else None}
 
 
