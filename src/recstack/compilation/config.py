@@ -31,8 +31,6 @@ from recstack.errors import ConfigError
 
 WHOLE = ""  # the module path of the whole model
 
-_SETTINGS = ("enabled", "backend", "mode", "dynamic", "fullgraph", "dims", "recompile_limit", "on_recompile")
-
 
 class DynamicDim(BaseModel):
     """A dynamic input dimension by name: argument ``arg`` of the region's forward (``*`` = every tensor
@@ -158,10 +156,6 @@ def plan_regions(model: nn.Module, cfg: CompileConfig, *, source: str = "compile
         elif inside is not None and not s.enabled:
             eager.append(Region(p, s, rule.match))
     return Plan(regions=regions, eager=eager, whole_model=False)
-
-
-def settings_fields() -> tuple[str, ...]:
-    return _SETTINGS
 
 
 __all__ = ["WHOLE", "CompileConfig", "DynamicDim", "Plan", "Region", "Rule", "Settings", "load_compile_config",
