@@ -145,6 +145,32 @@ def check_profile(name: str, out: Path, extra: list[str], env: dict[str, str]) -
     return prof
 
 
+def check_compile_inductor(out: Path) -> dict[str, Any] | None:
+    """``recstack compile`` with inductor on cuda (Triton kernels): regional dense/head, numerics, graphs."""
+    cfg = out / "compile.yaml"
+    cfg.write_text("defaults: {backend: inductor}\nrules:\n  - {match: dense_arch}\n  - {match: over_arch}\n")
+    args = ["compile", "gpu_check:zoo_on_cuda", "--compile", str(cfg), "--batch-size", "4096", "--iters", "6",
+            "--warmup", "2", "--machine", "none", "--batch-sizes", "1,512", "--no-compile-time", "--json"]
+    proc = _cli(args, timeout=300)
+    if proc.returncode != 0:
+        report("compile-inductor-cuda", False, _tail(proc))
+        return None
+    r = json.loads(proc.stdout)
+    problems = []
+    if not r["graphs"]:
+        problems.append("no graphs compiled")
+    if not r["numerics"]["ok"]:
+        problems.append(f"numerics: max abs err {r['numerics']['max_abs_err']:.3g}")
+    if r["fallbacks"]:
+        problems.append("silent fallback")
+    dense = r["stages"].get("dense") or {}
+    figures = (f"{len(r['graphs'])} graphs, {len(r['graph_breaks'])} breaks, {len(r['recompiles'])} recompiles, "
+               f"dense {_ms(dense.get('eager_s'))} eager vs {_ms(dense.get('compiled_s'))} compiled, "
+               f"run speedup {r['stages']['run'].get('speedup') or 0:.2f}x (measured)")
+    report("compile-inductor-cuda", not problems, "; ".join(problems) + (" | " if problems else "") + figures)
+    return r
+
+
 def check_gpu_roofs(out: Path) -> Path | None:
     """The GPU figures of the machine file (quick GPU sizes) beside tiny CPU figures, written for roofline."""
     from recstack.hardware.gpu_bench import measure_gpu
@@ -243,6 +269,7 @@ def main() -> int:
             ("profile-cuda-bf16", lambda: check_profile("profile-cuda-bf16", out, ["--dtype", "bf16"], {})),
             ("gpu-roofs", lambda: check_gpu_roofs(out)),
             ("serve-split-cuda", lambda: check_serve_split(out)),
+            ("compile-inductor-cuda", lambda: check_compile_inductor(out)),
         ]
         done: dict[str, Any] = {}
         for name, fn in steps:

@@ -211,7 +211,7 @@ def _run(
     info["config_key"] = cfg.key()
     opts = ProfileOptions(
         cfg, stage_rules=rules, machine=machine, machine_file=machine_file, trace_path=str(trace) if trace else None,
-        run_info=info, cost_model=cost_model, counters=counters,
+        run_info=info, cost_model=cost_model, counters=counters, compile_hook=_compile_hook(cfg),
     )
     if not users_model:
         return profile_model(model, batches, opts, loss_fn=loss_fn, batch_size=batch_size)
@@ -222,6 +222,15 @@ def _run(
         if err is None:
             raise
         raise err from exc
+
+
+def _compile_hook(cfg: RunConfig) -> Callable[..., Any] | None:
+    """What applies ``cfg.compile`` inside the run (docs/compile.md)."""
+    if cfg.compile is None:
+        return None
+    from recstack.compilation.profiling import compile_for_profile
+
+    return compile_for_profile
 
 
 Resolved = tuple[StageRules | None, dict[str, Any] | None, str | None]  # rules, machine, machine file

@@ -145,8 +145,15 @@ class RunConfig(BaseModel):
         "data_parallel, auto (TorchRec's planner) or a plan YAML (see docs/distributed.md)",
         json_schema_extra={"file": True, "cli": {"metavar": "TYPE|auto|PLAN.yaml"}},
     )
+    compile: str | dict[str, Any] | None = Field(
+        None,
+        description="compile config YAML (torch.compile settings kept apart from the model: defaults + rules; "
+        "docs/compile.md)",
+        json_schema_extra={"file": True, "cli": {"metavar": "COMPILE.yaml"}},
+    )
 
     _normalise_stage_rules = field_validator("stage_rules", mode="before")(_rules_to_dict)
+    _normalise_compile = field_validator("compile", mode="before")(_rules_to_dict)
     _normalise_machine = field_validator("machine", mode="before")(_none_word)
 
     @field_validator("sharding")

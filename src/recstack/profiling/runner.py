@@ -75,6 +75,7 @@ class ProfileOptions:
         op_pass: bool = True,
         cost_model: bool = True,
         counters: bool = True,
+        compile_hook: Callable[..., Any] | None = None,
         **fields: Any,
     ) -> None:
         self.config = RunConfig.build(config, fields) if fields or config is None else config
@@ -86,6 +87,9 @@ class ProfileOptions:
         self.op_pass = op_pass
         self.cost_model = cost_model
         self.counters = counters
+        # Applies ``config.compile`` after discovery (recstack.compilation.profiling.compile_for_profile,
+        # passed in by the API so that profiling does not import compilation).
+        self.compile_hook = compile_hook
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names that are not instance attributes: the config's fields.
@@ -258,6 +262,13 @@ def _profile(
     progress.advance("warm-up")
     found = warm_up_and_discover(model, step, batches, opts.warmup, opts.stage_rules)
     roots = found.roots
+    compiled = None
+    if opts.compile is not None:  # compile in place; stage roots inside compiled regions cannot time
+        if opts.compile_hook is None:
+            raise ConfigError("compiling needs recstack.api (profile, profile_zoo or profile_config)", field="compile")
+        progress.advance("compiling")
+        compiled = opts.compile_hook(model, step, batches, found, opts.compile, opts.warmup)
+        roots = compiled.roots
     progress.advance(
         "timing pass", estimate_s=2 * opts.iters * (time.perf_counter() - wall0) / max(opts.warmup, 1), measuring=True
     )
@@ -270,6 +281,8 @@ def _profile(
         ops = op_pass(model, step, batches, roots, opts.op_iters, sync,
                       export_trace=opts.write_trace if opts.trace_path else None)
     extra = _embedding_and_memory(model, step, batches[0], found.smap, opts)
+    if compiled is not None:
+        opts.run_info["compile"] = compiled.finish()
     wall = time.perf_counter() - wall0
 
     model_name = opts.run_info.get("model") or type(model).__name__

@@ -360,6 +360,9 @@ class Run(_M):
     sharding: str | None = F("embedding sharding of a multi-rank run", None, producer="distributed.ranks")
     critical_rank: NonNegInt | None = F("the rank whose tree is the top-level root", None,
                                         producer="distributed.ranks")
+    compile: dict[str, Any] | None = F("what torch.compile did (``--compile``): regions, graphs, graph breaks, "
+                                       "recompiles, fallbacks, hazards, stages hidden (docs/compile.md)", None,
+                                       producer="compilation.profiling")
     never_ran_roots: dict[str, NeverRanRoot] | None = F("module path -> a stage root whose forward never ran "
                                                         "(a container) and who took its role", None,
                                                         producer="profiling.runner")

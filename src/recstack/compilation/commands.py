@@ -1,0 +1,152 @@
+"""``recstack compile``: eager vs compiled per stage, numerics, compile time, graphs, breaks, recompiles.
+
+``recstack compile MODEL --compile cfg.yaml [--batch-sizes 1,7,64] [--mode train] [--json]``;
+``recstack compile MODEL --recommend [--budget MINUTES] [-o best.yaml]`` searches configs
+(:mod:`recstack.compilation.recommend`) and writes the best as YAML for ``recstack profile --compile``.
+A silent fallback to eager or numerics past the tolerance is an error of the config (exit 2), after
+the report is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from recstack.errors import ConfigError
+
+MAX_SIZES = 64
+
+
+def _batch_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers (got {text!r})") from None
+    if not sizes or any(s < 1 for s in sizes) or len(sizes) > MAX_SIZES:
+        raise argparse.ArgumentTypeError(f"must be 1..{MAX_SIZES} integers >= 1 (got {text!r})")
+    return sizes
+
+
+def _budget(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of minutes (got {text!r})") from None
+    if not 0 < v <= 24 * 60:
+        raise argparse.ArgumentTypeError(f"must be within 0..1440 minutes (got {text!r})")
+    return v
+
+
+def load(cfg: Any) -> Any:
+    """The model a RunConfig names: a zoo model, or a ``package.module:factory`` (through the API's checks)."""
+    from recstack import api
+    from recstack.compilation.model import Loaded, load_zoo
+
+    name = cfg.model or ""
+    if not api.is_factory(name):
+        return load_zoo(cfg)
+    factory = api.load_factory(name)
+    model, batch_fn = api.call_factory(factory, name, cfg.batch_size, cfg.seed)
+
+    def make(bs: int, n: int) -> list[Any]:
+        fn = batch_fn if bs == cfg.batch_size else api.call_factory(factory, name, bs, cfg.seed)[1]
+        return api._make_batches(fn, bs, n)
+
+    return Loaded(name, model, make, None)
+
+
+def compile_times(cfg: Any, ccfg: Any) -> dict[str, Any]:
+    """Cold and warm compile time, the child processes loading models as :func:`load` does."""
+    from recstack.compilation.coldwarm import compile_times as measure
+
+    return measure(cfg, ccfg, entry=__name__ if __name__ != "__main__" else "recstack.compilation.commands")
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from recstack.outputs import atomic_write_text, check_writable
+
+    if args.output:
+        check_writable(args.output, "-o/--output")
+    cfg = args.run_config_from_args(args)
+    if args.recommend:
+        from recstack.compilation.recommend import recommend
+
+        out_file = args.output or "compile.recommended.yaml"
+        check_writable(out_file, "-o/--output")
+        result = recommend(cfg, budget_s=args.budget * 60, batch_sizes=args.batch_sizes, loader=load)
+        atomic_write_text(out_file, result["config_yaml"])
+        result["written"] = out_file
+        _emit(result, args.json, recommend=True)
+        return 0
+    if cfg.compile is None:
+        raise ConfigError("give a compile config YAML (or --recommend to search for one)", field="--compile")
+    from recstack.compilation.config import load_compile_config
+    from recstack.compilation.session import run_session
+
+    ccfg = load_compile_config(cfg.compile)
+    source = cfg.compile if isinstance(cfg.compile, str) else "--compile"
+    report = run_session(cfg, ccfg, batch_sizes=args.batch_sizes, source=source, loader=load)
+    in_process = report["compile_time_s"]["in_process"]
+    if args.compile_time:
+        report["compile_time_s"] = {**compile_times(cfg, ccfg), "in_process": in_process}
+    else:
+        report["compile_time_s"] = {"cold": None, "warm": None, "phases": in_process["phases"],
+                                    "in_process": in_process,
+                                    "unavailable": "unavailable: --no-compile-time (fresh-process runs skipped)"}
+    if args.output:
+        atomic_write_text(args.output, json.dumps(report, indent=1, default=str) + "\n")
+    _emit(report, args.json)
+    _check(report)
+    return 0
+
+
+def _check(report: dict[str, Any]) -> None:
+    if report["fallbacks"]:
+        f = report["fallbacks"][0]
+        raise ConfigError(f"silent fallback to eager in {f.get('region') or f.get('function')}: {f['error']}; "
+                          f"last guard: {f.get('last_reason')}", field="recompile_limit")
+    n = report["numerics"]
+    if not n["ok"]:
+        raise ConfigError(f"compiled output differs from eager: max abs err {n['max_abs_err']:.3g}, rel "
+                          f"{n['max_rel_err']:.3g} (tolerance atol {n['atol']}, rtol {n['rtol']}; worst "
+                          f"{n['worst']})", field="numerics")
+
+
+def _emit(report: dict[str, Any], as_json: bool, *, recommend: bool = False) -> None:
+    if as_json:
+        json.dump(report, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+        return
+    from recstack.render.compile_report import print_compile_report, print_recommendation
+
+    (print_recommendation if recommend else print_compile_report)(report)
+
+
+def register(sub: argparse._SubParsersAction, add_run_arguments: Any, run_config_from_args: Any) -> None:
+    """Add ``compile``; the run-option helpers of :mod:`recstack.commands` are passed in (no import cycle)."""
+    p = sub.add_parser("compile", help="torch.compile from a config: eager vs compiled per stage, graph breaks, "
+                                       "recompiles, compile time; --recommend searches configs")
+    add_run_arguments(p)
+    p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
+    p.add_argument("--batch-sizes", type=_batch_sizes, default=None, metavar="N,N,...",
+                   help="batch sizes to run compiled for recompiles (default: the workload's query sizes and 1)")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("-o", "--output", default=None,
+                   help="write the JSON report here (with --recommend: the YAML config; default "
+                        "compile.recommended.yaml)")
+    p.add_argument("--compile-time", action=argparse.BooleanOptionalAction, default=True,
+                   help="measure cold and warm compile time in two fresh processes (default: on)")
+    p.add_argument("--recommend", action="store_true", help="search compile configs and write the best as YAML")
+    p.add_argument("--budget", type=_budget, default=20.0, metavar="MINUTES",
+                   help="time budget of --recommend (default: 20)")
+    p.set_defaults(func=cmd_compile, run_config_from_args=run_config_from_args)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--compile-time-child"]:
+    from recstack.compilation.coldwarm import main
+
+    sys.exit(main(sys.argv[1:], loader=load))
+
+__all__ = ["cmd_compile", "compile_times", "load", "register"]

@@ -1,0 +1,44 @@
+"""The model and batches a compile run uses: a zoo model (id or YAML) or a ``package.module:factory``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from recstack.config.run import RunConfig
+
+
+@dataclass
+class Loaded:
+    name: str
+    model: nn.Module
+    make_batches: Callable[[int, int], list[Any]]  # (batch_size, count) -> batches, identical per call
+    query_sizes: Callable[[int], list[int]] | None  # n -> query sizes from the workload (zoo models)
+
+
+Loader = Callable[[RunConfig], Loaded]
+
+
+def load_zoo(cfg: RunConfig) -> Loaded:
+    """A zoo model (id or YAML) and its workload; factories are loaded by the interface layer
+    (:func:`recstack.compilation.commands.load`), which may import the API."""
+    from recstack.workload import bind, load_workload
+    from recstack.zoo import BuildOptions, build_model
+
+    spec = load_workload(cfg.workload)
+    opts = BuildOptions(backend=cfg.backend, mode=cfg.mode, table_dtype=cfg.table_dtype, optimizer=cfg.optimizer,
+                        learning_rate=cfg.learning_rate, seed=cfg.seed, tasks=cfg.tasks, batch_size=cfg.batch_size)
+    net = build_model(cfg.model, scale=cfg.scale, options=opts, workload=spec)
+    bound = bind(spec, net.features(), net.num_dense, net.num_tasks)
+    if cfg.dtype == "bf16":
+        import torch
+
+        net.set_dense_dtype(torch.bfloat16)
+    return Loaded(net.cfg.name, net, lambda bs, n: [bound.batch(bs, i) for i in range(n)],
+                  lambda n: [int(x) for x in bound.query_sizes(n)])
+
+
+__all__ = ["Loaded", "Loader", "load_zoo"]

@@ -1,0 +1,160 @@
+"""One compile session: the model eager and compiled on identical inputs, observed, compared per stage.
+
+Order (one process): build; eager warm-up and stage discovery (recstack's own passes); eager reference
+outputs; apply the compile plan; compiled warm-up (compiling, with modules that fail compiled around);
+compiled outputs -> numerics; eager then compiled timing passes (stage boundaries outside compiled
+regions); the compiled model over the workload's batch sizes (recompiles, fallbacks).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from recstack.compilation import numerics
+from recstack.compilation.apply import WHOLE_NOTE, CompiledRun, visible_roots
+from recstack.compilation.config import CompileConfig
+from recstack.compilation.model import Loaded, Loader, load_zoo
+from recstack.compilation.observe import phases
+from recstack.config.loading import parse_config
+from recstack.config.run import RunConfig
+from recstack.profiling.passes import Discovery, TimingResult, timing_pass, warm_up_and_discover
+from recstack.profiling.rules import StageRules, load_stage_rules
+from recstack.profiling.runner import ProfileOptions, Step
+from recstack.profiling.stats import median
+from recstack.profiling.timing import CALLER, cuda_sync, split_caller_key
+
+NUM_BATCHES = 4
+
+
+@dataclass
+class Setup:
+    cfg: RunConfig
+    loaded: Loaded
+    step: Step
+    batches: list[Any]
+    found: Discovery
+
+
+def _stage_rules(cfg: RunConfig) -> StageRules | None:
+    if isinstance(cfg.stage_rules, str):
+        return load_stage_rules(cfg.stage_rules)
+    if isinstance(cfg.stage_rules, dict):
+        return parse_config(StageRules, cfg.stage_rules, source="stage_rules")
+    return None
+
+
+def prepare(cfg: RunConfig, loader: Loader = load_zoo) -> Setup:
+    """Build the model and its batches, warm up eagerly and discover the stages (as ``recstack profile``)."""
+    rules = _stage_rules(cfg)
+    loaded = loader(cfg)
+    step = Step(loaded.model, ProfileOptions(cfg, op_pass=False, cost_model=False, counters=False), None)
+    batches = loaded.make_batches(cfg.batch_size, NUM_BATCHES)
+    found = warm_up_and_discover(loaded.model, step, batches, max(cfg.warmup, 2), rules)
+    return Setup(cfg, loaded, step, batches, found)
+
+
+# -- timing -------------------------------------------------------------------
+def stage_medians(t: TimingResult) -> dict[str, float]:
+    """Median per-step time (s) per stage key; every stage's caller code summed into ``[caller code]``."""
+    out: dict[str, float] = {}
+    for k, xs in t.stage_samples.items():
+        key = CALLER if split_caller_key(k) else k
+        out[key] = out.get(key, 0.0) + median(xs)
+    out["run"] = median(t.plain)
+    return out
+
+
+def timed(setup: Setup, roots: dict[str, str], iters: int) -> dict[str, float]:
+    return stage_medians(timing_pass(setup.loaded.model, setup.step, setup.batches, roots, iters, cuda_sync()))
+
+
+def timed_pair(setup: Setup, run: CompiledRun, roots: dict[str, str], iters: int,
+               rounds: int = 4) -> tuple[dict[str, float], dict[str, float]]:
+    """Eager and compiled per-stage medians, in alternating rounds (E C E C ...) of ``iters / rounds``
+    timed steps each, so that a host's drift (other processes, frequency) hits both alike."""
+    rounds = max(1, min(rounds, iters))
+    per = max(1, iters // rounds)
+    samples: dict[bool, TimingResult] = {False: TimingResult(), True: TimingResult()}
+    for _ in range(rounds):
+        for compiled in (False, True):
+            if compiled:
+                res = timing_pass(setup.loaded.model, setup.step, setup.batches, roots, per, cuda_sync())
+            else:
+                with run.compiled.eager_mode():
+                    res = timing_pass(setup.loaded.model, setup.step, setup.batches, roots, per, cuda_sync())
+            acc = samples[compiled]
+            acc.plain += res.plain
+            for k in set(acc.stage_samples) | set(res.stage_samples):
+                acc.stage_samples.setdefault(k, [0.0] * (len(acc.plain) - len(res.plain)))
+                acc.stage_samples[k] += res.stage_samples.get(k, [0.0] * len(res.plain))
+    return stage_medians(samples[False]), stage_medians(samples[True])
+
+
+def stage_table(eager: dict[str, float], compiled: dict[str, float], hidden: dict[str, str],
+                eager_full: dict[str, float] | None) -> dict[str, Any]:
+    """{stage: {eager_s, compiled_s, speedup}}; speedup = eager_s / compiled_s (computed from medians)."""
+    table: dict[str, Any] = {}
+    for k in sorted(set(eager) | set(compiled) | set(hidden)):
+        if k in hidden:
+            e = (eager_full or {}).get(k)
+            table[k] = {"eager_s": e, "compiled_s": None, "speedup": None, "unavailable": WHOLE_NOTE
+                        if hidden[k] == "<model>" else f"unavailable: inside compiled region {hidden[k]} "
+                        "with other stages; compile per stage to see it"}
+            continue
+        e, c = eager.get(k), compiled.get(k)
+        table[k] = {"eager_s": e, "compiled_s": c, "speedup": (e / c) if e and c else None}
+    return table
+
+
+# -- the session --------------------------------------------------------------
+def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] | None = None,
+                source: str = "compile", iters: int | None = None, loader: Loader = load_zoo) -> dict[str, Any]:
+    """Everything ``recstack compile`` reports except cold/warm compile time (:mod:`.coldwarm`)."""
+    setup = prepare(cfg, loader)
+    iters = iters or cfg.iters
+    ref = numerics.capture(setup.step, setup.batches[:2])
+    run = CompiledRun.start(setup.loaded.model, setup.step, setup.found, ccfg, source)
+    try:
+        # Numerics first: warm-up steps in train mode update the weights the reference was taken with.
+        t0 = time.perf_counter()
+        got = run.guarded(lambda: numerics.capture(setup.step, setup.batches[:2]))
+        run.warm(setup.batches, max(cfg.warmup, 2))
+        warm_s = time.perf_counter() - t0
+        roots, hidden = visible_roots(setup.found.roots, run.plan)
+        eager_t, compiled_t = timed_pair(setup, run, roots, iters)
+        with run.compiled.eager_mode():
+            eager_full = timed(setup, setup.found.roots, iters) if hidden else None
+        sizes = batch_sizes if batch_sizes is not None else default_batch_sizes(setup.loaded)
+        for bs in sizes:
+            for b in setup.loaded.make_batches(bs, 1):
+                run.run_step(b)
+    finally:
+        run.compiled.deactivate()  # the model (and torch's recompile limit) as they were
+        run.finish()
+    nums = numerics.compare(ref, got, cfg.dtype)
+    obs = run.observer.obs
+    return {
+        "model": setup.loaded.name, "mode": cfg.mode, "batch_size": cfg.batch_size,
+        **run.summary(),
+        "stages": stage_table(eager_t, compiled_t, hidden, eager_full),
+        "numerics": nums,
+        "compile_time_s": {"in_process": {"first_step_s": run.first_step_s, "warm_up_s": warm_s,
+                                          "phases": phases(obs.metrics)}},
+        "batch_sizes": sizes,
+    }
+
+
+def default_batch_sizes(loaded: Loaded, n: int = 64, most: int = 12) -> list[int]:
+    """Batch sizes the workload produces: distinct query sizes of ``n`` draws (at most ``most``), and 1."""
+    if loaded.query_sizes is None:
+        return [1]
+    sizes = sorted(set(loaded.query_sizes(n)))
+    if len(sizes) > most:
+        step = len(sizes) / most
+        sizes = [sizes[int(i * step)] for i in range(most)]
+    return sorted(set([1] + sizes))
+
+
+__all__ = ["WHOLE_NOTE", "CompiledRun", "Setup", "prepare", "run_session", "stage_table", "timed_pair", "visible_roots"]
