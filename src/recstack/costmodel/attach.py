@@ -105,6 +105,16 @@ def attach_costs(root: Node, counts: Mapping[tuple[str, str], OpCount], steps: i
     sites, leaf_noops = _find_sites(root, executed, decomposed)
     records = _records(counts, _module_stages(root), steps)
     unplaced = _match(sites, records)
+    unplaced_rows = [
+        {"module": r.module, "op": r.op, "calls": r.cost.calls / steps, "flops": r.cost.flops, "bytes": r.cost.bytes}
+        for r in unplaced
+    ]
+    return _finish(root, sites, leaf_noops, unplaced_rows, sum(c.errors for c in counts.values()))
+
+
+def _finish(root: Node, sites: list[_Site], leaf_noops: list[Node], unplaced: list[dict[str, Any]],
+            errors: int) -> dict[str, Any]:
+    """Write the sites' costs, sum them up the tree, mark coverage and provenance; the ``cost_model`` summary."""
     _write_sites(sites, leaf_noops)
     _sum_up(root)
     site_ids = {id(s.node) for s in sites} | {id(n) for n in leaf_noops}
@@ -114,11 +124,8 @@ def attach_costs(root: Node, counts: Mapping[tuple[str, str], OpCount], steps: i
         "uncovered_ops": uncovered,
         "uncovered_time_share": (uncovered_time / op_time) if op_time > 0 else 0.0,
         "covered_time_share": root.extra.get("covered_time_share"),
-        "unplaced": [
-            {"module": r.module, "op": r.op, "calls": r.cost.calls / steps, "flops": r.cost.flops, "bytes": r.cost.bytes}
-            for r in unplaced
-        ],
-        "formula_errors": sum(c.errors for c in counts.values()),
+        "unplaced": unplaced,
+        "formula_errors": errors,
         "flops": root.flops,
         "bytes": root.bytes,
     }
@@ -509,17 +516,4 @@ def attach_priced_costs(root: Node, priced: Callable[[Node], CostSum | None]) ->
             errors += int(acc.extra.pop("formula_errors", 0))
         elif s.node.calls:
             s.acc = CostSum(calls=s.node.calls)  # seen, never priced: no formula or no shapes
-    _write_sites(sites, leaf_noops)
-    _sum_up(root)
-    site_ids = {id(s.node) for s in sites} | {id(n) for n in leaf_noops}
-    uncovered, op_time, uncovered_time = _coverage(root, site_ids)
-    _provenance(root)
-    return {
-        "uncovered_ops": uncovered,
-        "uncovered_time_share": (uncovered_time / op_time) if op_time > 0 else 0.0,
-        "covered_time_share": root.extra.get("covered_time_share"),
-        "unplaced": [],
-        "formula_errors": errors,
-        "flops": root.flops,
-        "bytes": root.bytes,
-    }
+    return _finish(root, sites, leaf_noops, [], errors)
