@@ -215,3 +215,17 @@ def test_recommend_in_train_mode_compares_each_candidate_on_current_weights(tmp_
     assert report["candidates"]  # the first one already follows eager train steps that moved the weights
     # aot_eager runs the same aten ops as eager: on the same weights the gradients agree exactly enough.
     assert all(c["numerics_ok"] for c in report["candidates"]), report["candidates"]
+
+
+def test_train_compile_time_counts_the_lazily_compiled_backward_graph():
+    # AOTAutograd compiles the backward graph at the first backward, in a metrics record of its own:
+    # the fresh-process measurement runs a whole train step, and the phases add that record's times.
+    cc = load_compile_config({"defaults": {"backend": "aot_eager"}, "rules": [{"match": "dense_arch"}]})
+    t = compile_times(_cfg("compile_models:clean", mode="train"), cc)
+    cold = t["phases"]["cold"]
+    assert isinstance(cold, dict), t
+    assert cold["backward_graphs"] >= 1 and cold["backward_s"] > 0
+    assert cold["aot_autograd_s"] > 0 and cold["tracing_s"] > 0
+    parts = cold["tracing_s"] + cold["aot_autograd_s"] + cold["inductor_s"] + cold["code_gen_s"]
+    assert parts == pytest.approx(cold["total_s"], rel=1e-6)
+    assert cold["total_s"] == pytest.approx(cold["forward_s"] + cold["backward_s"], rel=1e-6)

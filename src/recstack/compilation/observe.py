@@ -8,7 +8,8 @@ Sources, each feature-detected (a missing one is reported as ``"unavailable: <re
 * the recompile-limit warning of ``torch._dynamo.convert_frame`` (the silent fallback to eager);
 * ``torch._dynamo.utils.get_compilation_metrics()``: one record per frame compile, with nested
   cumulative times (dynamo ⊃ AOTAutograd ⊃ Inductor ⊃ code generation: phases are differences)
-  and FX-graph / AOTAutograd cache hits and misses;
+  and FX-graph / AOTAutograd cache hits and misses, and in training one more per backward graph
+  (compiled lazily at the first backward, outside the frame's span: its own record);
 * ``torch._dynamo.utils.counters`` (``stats.unique_graphs``, ``graph_break``).
 
 Which region a record belongs to is known from :data:`CURRENT_REGION`, set by the regional
@@ -295,36 +296,62 @@ _PHASE_FIELDS = {
 }
 
 
+def _is_backward(record: Any) -> bool:
+    """A backward-graph compile: AOTAutograd compiles it lazily, at the first backward, in a record of its
+    own (no dynamo or AOTAutograd span; ``backward_cumulative_compile_time_us`` is its whole time)."""
+    return getattr(record, "dynamo_cumulative_compile_time_us", None) is None and bool(
+        getattr(record, "backward_cumulative_compile_time_us", None))
+
+
+def _split(record: Any) -> dict[str, float]:
+    """One record's phases (seconds), nested times subtracted within the record; a backward record's
+    outer span is its backward time (AOTAutograd's backward wrapper around Inductor)."""
+    get = {k: (getattr(record, f, None) or 0) * _US for k, f in _PHASE_FIELDS.items()}
+    if _is_backward(record):
+        outer = (getattr(record, "backward_cumulative_compile_time_us", None) or 0) * _US
+        return {"tracing_s": 0.0, "aot_autograd_s": max(0.0, outer - get["inductor"]),
+                "inductor_s": max(0.0, get["inductor"] - get["code_gen"]), "code_gen_s": get["code_gen"],
+                "total_s": outer}
+    return {"tracing_s": max(0.0, get["dynamo"] - get["aot_autograd"]),
+            "aot_autograd_s": max(0.0, get["aot_autograd"] - get["inductor"]),
+            "inductor_s": max(0.0, get["inductor"] - get["code_gen"]), "code_gen_s": get["code_gen"],
+            "total_s": get["dynamo"]}
+
+
 def phases(records: list[Any]) -> dict[str, Any]:
-    """Compile time by phase over ``records`` (seconds), from the nested cumulative times by subtraction:
-    tracing = dynamo - aot; aot_autograd = aot - inductor; inductor = inductor - code_gen; code_gen."""
-    if not records:
-        return {"tracing_s": 0.0, "aot_autograd_s": 0.0, "inductor_s": 0.0, "code_gen_s": 0.0, "total_s": 0.0,
-                "cache": {}, "provenance": "computed from torch compilation metrics (nested times subtracted)"}
-    if not all(hasattr(records[0], f) for f in _PHASE_FIELDS.values()):
+    """Compile time by phase over ``records`` (seconds), from the nested cumulative times by subtraction,
+    record by record: tracing = dynamo - aot; aot_autograd = aot - inductor; inductor = inductor - code_gen;
+    code_gen. Backward graphs (compiled lazily, in records of their own) add their AOTAutograd, Inductor
+    and code generation; ``backward_s`` is their total, ``forward_s`` the frames'."""
+    keys = ("tracing_s", "aot_autograd_s", "inductor_s", "code_gen_s", "total_s")
+    out: dict[str, Any] = dict.fromkeys(keys, 0.0)
+    out.update(forward_s=0.0, backward_s=0.0, backward_graphs=0)
+    if records and not all(hasattr(records[0], f) for f in _PHASE_FIELDS.values()):
         return {"unavailable": "unavailable: compilation metrics lack the cumulative compile-time fields"}
-    tot = {k: sum((getattr(r, f, None) or 0) for r in records) * _US for k, f in _PHASE_FIELDS.items()}
     cache: dict[str, int] = {}
-    for r in records:  # FX-graph and AOTAutograd cache hits/misses (local and remote), whatever this torch names
-        for k, v in vars(r).items():
+    for r in records:
+        part = _split(r)
+        for k in keys:
+            out[k] += part[k]
+        if _is_backward(r):
+            out["backward_s"] += part["total_s"]
+            out["backward_graphs"] += 1
+        else:
+            out["forward_s"] += part["total_s"]
+        for k, v in vars(r).items():  # FX-graph and AOTAutograd cache hits/misses, whatever this torch names
             if ("cache_hit" in k or "cache_miss" in k) and isinstance(v, int) and not isinstance(v, bool):
                 cache[k] = cache.get(k, 0) + v
-    return {
-        "tracing_s": max(0.0, tot["dynamo"] - tot["aot_autograd"]),
-        "aot_autograd_s": max(0.0, tot["aot_autograd"] - tot["inductor"]),
-        "inductor_s": max(0.0, tot["inductor"] - tot["code_gen"]),
-        "code_gen_s": tot["code_gen"],
-        "total_s": tot["dynamo"],
-        "cache": cache,
-        "provenance": "computed from torch compilation metrics (nested times subtracted)",
-    }
+    out["cache"] = cache
+    out["provenance"] = ("computed from torch compilation metrics (nested times subtracted per record; "
+                         "backward graphs' records added)")
+    return out
 
 
 def graphs(records: list[Any], region_of: Callable[[Any], str | None]) -> list[dict[str, Any]]:
     """One entry per successful frame compile: its compile id, code object, ops and region."""
     out = []
     for r in records:
-        if getattr(r, "fail_type", None):
+        if getattr(r, "fail_type", None) or _is_backward(r):  # a backward graph belongs to its forward frame
             continue
         out.append({
             "compile_id": getattr(r, "compile_id", None), "function": getattr(r, "co_name", None),
