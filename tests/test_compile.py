@@ -229,3 +229,43 @@ def test_train_compile_time_counts_the_lazily_compiled_backward_graph():
     parts = cold["tracing_s"] + cold["aot_autograd_s"] + cold["inductor_s"] + cold["code_gen_s"]
     assert parts == pytest.approx(cold["total_s"], rel=1e-6)
     assert cold["total_s"] == pytest.approx(cold["forward_s"] + cold["backward_s"], rel=1e-6)
+
+
+def test_recommend_writes_one_store_row_per_candidate(tmp_path, capsys):
+    from recstack import results
+
+    base = tmp_path / "base.yaml"
+    base.write_text("defaults: {backend: eager}\n")
+    store = tmp_path / "res.duckdb"
+    rc = main(["compile", "compile_models:clean", "--recommend", "--budget", "0.02", "--compile", str(base),
+               "-o", str(tmp_path / "best.yaml"), "--batch-sizes", "1,5", "--iters", "2", "--warmup", "2",
+               "--machine", "none", "--store", str(store), "--json"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["store"]["path"] == str(store)
+    df = results.load(str(store), table="compile")
+    cands = df[df["kind"] == "candidate"].sort_values("candidate")
+    assert list(cands["name"]) == [c["name"] for c in report["candidates"]]
+    assert set(df["search_id"]) == {report["store"]["search_id"]}
+    for (_, row), c in zip(cands.iterrows(), report["candidates"], strict=True):
+        assert row["run_speedup"] == pytest.approx(c["speedup"]) and row["recompiles"] == c["recompiles"]
+        assert bool(row["eligible"]) == c["eligible"] and row["model"] == "compile_models:clean"
+        assert json.loads(row["compile_config"])["defaults"]["backend"] == "eager"
+        assert row["run_speedup"] == pytest.approx(row["eager_run_s"] / row["compiled_run_s"])
+        assert json.loads(row["batch_sizes"]) == [1, 5] and "run" in json.loads(row["stages"])
+    chosen = df[df["kind"] == "chosen"]
+    assert len(chosen) == 1 and chosen.iloc[0]["name"] == report["chosen"]
+    assert json.loads(chosen.iloc[0]["compile_config"]) == report["config"]
+    # A second search adds its rows beside the first one's (the store is opened, not replaced).
+    rc = main(["compile", "compile_models:clean", "--recommend", "--budget", "0.001", "--compile", str(base),
+               "-o", str(tmp_path / "best2.yaml"), "--batch-sizes", "1", "--iters", "2", "--warmup", "2",
+               "--machine", "none", "--store", str(store), "--json"])
+    assert rc == 0 and results.load(str(store), table="compile")["search_id"].nunique() == 2
+
+
+def test_store_without_recommend_exits_2(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("defaults: {backend: eager}\n")
+    rc = main(["compile", "compile_models:clean", "--compile", str(cfg), "--store", str(tmp_path / "s.duckdb"),
+               "--machine", "none"])
+    assert rc == 2 and "--store" in capsys.readouterr().err

@@ -142,11 +142,11 @@ def test_api_sweep_validates_before_running(tmp_path: Path) -> None:
 
 
 def test_docs_list_every_store_column() -> None:
-    from recstack.store.migrations import POINT_COLUMNS, SERVING_COLUMNS
+    from recstack.store.migrations import COMPILE_COLUMNS, POINT_COLUMNS, SERVING_COLUMNS
 
     doc = (REPO / "docs" / "sweeps.md").read_text()
     for col in [*POINT_COLUMNS, "share", "roof_fraction", "points_total", "points_failed",
-                *(n for n, _ in SERVING_COLUMNS)]:
+                *(n for n, _ in SERVING_COLUMNS), *(n for n, _ in COMPILE_COLUMNS)]:
         assert f"`{col}`" in doc, col
 
 

@@ -2,7 +2,8 @@
 
 ``recstack compile MODEL --compile cfg.yaml [--batch-sizes 1,7,64] [--mode train] [--json]``;
 ``recstack compile MODEL --recommend [--budget MINUTES] [-o best.yaml]`` searches configs
-(:mod:`recstack.compilation.recommend`) and writes the best as YAML for ``recstack profile --compile``.
+(:mod:`recstack.compilation.recommend`) and writes the best as YAML for ``recstack profile --compile``;
+with ``--store FILE.duckdb`` each candidate's results become a row of the results store's ``compile`` table.
 A silent fallback to eager or numerics past the tolerance is an error of the config (exit 2), after
 the report is printed.
 """
@@ -75,11 +76,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
         out_file = args.output or "compile.recommended.yaml"
         check_writable(out_file, "-o/--output")
-        result = recommend(cfg, budget_s=args.budget * 60, batch_sizes=args.batch_sizes, loader=load)
+        on_result, store = _store_writer(args.store, cfg) if args.store else (None, None)
+        result = recommend(cfg, budget_s=args.budget * 60, batch_sizes=args.batch_sizes, loader=load,
+                           on_result=on_result)
         atomic_write_text(out_file, result["config_yaml"])
         result["written"] = out_file
+        result["store"] = ({"path": store.path, "table": "compile", "search_id": store.search_id}
+                           if store is not None else None)
         _emit(result, args.json, recommend=True)
         return 0
+    if args.store:
+        raise ConfigError("--store applies to --recommend (its candidates' results)", field="--store")
     if cfg.compile is None:
         raise ConfigError("give a compile config YAML (or --recommend to search for one)", field="--compile")
     from recstack.compilation.config import load_compile_config
@@ -100,6 +107,23 @@ def cmd_compile(args: argparse.Namespace) -> int:
     _emit(report, args.json)
     _check(report)
     return 0
+
+
+def _store_writer(path: str, cfg: Any) -> tuple[Any, Any]:
+    """A results store (migrated now) and the callback writing each result of the search as one row."""
+    from recstack.compilation.store import CompileStore, candidate_row
+    from recstack.outputs import check_writable
+
+    check_writable(path, "--store")
+    store = CompileStore(path)
+    run = {"model": cfg.model, "mode": cfg.mode, "config_key": cfg.key(), "run_config": cfg.model_dump(mode="json")}
+    count = [0]
+
+    def on_result(kind: str, res: dict[str, Any]) -> None:
+        count[0] += kind != "chosen"
+        store.write(candidate_row(count[0], kind, res, {**run, "batch_sizes": res.get("batch_sizes")}))
+
+    return on_result, store
 
 
 def _check(report: dict[str, Any]) -> None:
@@ -141,6 +165,9 @@ def register(sub: argparse._SubParsersAction, add_run_arguments: Any, run_config
     p.add_argument("--recommend", action="store_true", help="search compile configs and write the best as YAML")
     p.add_argument("--budget", type=_budget, default=20.0, metavar="MINUTES",
                    help="time budget of --recommend (default: 20)")
+    p.add_argument("--store", default=None, metavar="FILE.duckdb",
+                   help="--recommend: write every candidate's results to this results store (table compile; "
+                        "a sweep's store or a new file)")
     p.set_defaults(func=cmd_compile, run_config_from_args=run_config_from_args)
 
 

@@ -9,13 +9,15 @@ tolerance, no fallback, at most :data:`MAX_RECOMPILES_PER_REGION` recompiles per
 policy with the best measured stage speedup above :data:`MIN_GAIN` (regions that lose stay eager),
 verifies that composite, and takes it or the best eligible candidate, whichever has the higher
 measured run speedup; when nothing beats eager the config compiles nothing. The settings given with
-``--compile`` (e.g. ``backend``) are the base of every candidate. Results stay in the JSON output
-(a sweep store is not written).
+``--compile`` (e.g. ``backend``) are the base of every candidate. Each result goes to ``on_result``
+as it is measured (``recstack compile --recommend --store`` writes it to the results store's
+``compile`` table: :mod:`recstack.compilation.store`), and all of them are in the returned JSON.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -55,6 +57,7 @@ def _config(base: Settings, policy: dict[str, Any], regions: dict[str, dict[str,
 
 
 def _evaluate(setup: Any, eager: dict, ccfg: CompileConfig, sizes: list[int], iters: int) -> dict:
+    t0 = time.perf_counter()
     torch._dynamo.reset()
     # Identical batches as new tensors: dynamic-dim marks (mark_dynamic, mark_unbacked) of an earlier
     # candidate stay on the tensors it saw and would make this candidate's graphs dynamic too.
@@ -85,12 +88,19 @@ def _evaluate(setup: Any, eager: dict, ccfg: CompileConfig, sizes: list[int], it
     why = [w for w, bad in (("numerics past tolerance", not nums["ok"]), ("silent fallback", bool(summary["fallbacks"])),
                             (f"more than {bound} recompiles", out["recompiles"] > bound)) if bad]
     out["eligible"], out["why"] = not why, "; ".join(why) or None
+    out["config"] = ccfg.model_dump(mode="json", exclude_none=True)
+    out["batch_sizes"], out["eval_s"] = sizes, time.perf_counter() - t0
     return out
 
 
+# on_result(kind, result): kind is "candidate", "composite" or "chosen"
+OnResult = Callable[[str, dict[str, Any]], None]
+
+
 def recommend(cfg: RunConfig, *, budget_s: float, batch_sizes: list[int] | None = None,
-              loader: Loader = load_zoo) -> dict[str, Any]:
+              loader: Loader = load_zoo, on_result: OnResult | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
+    emit = on_result or (lambda _kind, _res: None)
     base = load_compile_config(cfg.compile).defaults if cfg.compile is not None else Settings()
     setup = prepare(cfg, loader)
     iters = cfg.iters
@@ -108,20 +118,21 @@ def recommend(cfg: RunConfig, *, budget_s: float, batch_sizes: list[int] | None 
             break
         res = _evaluate(setup, eager, ccfg, sizes, iters)
         candidates.append({"name": name, "policy": pname, **res})
-    chosen_cfg, chosen = _choose(setup, eager, base, stage_roots, candidates, sizes, iters)
+        emit("candidate", candidates[-1])
+    chosen_cfg, chosen = _choose(setup, eager, base, stage_roots, candidates, sizes, iters, emit)
+    emit("chosen", {**chosen, "config": chosen_cfg.model_dump(mode="json", exclude_none=True)})
     return {
         "model": setup.loaded.name, "mode": cfg.mode, "batch_sizes": sizes, "budget_s": budget_s,
         "eager_stages": eager, "candidates": candidates, "chosen": chosen["name"], "chosen_result": chosen,
         "config": chosen_cfg.model_dump(mode="json", exclude_none=True), "config_yaml": chosen_cfg.to_yaml(),
         "elapsed_s": time.perf_counter() - t0,
-        "store": "not written: results are kept in this JSON output",
         "provenance": "measured: eager and compiled timing passes on identical batches (medians), speedup = "
                       "eager_s / compiled_s",
     }
 
 
-def _choose(setup: Any, eager: dict, base: Settings, stage_roots: dict[str, str],
-            candidates: list[dict[str, Any]], sizes: list[int], iters: int) -> tuple[CompileConfig, dict]:
+def _choose(setup: Any, eager: dict, base: Settings, stage_roots: dict[str, str], candidates: list[dict[str, Any]],
+            sizes: list[int], iters: int, emit: OnResult) -> tuple[CompileConfig, dict]:
     """Per stage the best eligible policy that gains; the composite verified; else the best whole model."""
     keep: dict[str, tuple[float, str]] = {}
     for c in candidates:
@@ -136,7 +147,8 @@ def _choose(setup: Any, eager: dict, base: Settings, stage_roots: dict[str, str]
         composite = _config(base, {}, {p: POLICIES[pol] for p, (_sp, pol) in keep.items()})
         res = _evaluate(setup, eager, composite, sizes, iters)
         options.append((composite, {"name": "per-stage/composite: " + ", ".join(
-            f"{p}={pol}" for p, (_s, pol) in keep.items()), **res}))
+            f"{p}={pol}" for p, (_s, pol) in keep.items()), "policy": "per-stage", **res}))
+        emit("composite", options[-1][1])
     for c in candidates:  # each eligible candidate as measured is an option too
         if c["eligible"] and c["name"].startswith("whole-model/"):
             options.append((_config(base, POLICIES[c["policy"]], None), c))
@@ -146,8 +158,8 @@ def _choose(setup: Any, eager: dict, base: Settings, stage_roots: dict[str, str]
     if not options:
         off = CompileConfig.model_validate({"defaults": {**base.model_dump(exclude_none=True, mode="json"),
                                                          "enabled": False}})
-        return off, {"name": "eager (no candidate beat eager)", "speedup": 1.0}
+        return off, {"name": "eager (no candidate beat eager)", "policy": None, "speedup": 1.0, "eligible": True}
     return max(options, key=lambda o: o[1]["speedup"] or 0)
 
 
-__all__ = ["MAX_RECOMPILES_PER_REGION", "POLICIES", "recommend"]
+__all__ = ["MAX_RECOMPILES_PER_REGION", "POLICIES", "OnResult", "recommend"]

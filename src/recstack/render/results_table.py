@@ -10,6 +10,8 @@ POINT_COLUMNS = ("model", "scale", "batch_size", "backend", "workload", "threads
                  "status", "step_p50_s", "step_p99_s", "throughput", "overhead", "contended")
 SERVING_COLUMNS = ("search_id", "probe", "kind", "model", "max_batch", "workers", "threads", "backend", "dtype",
                    "qps", "achieved_qps", "p50_s", "p99_s", "target_s", "meets_target", "qps_at_target", "contended")
+COMPILE_COLUMNS = ("search_id", "candidate", "kind", "model", "mode", "name", "eligible", "why", "run_speedup",
+                   "eager_run_s", "compiled_run_s", "recompiles", "graph_breaks", "fallbacks", "numerics_ok")
 
 
 def _config(d: dict[str, Any] | None) -> str:
@@ -64,12 +66,12 @@ def best_table(rows: list[dict[str, Any]]) -> None:
 
 
 def points_table(df: Any, table: str = "points") -> str:
-    """A plain-text table of a store's table (the main columns of ``points`` and ``serving``, every column
+    """A plain-text table of a store's table (the main columns of ``points``, ``serving`` and ``compile``, every column
     of the others; CSV and Parquet give every column)."""
-    main = {"points": POINT_COLUMNS, "serving": SERVING_COLUMNS}.get(table)
+    main = {"points": POINT_COLUMNS, "serving": SERVING_COLUMNS, "compile": COMPILE_COLUMNS}.get(table)
     cols = [c for c in main if c in df.columns] if main else list(df.columns)
     view = df[cols].copy()
-    for c in ("step_p50_s", "step_p99_s", "time_s", "p50_s", "p99_s", "target_s"):
+    for c in ("step_p50_s", "step_p99_s", "time_s", "p50_s", "p99_s", "target_s", "eager_run_s", "compiled_run_s"):
         if c in view.columns:
             view[c] = view[c].map(lambda v: seconds(v) if v == v and v is not None else "-")
     for c in ("throughput", "qps", "achieved_qps", "qps_at_target"):

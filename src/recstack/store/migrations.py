@@ -14,6 +14,7 @@ edited (docs/sweeps.md documents each version).
 
 * 1: ``points``, ``stages``, ``sweeps`` (``recstack sweep``).
 * 2: ``serving`` (``recstack serve --search --store``: one row per probe).
+* 3: ``compile`` (``recstack compile --recommend --store``: one row per candidate config).
 
 The ``points`` table's RunConfig columns follow :class:`~recstack.config.run.RunConfig`:
 a field added to RunConfig later becomes a nullable column when a store is
@@ -181,8 +182,40 @@ SERVING_TABLE = "CREATE TABLE IF NOT EXISTS serving (" + ", ".join(f"{n} {t}" fo
 
 register(2, "serving", SERVING_TABLE)
 
-# A table a later migration adds -> its columns, so that reading it from an older store gives no rows.
-LATER_TABLES: dict[str, list[tuple[str, str]]] = {"serving": SERVING_COLUMNS}
+COMPILE_COLUMNS: list[tuple[str, str]] = [
+    ("search_id", "VARCHAR"),  # one ``recstack compile --recommend`` run
+    ("candidate", "INTEGER"),  # its order in the search (the chosen row repeats the chosen one's figures)
+    ("kind", "VARCHAR"),  # candidate | composite | chosen
+    ("created_at", "TIMESTAMP"),
+    ("host", "VARCHAR"),
+    ("recstack_version", "VARCHAR"),
+    ("model", "VARCHAR"),
+    ("mode", "VARCHAR"),
+    ("config_key", "VARCHAR"),  # RunConfig.key()
+    ("run_config", "JSON"),
+    ("name", "VARCHAR"),  # e.g. per-stage/dynamic-auto, whole-model/static
+    ("policy", "VARCHAR"),  # the dynamic-shape policy
+    ("compile_config", "JSON"),  # the candidate's compile config (what --compile takes)
+    ("eligible", "BOOLEAN"),
+    ("why", "VARCHAR"),  # why not eligible
+    ("run_speedup", "DOUBLE"),  # eager_run_s / compiled_run_s
+    ("eager_run_s", "DOUBLE"),
+    ("compiled_run_s", "DOUBLE"),
+    ("stages", "JSON"),  # {stage: {eager_s, compiled_s, speedup}}
+    ("recompiles", "INTEGER"),
+    ("graph_breaks", "INTEGER"),
+    ("fallbacks", "INTEGER"),
+    ("numerics_ok", "BOOLEAN"),
+    ("max_abs_err", "DOUBLE"),
+    ("batch_sizes", "JSON"),
+    ("eval_s", "DOUBLE"),  # the candidate's evaluation wall time
+    ("result_json", "JSON"),  # the candidate's whole result
+]
 
-__all__ = ["LATER_TABLES", "MIGRATIONS", "POINT_COLUMNS", "SERVING_COLUMNS", "SERVING_TABLE", "Migration", "column_type",
+register(3, "compile", "CREATE TABLE compile (" + ", ".join(f"{n} {t}" for n, t in COMPILE_COLUMNS) + ")")
+
+# A table a later migration adds -> its columns, so that reading it from an older store gives no rows.
+LATER_TABLES: dict[str, list[tuple[str, str]]] = {"serving": SERVING_COLUMNS, "compile": COMPILE_COLUMNS}
+
+__all__ = ["COMPILE_COLUMNS", "LATER_TABLES", "MIGRATIONS", "POINT_COLUMNS", "SERVING_COLUMNS", "SERVING_TABLE", "Migration", "column_type",
            "latest", "register", "run_config_columns"]
