@@ -1,112 +1,166 @@
-"""Per-model compile table (issue 15's goal): eager vs the recommended config per stage, compile time
-cold/warm, graphs, graph breaks, recompiles over the production query-size distribution.
+"""Per-model compile table (issue 15's goal) in one command, within a total time budget.
 
-For each model and mode: ``recommend`` (``recstack compile --recommend``) within ``--budget`` minutes
-searches per-stage and whole-model configs over the dynamic-shape policies; the chosen config is then
-run by ``run_session`` (``recstack compile``) over the workload's batch sizes, and its cold and warm
-compile time measured in fresh processes. Prints a markdown table and writes everything as JSON.
+For each model and mode (a cell): ``recommend`` (``recstack compile --recommend``) searches per-stage
+and whole-model configs over the dynamic-shape policies within the cell's search budget; the chosen
+config is then re-measured by ``run_session`` (``recstack compile``) over the workload's production
+query sizes (and 1), with a second eager arm in the same alternating timing rounds (the noise floor),
+and its cold and warm compile time measured in fresh processes (empty, then populated
+``TORCHINDUCTOR_CACHE_DIR``). The table's speedups are the re-measure's, not the search's (the search
+picks the best of noisy candidates, which reads high). Prints a markdown table and the goal's verdict
+to stdout and writes everything as JSON.
 
-    python benchmarks/bench_compile.py --scale 0.01 --batch-size 256 --budget 20          # the goal's table
-    python benchmarks/bench_compile.py --models rmc3 ncf --scale 0.001 --batch-size 64 \\
-        --budget 1 --backend aot_eager --iters 4 --no-compile-time                       # smoke test
+Time: ``--minutes`` is shared by the cells; each gets the time left over the cells left, and spends
+``--search-share`` of it searching (the rest: re-measure and the two fresh compile processes). A cell
+never stops half-way, so the total can overrun by one cell's overshoot. Every candidate and re-run in
+this process shares one inductor cache (``--cache-dir``), so a graph compiled once is not compiled cold
+again; only the cold measurement's fresh process starts empty.
+
+    python benchmarks/bench_compile.py --minutes 30                          # the goal's table: 8 models x 2 modes
+    python benchmarks/bench_compile.py --models ncf --modes train --scale 0.001 --batch-size 64 \\
+        --minutes 3 --iters 8                                              # one model, small (a check)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import time
 from typing import Any
 
-import torch
-
-from recstack.compilation.coldwarm import compile_times
-from recstack.compilation.config import CompileConfig
-from recstack.compilation.recommend import recommend
-from recstack.compilation.session import run_session
-from recstack.config.run import RunConfig
-from recstack.outputs import atomic_write_text
-
 MODELS = ("rmc1", "rmc2", "rmc3", "ncf", "wnd", "mtwnd", "din", "dien")
 STAGES = ("embedding", "dense", "interaction", "sequence", "head")
+GOAL_STAGES = ("dense", "sequence")
+GOAL_SPEEDUP = 1.3
 
 
-def _one(model: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
+def _cell(model: str, mode: str, budget_s: float, args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from recstack.compilation.coldwarm import compile_times
+    from recstack.compilation.config import CompileConfig
+    from recstack.compilation.recommend import recommend
+    from recstack.compilation.session import run_session
+    from recstack.config.run import RunConfig
+
     cfg = RunConfig(model=model, scale=args.scale, batch_size=args.batch_size, mode=mode, workload="production",
                     iters=args.iters, warmup=args.warmup, machine=None,
                     compile={"defaults": {"backend": args.backend}})
     t0 = time.perf_counter()
-    rec = recommend(cfg, budget_s=args.budget * 60)
+    rec = recommend(cfg, budget_s=budget_s * args.search_share)
+    search_s = time.perf_counter() - t0
     chosen = CompileConfig.model_validate(rec["config"])
-    torch._dynamo.reset()  # as a fresh process would start (the search's last candidate is still cached)
-    report = run_session(cfg, chosen)
-    times = compile_times(cfg, chosen) if args.compile_time else {"cold": None, "warm": None}
+    torch._dynamo.reset()  # the re-measure compiles afresh (from the shared inductor cache)
+    report = run_session(cfg, chosen, noise_floor=True)
+    compiles = bool(report["compile"]["regions"])
+    times = (compile_times(cfg, chosen) if args.compile_time and compiles
+             else {"cold": None, "warm": None, "skipped": "nothing compiled" if not compiles else "--no-compile-time"})
+    compiled_stages = sorted({rec["stage_roots"].get(r["path"]) for r in report["compile"]["regions"]} - {None})
     return {"model": model, "mode": mode, "chosen": rec["chosen"], "config": rec["config"],
-            "candidates": rec["candidates"], "report": report, "compile_time_s": times,
-            "elapsed_s": time.perf_counter() - t0}
+            "compile_mode": report["compile"]["mode"], "compiled_stages": compiled_stages,
+            "candidates": rec["candidates"], "search_s": search_s, "cell_budget_s": budget_s,
+            "report": report, "compile_time_s": times, "elapsed_s": time.perf_counter() - t0}
 
 
-def _fmt(v: Any, unit: str = "x") -> str:
+# -- figures (computed from the re-measure) --------------------------------------------------------------
+def stage_speedup(row: dict[str, Any], stage: str) -> float | None:
+    """The re-measured speedup of a stage that the chosen config compiles (None: eager, hidden or absent)."""
+    if row["compile_mode"] == "whole-model" or stage not in row["compiled_stages"]:
+        return None
+    return (row["report"]["stages"].get(stage) or {}).get("speedup")
+
+
+def noise(row: dict[str, Any], key: str = "max_dev") -> float | None:
+    return row["report"]["noise_floor"][key]
+
+
+def slower_than_eager(row: dict[str, Any]) -> bool:
+    """Slower beyond the noise floor: run speedup below 1 / (1 + the run's eager-vs-eager deviation)."""
+    sp = row["report"]["stages"]["run"]["speedup"]
+    return sp is not None and sp < 1 / (1 + (noise(row, "run_dev") or 0))
+
+
+def fast(row: dict[str, Any]) -> bool:
+    """>= 1.3x on every goal stage (dense, sequence) the model has, each compiled and measured visibly."""
+    have = [s for s in GOAL_STAGES if s in row["report"]["stages"]]
+    sps = [stage_speedup(row, s) for s in have]
+    return bool(have) and all(s is not None and s >= GOAL_SPEEDUP for s in sps)
+
+
+def goal(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    train = [r for r in rows if r["mode"] == "train"]
+    n_fast = sum(fast(r) for r in train)
+    slower = [f"{r['model']}/{r['mode']}" for r in rows if slower_than_eager(r)]
+    return {"slower_than_eager": slower, "never_slower": not slower,
+            "train_models_at_1_3x": n_fast, "train_models": len(train),
+            "half_at_1_3x": bool(train) and n_fast >= math.ceil(len(train) / 2),
+            "rule": "slower: run speedup < 1/(1 + the run's noise floor); fast: every dense and sequence stage the model "
+                    "has compiled per stage and >= 1.3x (a whole-model compile hides stages: not shown)"}
+
+
+def _x(v: Any, unit: str = "x") -> str:
     return "-" if v is None else f"{v:.2f}{unit}"
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ["model", "mode", "chosen", "best candidate (run)"] + list(STAGES) + ["run", "cold (s)", "warm (s)", "graphs", "breaks",
-                                                           "recompiles", "fallbacks"]
+    head = ["model", "mode", "chosen", "run", *STAGES, "noise run / stages", "cold (s)", "warm (s)", "graphs",
+            "breaks", "recompiles", "fallbacks", "cell (s)"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        st = r["report"]["stages"]
-        best = max(r["candidates"], key=lambda c: c.get("speedup") or 0, default=None)
-        cells = [r["model"], r["mode"], r["chosen"],
-                 f"{best['name']} {_fmt(best.get('speedup'))}{'' if best['eligible'] else ' (rejected)'}"
-                 if best else "-"]
-        cells += [_fmt((st.get(s) or {}).get("speedup")) for s in STAGES]
-        cells += [_fmt(st["run"]["speedup"]), _fmt(r["compile_time_s"]["cold"], ""),
-                  _fmt(r["compile_time_s"]["warm"], ""), str(len(r["report"]["graphs"])),
-                  str(len(r["report"]["graph_breaks"])), str(len(r["report"]["recompiles"])),
-                  str(len(r["report"]["fallbacks"]))]
+        rep, st = r["report"], r["report"]["stages"]
+        cells = [r["model"], r["mode"], r["chosen"], _x(st["run"]["speedup"])]
+        for s in STAGES:
+            if s not in st:
+                cells.append("")
+            elif r["compile_mode"] == "whole-model":
+                cells.append("hidden")
+            else:
+                cells.append(_x(stage_speedup(r, s)) if s in r["compiled_stages"] else "eager")
+        nf = [noise(r, k) for k in ("run_dev", "max_dev")]
+        cells += [" / ".join("-" if v is None else f"±{100 * v:.1f}%" for v in nf), _x(r["compile_time_s"]["cold"], ""),
+                  _x(r["compile_time_s"]["warm"], ""), str(len(rep["graphs"])), str(len(rep["graph_breaks"])),
+                  str(len(rep["recompiles"])), str(len(rep["fallbacks"])), f"{r['elapsed_s']:.0f}"]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
-def goal(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Never slower than eager (run speedup >= 0.98, a 2% noise margin), and >= 1.3x on the dense and
-    sequence stages (those a model has) of at least half the models in training."""
-    slower = [f"{r['model']}/{r['mode']}" for r in rows if (r["report"]["stages"]["run"]["speedup"] or 1) < 0.98]
-    train = [r for r in rows if r["mode"] == "train"]
-
-    def fast(r: dict) -> bool:
-        sps = [(r["report"]["stages"].get(s) or {}).get("speedup") for s in ("dense", "sequence")]
-        sps = [s for s in sps if s is not None]
-        return bool(sps) and all(s >= 1.3 for s in sps)
-
-    return {"slower_than_eager": slower, "train_models_at_1_3x": sum(fast(r) for r in train),
-            "train_models": len(train)}
-
-
-def main() -> None:
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=list(MODELS))
     ap.add_argument("--modes", nargs="+", default=["inference", "train"], choices=["inference", "train"])
-    ap.add_argument("--scale", type=float, default=0.01)
+    ap.add_argument("--scale", type=float, default=0.01, help="table scale (dense parts stay at published size)")
     ap.add_argument("--batch-size", type=int, default=256)
-    ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--budget", type=float, default=20.0, help="minutes of --recommend per model and mode")
+    ap.add_argument("--iters", type=int, default=12, help="timed steps per arm (in 4 alternating rounds)")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--minutes", type=float, default=30.0, help="total time budget, shared by the cells")
+    ap.add_argument("--search-share", type=float, default=0.55, help="share of a cell's time for --recommend")
     ap.add_argument("--backend", default="inductor")
     ap.add_argument("--compile-time", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--cache-dir", default="out/bench_compile_cache", help="inductor cache shared in this process")
     ap.add_argument("--out", default="out/bench_compile.json")
-    args = ap.parse_args()
-    rows = []
-    for m in args.models:
-        for mode in args.modes:
-            rows.append(_one(m, mode, args))
-            print(table(rows[-1:]).splitlines()[-1], flush=True)
-            for c in rows[-1]["candidates"]:
-                print(f"  {c['name']}: run {_fmt(c.get('speedup'))}, {c['recompiles']} recompiles, "
-                      f"{c['graph_breaks']} breaks, {c['why'] or 'eligible'}", flush=True)
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = _args()
+    # Before torch reads it: every compile of this process shares one cache (cold runs use their own).
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.abspath(args.cache_dir)
+    from recstack.outputs import atomic_write_text
+
+    cells = [(m, mode) for m in args.models for mode in args.modes]
+    t0, rows = time.perf_counter(), []
+    for i, (m, mode) in enumerate(cells):
+        left = args.minutes * 60 - (time.perf_counter() - t0)
+        budget = max(left, 0.0) / (len(cells) - i)
+        rows.append(_cell(m, mode, budget, args))
+        print(table(rows[-1:]).splitlines()[-1], flush=True)
+        for c in rows[-1]["candidates"]:
+            print(f"  {c['name']}: run {_x(c.get('speedup'))}, {c['recompiles']} recompiles, "
+                  f"{c['graph_breaks']} breaks, {c['why'] or 'eligible'}", flush=True)
+    total = time.perf_counter() - t0
     print(table(rows))
-    g = goal(rows)
+    g = {**goal(rows), "total_s": total, "budget_s": args.minutes * 60}
     print(json.dumps(g))
     atomic_write_text(args.out, json.dumps({"args": vars(args), "rows": rows, "goal": g}, indent=1, default=str))
 

@@ -269,3 +269,16 @@ def test_store_without_recommend_exits_2(tmp_path, capsys):
     rc = main(["compile", "compile_models:clean", "--compile", str(cfg), "--store", str(tmp_path / "s.duckdb"),
                "--machine", "none"])
     assert rc == 2 and "--store" in capsys.readouterr().err
+
+
+def test_noise_floor_is_two_eager_arms_in_the_same_rounds():
+    cc = load_compile_config({"defaults": {"backend": "eager"}, "rules": [{"match": "dense_arch"}]})
+    r = run_session(_cfg("compile_models:clean", iters=4), cc, batch_sizes=[], loader=load, noise_floor=True)
+    nf = r["noise_floor"]
+    assert {"dense", "run"} <= set(nf["stages"])
+    for v in nf["stages"].values():
+        assert v["eager_s"] > 0 and v["eager2_s"] > 0
+        assert v["ratio"] == pytest.approx(v["eager_s"] / v["eager2_s"])
+    main = [abs(v["ratio"] - 1) for k, v in nf["stages"].items() if k not in ("other", "[caller code]")]
+    assert nf["max_dev"] == pytest.approx(max(main)) and nf["run_dev"] == pytest.approx(abs(nf["stages"]["run"]["ratio"] - 1))
+    assert "noise_floor" not in run_session(_cfg("compile_models:clean"), cc, batch_sizes=[], loader=load)

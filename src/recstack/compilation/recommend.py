@@ -79,7 +79,8 @@ def _evaluate(setup: Any, eager: dict, ccfg: CompileConfig, sizes: list[int], it
     summary = run.summary()
     nums = numerics.compare(ref, got, setup.cfg.dtype)
     stages = stage_table(eager_now, comp, hidden, eager)
-    out = {"stages": stages, "speedup": stages["run"]["speedup"], "recompiles": len(summary["recompiles"]),
+    out = {"stages": stages, "speedup": stages["run"]["speedup"], "graphs": len(summary["graphs"]),
+           "recompiles": len(summary["recompiles"]),
            "graph_breaks": len(summary["graph_breaks"]), "fallbacks": summary["fallbacks"],
            "hazards": summary["hazards"], "numerics_ok": nums["ok"], "max_abs_err": nums["max_abs_err"],
            "recompile_guards": [{"region": r["region"], "guard": r["guard"]} for r in summary["recompiles"]][:20],
@@ -123,7 +124,7 @@ def recommend(cfg: RunConfig, *, budget_s: float, batch_sizes: list[int] | None 
     emit("chosen", {**chosen, "config": chosen_cfg.model_dump(mode="json", exclude_none=True)})
     return {
         "model": setup.loaded.name, "mode": cfg.mode, "batch_sizes": sizes, "budget_s": budget_s,
-        "eager_stages": eager, "candidates": candidates, "chosen": chosen["name"], "chosen_result": chosen,
+        "eager_stages": eager, "stage_roots": stage_roots, "candidates": candidates, "chosen": chosen["name"], "chosen_result": chosen,
         "config": chosen_cfg.model_dump(mode="json", exclude_none=True), "config_yaml": chosen_cfg.to_yaml(),
         "elapsed_s": time.perf_counter() - t0,
         "provenance": "measured: eager and compiled timing passes on identical batches (medians), speedup = "

@@ -74,22 +74,46 @@ def timed_pair(setup: Setup, run: CompiledRun, roots: dict[str, str], iters: int
                rounds: int = 4) -> tuple[dict[str, float], dict[str, float]]:
     """Eager and compiled per-stage medians, in alternating rounds (E C E C ...) of ``iters / rounds``
     timed steps each, so that a host's drift (other processes, frequency) hits both alike."""
+    got = timed_rounds(setup, run, roots, iters, ("eager", "compiled"), rounds)
+    return got["eager"], got["compiled"]
+
+
+def timed_rounds(setup: Setup, run: CompiledRun, roots: dict[str, str], iters: int, arms: tuple[str, ...],
+                 rounds: int = 4) -> dict[str, dict[str, float]]:
+    """Per-stage medians of each arm (``"eager"``, a second ``"eager2"``, ``"compiled"``), the arms taking
+    turns in each of ``rounds`` rounds of ``iters / rounds`` timed steps (E C E2 E C E2 ...). Two eager
+    arms in the same rounds measure the noise floor: the ratio the host gives between identical runs."""
     rounds = max(1, min(rounds, iters))
     per = max(1, iters // rounds)
-    samples: dict[bool, TimingResult] = {False: TimingResult(), True: TimingResult()}
+    samples = {a: TimingResult() for a in arms}
     for _ in range(rounds):
-        for compiled in (False, True):
-            if compiled:
+        for arm in arms:
+            if arm == "compiled":
                 res = timing_pass(setup.loaded.model, setup.step, setup.batches, roots, per, cuda_sync())
             else:
                 with run.compiled.eager_mode():
                     res = timing_pass(setup.loaded.model, setup.step, setup.batches, roots, per, cuda_sync())
-            acc = samples[compiled]
+            acc = samples[arm]
             acc.plain += res.plain
             for k in set(acc.stage_samples) | set(res.stage_samples):
                 acc.stage_samples.setdefault(k, [0.0] * (len(acc.plain) - len(res.plain)))
                 acc.stage_samples[k] += res.stage_samples.get(k, [0.0] * len(res.plain))
-    return stage_medians(samples[False]), stage_medians(samples[True])
+    return {a: stage_medians(t) for a, t in samples.items()}
+
+
+RESIDUAL_KEYS = ("other", CALLER)  # what no stage holds: small remainders, left out of the floor's maximum
+
+
+def noise_table(a: dict[str, float], b: dict[str, float]) -> dict[str, Any]:
+    """{stage: {eager_s, eager2_s, ratio}} of two eager arms (ratio = eager_s / eager2_s, computed from
+    medians); ``run_dev``: |ratio - 1| of the whole step, and ``max_dev``: the largest over the stages
+    (residuals left out) and the run, the floor below which a speedup is not told apart from noise."""
+    table = {k: {"eager_s": a.get(k), "eager2_s": b.get(k),
+                 "ratio": (a[k] / b[k]) if a.get(k) and b.get(k) else None} for k in sorted(set(a) | set(b))}
+    devs = [abs(v["ratio"] - 1) for k, v in table.items() if v["ratio"] is not None and k not in RESIDUAL_KEYS]
+    run = (table.get("run") or {}).get("ratio")
+    return {"stages": table, "run_dev": None if run is None else abs(run - 1), "max_dev": max(devs, default=None),
+            "provenance": "measured: two eager arms in the same alternating rounds as the compiled one"}
 
 
 def stage_table(eager: dict[str, float], compiled: dict[str, float], hidden: dict[str, str],
@@ -110,8 +134,10 @@ def stage_table(eager: dict[str, float], compiled: dict[str, float], hidden: dic
 
 # -- the session --------------------------------------------------------------
 def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] | None = None,
-                source: str = "compile", iters: int | None = None, loader: Loader = load_zoo) -> dict[str, Any]:
-    """Everything ``recstack compile`` reports except cold/warm compile time (:mod:`.coldwarm`)."""
+                source: str = "compile", iters: int | None = None, loader: Loader = load_zoo,
+                noise_floor: bool = False) -> dict[str, Any]:
+    """Everything ``recstack compile`` reports except cold/warm compile time (:mod:`.coldwarm`);
+    ``noise_floor``: a second eager arm in the timing rounds, reported as ``noise_floor``."""
     setup = prepare(cfg, loader)
     iters = iters or cfg.iters
     ref = numerics.capture(setup.step, setup.batches[:2])
@@ -123,7 +149,9 @@ def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] |
         run.warm(setup.batches, max(cfg.warmup, 2))
         warm_s = time.perf_counter() - t0
         roots, hidden = visible_roots(setup.found.roots, run.plan)
-        eager_t, compiled_t = timed_pair(setup, run, roots, iters)
+        arms = ("eager", "compiled", "eager2") if noise_floor else ("eager", "compiled")
+        timed_arms = timed_rounds(setup, run, roots, iters, arms)
+        eager_t, compiled_t = timed_arms["eager"], timed_arms["compiled"]
         with run.compiled.eager_mode():
             eager_full = timed(setup, setup.found.roots, iters) if hidden else None
         sizes = batch_sizes if batch_sizes is not None else default_batch_sizes(setup.loaded)
@@ -140,6 +168,7 @@ def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] |
         **run.summary(),
         "stages": stage_table(eager_t, compiled_t, hidden, eager_full),
         "numerics": nums,
+        **({"noise_floor": noise_table(eager_t, timed_arms["eager2"])} if noise_floor else {}),
         "compile_time_s": {"in_process": {"first_step_s": run.first_step_s, "warm_up_s": warm_s,
                                           "phases": phases(obs.metrics)}},
         "batch_sizes": sizes,
@@ -157,4 +186,5 @@ def default_batch_sizes(loaded: Loaded, n: int = 64, most: int = 12) -> list[int
     return sorted(set([1] + sizes))
 
 
-__all__ = ["WHOLE_NOTE", "CompiledRun", "Setup", "prepare", "run_session", "stage_table", "timed_pair", "visible_roots"]
+__all__ = ["WHOLE_NOTE", "CompiledRun", "Setup", "noise_table", "prepare", "run_session", "stage_table", "timed_pair",
+           "timed_rounds", "visible_roots"]
