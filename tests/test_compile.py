@@ -259,8 +259,9 @@ def test_recommend_writes_one_store_row_per_candidate(tmp_path, capsys):
     # A second search adds its rows beside the first one's (the store is opened, not replaced).
     rc = main(["compile", "compile_models:clean", "--recommend", "--budget", "0.001", "--compile", str(base),
                "-o", str(tmp_path / "best2.yaml"), "--batch-sizes", "1", "--iters", "2", "--warmup", "2",
-               "--machine", "none", "--store", str(store), "--json"])
+               "--machine", "none", "--store", str(store)])
     assert rc == 0 and results.load(str(store), table="compile")["search_id"].nunique() == 2
+    assert f"results: {store} (table compile" in capsys.readouterr().out
 
 
 def test_store_without_recommend_exits_2(tmp_path, capsys):

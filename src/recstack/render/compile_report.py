@@ -49,3 +49,6 @@ def print_recommendation(r: dict[str, Any]) -> None:
         print(f"  {c['name']:40} run {sp:>7}  recompiles {c.get('recompiles', '-')}  "
               f"{'ok' if c.get('eligible') else 'rejected: ' + str(c.get('why'))}")
     print(f"chosen: {r['chosen']}; config written to {r['written']}")
+    if r.get("store"):
+        st = r["store"]
+        print(f"results: {st['path']} (table {st['table']}, search_id {st['search_id']})")
