@@ -12,7 +12,8 @@ after the normal passes for a few steps, measures the first two directly:
   ``reduce_scatter``, ``all_gather``, ``all_reduce``) is wrapped: its start is
   the call, its finish the completion of its ``Work`` (a callback on the work's
   future, run by gloo's thread when the collective completes) or the return of
-  a blocking call; its bytes are the input tensor's (what the collective
+  a blocking call (a work without a future, such as gloo's reduce-scatter, is
+  waited for at once: in this pass it blocks); its bytes are the input tensor's (what the collective
   benchmark's ``bytes`` means);
 * every rank runs the same collectives in the same order, so collective ``i``
   of a step is the same collective on every rank; the ranks' times come from
@@ -97,7 +98,13 @@ def recording(records: list[dict[str, Any]]) -> Iterator[None]:
             def done(fut: Any) -> None:
                 rec["finish"] = time.perf_counter()
 
-            work.get_future().add_done_callback(done)
+            try:
+                fut = work.get_future()
+            except RuntimeError:  # a work without a future (gloo's reduce-scatter): waited for here, at once
+                work.wait()
+                rec["finish"] = time.perf_counter()
+                return work
+            fut.add_done_callback(done)
             return work
 
         return timed

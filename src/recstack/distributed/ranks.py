@@ -85,10 +85,11 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
     timing = next((i["collective_timing"] for i in infos if i.get("collective_timing")), None)
     split = stage_split(timing, roots) if timing else None
     for pr, sp in zip(per_rank, split or [None] * len(per_rank), strict=True):
-        for key, field in (("peer_wait_s", "wait_s"), ("transfer_measured_s", "transfer_s"),
-                           ("communication_other_s", "other_s")):
+        for key, field in (("peer_wait_s", "wait_s"), ("transfer_measured_s", "transfer_s")):
             vals = [ph[field] for ph in sp["phases"].values() if ph[field] is not None] if sp else []
             pr[key] = sum(vals) if vals else None
+        pr["communication_other_s"] = None if pr["transfer_measured_s"] is None else max(
+            0.0, pr["communication_s"] - pr["transfer_measured_s"] - max(pr["peer_wait_s"] or 0.0, pr["wait_s"]))
     crit = max(range(len(profs)), key=lambda r: per_rank[r]["compute_s"])
     top = profs[crit]
     estimates = next((i["planner_estimates"] for i in infos if i.get("planner_estimates")), [])

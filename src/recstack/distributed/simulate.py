@@ -22,10 +22,10 @@ each phase (:mod:`recstack.distributed.comm_model`; data parallel sends no
 embeddings but all-reduces the tables' gradients in training). Collectives
 synchronise the ranks, so the step takes ``max_r compute_r + max_r transfer_r +
 F`` and rank r waits ``max compute - compute_r``. ``F`` is the communication
-time that is neither transfer nor compute imbalance, measured by the profile's
-collective pass (``distributed.collective_split``): the Python/TorchRec work
-around the collectives (mean over ranks) plus the skew every rank waits even
-when balanced (the smallest ``peer_wait_s``); it is kept constant in K (a stated
+time that is neither transfer nor compute imbalance: the rank that waits least,
+its communication minus its transfer measured by the profile's collective pass
+(``distributed.collective_split``): the Python/TorchRec work around the
+collectives and the skew every rank waits even when balanced; it is kept constant in K (a stated
 assumption: both are per-collective costs, and the collectives per step do not
 change with K for table- and column-wise sharding). The communication model is the
 machine file's collective benchmark if it has one, else the profile's own
@@ -88,14 +88,13 @@ def measured_costs(prof: Profile) -> dict[str, Any]:
 
 
 def _fixed_communication(dist: dict[str, Any] | None) -> dict[str, float]:
-    """What a rank's communication holds besides its transfer and the compute imbalance, from the profile's
-    collective pass: ``comm_other_s`` (Python/TorchRec work around the collectives, mean over ranks) and
-    ``comm_skew_s`` (waiting every rank sees even when balanced: the ranks take turns being late inside a
-    step; the smallest rank's peer_wait_s). Both 0 without a collective pass (single-rank profiles)."""
-    rows = (dist or {}).get("per_rank") or []
-    other = [r["communication_other_s"] for r in rows if r.get("communication_other_s") is not None]
-    skew = [r["peer_wait_s"] for r in rows if r.get("peer_wait_s") is not None]
-    return {"comm_other_s": sum(other) / len(other) if other else 0.0, "comm_skew_s": min(skew) if skew else 0.0}
+    """``comm_fixed_s``: what the communication of the rank that waits least holds besides its transfer
+    (min over ranks of communication_s - transfer_measured_s, from the profile's collective pass): the
+    Python/TorchRec work around the collectives and the skew every rank sees even when balanced (inside a
+    step the ranks take turns being late). 0 without a collective pass (single-rank profiles)."""
+    rows = [r for r in (dist or {}).get("per_rank") or [] if r.get("transfer_measured_s") is not None]
+    return {"comm_fixed_s": min(max(0.0, r["communication_s"] - r["transfer_measured_s"]) for r in rows)
+            if rows else 0.0}
 
 
 def _stage(root: Node, name: str) -> float:
@@ -192,7 +191,7 @@ def simulate(costs: dict[str, Any], k: int, sharding: str, collectives: dict[str
                      "phase_bytes": {p: float(sum(m)) for p, m in phases.items()}})
     max_compute = max(x["compute_s"] for x in rows)
     max_transfer = max(x["transfer_s"] for x in rows)
-    fixed = 0.0 if k == 1 else costs.get("comm_other_s", 0.0) + costs.get("comm_skew_s", 0.0)
+    fixed = 0.0 if k == 1 else costs.get("comm_fixed_s", 0.0)
     for x in rows:
         x["wait_s"] = max_compute - x["compute_s"]
         x["communication_s"] = max_transfer + fixed + x["wait_s"]  # what the rank's communication stage would hold

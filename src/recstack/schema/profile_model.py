@@ -736,9 +736,9 @@ class RankFigures(_M):
                                     "call them (measured)", None, unit="s", producer=_DI)
     transfer_measured_s: Seconds | None = F("collective pass: time its collectives ran once every rank had "
                                             "called them (measured)", None, unit="s", producer=_DI)
-    communication_other_s: Seconds | None = F("communication_s beyond peer_wait_s + transfer_measured_s per "
-                                              "phase: Python/TorchRec work around the collectives (derived)",
-                                              None, unit="s", producer=_DI)
+    communication_other_s: Seconds | None = F("communication_s - transfer_measured_s - the larger of peer_wait_s "
+                                              "and wait_s, at least 0: Python/TorchRec work around the "
+                                              "collectives (derived)", None, unit="s", producer=_DI)
 
 
 class Imbalance(_M):
