@@ -151,12 +151,15 @@ def _union(intervals: list[tuple[float, float]]) -> float:
 
 def split(all_ranks: list[list[list[dict[str, Any]]]]) -> dict[str, Any]:
     """Per rank and phase, mean per step: ``wait_s`` (a peer not there yet), ``transfer_s`` (all there, until
-    done), the collectives and their bytes; per phase the slowest rank's transfer of each collective
-    (``collectives``: what the benchmark times). Ranks whose records do not line up raise ValueError."""
+    done), the collectives and their bytes; per phase (``phases``) the slowest rank's transfer (median over
+    steps of the union of [last rank's call, slowest rank's finish] over the phase's collectives: what the
+    benchmark times) and each collective with every rank's bytes. Ranks whose records do not line up raise
+    ValueError."""
     world = len(all_ranks)
     steps = min(len(r) for r in all_ranks)
     per_rank: list[dict[str, Any]] = [{"rank": r, "phases": {}} for r in range(world)]
     slowest: dict[str, list[dict[str, Any]]] = {}
+    last_to_slowest: dict[str, list[float]] = {}
     for s in range(steps):
         recs = [all_ranks[r][s] for r in range(world)]
         if len({len(x) for x in recs}) != 1 or any(
@@ -179,16 +182,13 @@ def split(all_ranks: list[list[list[dict[str, Any]]]]) -> dict[str, Any]:
         if s == 0:
             for i, rec in enumerate(recs[0]):
                 slowest.setdefault(rec["phase"], []).append({"collective": rec["collective"], "bytes": [
-                    x[i]["bytes"] for x in recs], "transfer_s": []})
-        for phase in slowest:  # the slowest rank's transfer of each collective, per step
+                    x[i]["bytes"] for x in recs]})
+        for phase in slowest:  # from the last rank's call to the slowest rank's finish; overlaps count once
             idx = [i for i, rec in enumerate(recs[0]) if rec["phase"] == phase]
-            for k, i in enumerate(idx):
-                slowest[phase][k]["transfer_s"].append(max(0.0, max(x[i]["finish"] for x in recs) - arrive[i]))
-    for phase_rows in slowest.values():
-        for row in phase_rows:
-            ts = sorted(row.pop("transfer_s"))
-            row["transfer_s"] = ts[len(ts) // 2]  # median over steps
-    return {"steps": steps, "per_rank": per_rank, "collectives": slowest}
+            last_to_slowest.setdefault(phase, []).append(_union([(arrive[i], max(x[i]["finish"] for x in recs))
+                                                        for i in idx]))
+    phases = {p: {"transfer_s": sorted(ts)[len(ts) // 2], "collectives": slowest[p]} for p, ts in last_to_slowest.items()}
+    return {"steps": steps, "per_rank": per_rank, "phases": phases}
 
 
 def stage_split(timing: dict[str, Any], roots: list[Any]) -> list[dict[str, Any]]:
@@ -216,14 +216,15 @@ def stage_split(timing: dict[str, Any], roots: list[Any]) -> list[dict[str, Any]
 
 def transfer_vs_benchmark(timing: dict[str, Any], collectives: dict[str, Any] | None,
                           world_size: int) -> dict[str, dict[str, Any]]:
-    """Per phase: the slowest rank's transfer (median over steps, summed over the phase's collectives) against
-    the benchmark at each collective's own bytes (the largest rank's input); ratio = transfer / benchmark."""
+    """Per phase: the slowest rank's transfer (see :func:`split`) against the benchmark at each collective's
+    own bytes (the largest rank's input), summed (gloo runs them one after another); ratio = transfer /
+    benchmark."""
     from recstack.distributed.comm_model import collective_time
 
     bench_name = {"all_to_all_single": "all_to_all", "all_reduce": "all_reduce"}
     out = {}
-    for phase, rows in timing["collectives"].items():
-        transfer = sum(r["transfer_s"] for r in rows)
+    for phase, got in timing["phases"].items():
+        rows, transfer = got["collectives"], got["transfer_s"]
         bench: float | None = None
         if collectives:
             times = [collective_time(collectives, bench_name.get(r["collective"], "all_to_all"), max(r["bytes"]),

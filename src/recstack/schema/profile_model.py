@@ -795,7 +795,7 @@ class CommClass(_M):
                           "or ``bandwidth``",
                           None, producer=_DI)
     transfer_s: Seconds | None = F("collective pass: the slowest rank's transfer (last rank's call until "
-                                   "done), median over steps, summed over the phase's collectives (measured)",
+                                   "done; the union over the phase's collectives), median over steps (measured)",
                                    None, unit="s", producer=_DI)
     transfer_bytes: Bytes | None = F("those collectives' input bytes (the largest rank's; measured from the "
                                      "tensors)", None, unit="bytes", producer=_DI)
