@@ -9,12 +9,16 @@ after the normal passes for a few steps, measures the first two directly:
 
 * every ``torch.distributed`` collective TorchRec calls from Python
   (``all_to_all_single``, ``reduce_scatter_tensor``, ``all_gather_into_tensor``,
-  ``reduce_scatter``, ``all_gather``, ``all_reduce``) is wrapped: its start is
-  the call, its finish the completion of its ``Work`` (a callback on the work's
-  future, run by gloo's thread when the collective completes) or the return of
-  a blocking call (a work without a future, such as gloo's reduce-scatter, is
-  waited for at once: in this pass it blocks); its bytes are the input tensor's (what the collective
-  benchmark's ``bytes`` means);
+  ``reduce_scatter``, ``all_gather``, ``all_reduce``) is wrapped and made
+  blocking: the wrapper waits for its ``Work`` at once. Its start is the call,
+  its finish the wait's return, its bytes the input tensor's (what the
+  collective benchmark's ``bytes`` means). Blocking is what makes the transfer
+  comparable with the benchmark: TorchRec issues some collectives
+  asynchronously and computes while they run, and on a host with a core per
+  rank that compute shares the core with gloo's thread, so an overlapped
+  transfer is slower than the same bytes alone (measured: 4-17x the
+  benchmark in flight under load, docs/benchmarks.md); the pass measures each
+  transfer as the benchmark does, with the rank asleep in the wait;
 * every rank runs the same collectives in the same order, so collective ``i``
   of a step is the same collective on every rank; the ranks' times come from
   ``time.perf_counter`` (CLOCK_MONOTONIC: one clock for every process on a
@@ -91,20 +95,9 @@ def recording(records: list[dict[str, Any]]) -> Iterator[None]:
                    "start": time.perf_counter(), "finish": None}
             records.append(rec)
             work = fn(*args, **kwargs)
-            if work is None or not hasattr(work, "get_future"):
-                rec["finish"] = time.perf_counter()
-                return work
-
-            def done(fut: Any) -> None:
-                rec["finish"] = time.perf_counter()
-
-            try:
-                fut = work.get_future()
-            except RuntimeError:  # a work without a future (gloo's reduce-scatter): waited for here, at once
-                work.wait()
-                rec["finish"] = time.perf_counter()
-                return work
-            fut.add_done_callback(done)
+            if work is not None and hasattr(work, "wait"):
+                work.wait()  # blocking, as the benchmark runs it: the rank sleeps while gloo's thread works
+            rec["finish"] = time.perf_counter()
             return work
 
         return timed
