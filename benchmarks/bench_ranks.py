@@ -1,10 +1,13 @@
 """Multi-rank profiles (issue 17): imbalance, planner error, communication against the benchmark, shard-sim error.
 
-Profiles RMC1 and RMC2 (scaled) at 2 ranks table-wise, column-wise and row-wise, and RMC1 at 4 ranks
+Profiles RMC1 and RMC2 (scaled) at 2 ranks table-wise, column-wise and row-wise (a hand-built plan: the
+planner has no row-wise kernel for CPU), and RMC1 at 4 ranks
 once (on a 2-core host: planned oversubscription), each rank one torch thread, every run classified
 against a machine file with the collective benchmark (``recstack machine --quick --collectives``).
 Then shard-sim predicts each measured run from its own profile (same world size) and the 4-rank run
-from the 2-rank table-wise profile, and the errors are printed. Prints markdown tables; results go
+from the 2-rank table-wise profile, and the errors are printed. Each profile also carries the
+collective pass's split of its communication (waiting for the last rank, transfer, other) and the
+transfer against the benchmark at the collectives' own bytes (docs/distributed.md). Prints markdown tables; results go
 to --out as JSON.
 
     python benchmarks/bench_ranks.py --scale 0.01 --batch-size 256 --out /tmp/ranks-bench
@@ -27,7 +30,7 @@ from recstack.outputs import atomic_write_text
 from recstack.tree import Profile
 
 RUNS = ["rmc1:table_wise:2", "rmc1:column_wise:2", "rmc1:row_wise:2", "rmc2:table_wise:2", "rmc2:column_wise:2",
-        "rmc1:table_wise:4"]
+        "rmc2:row_wise:2", "rmc1:table_wise:4"]
 
 
 def _cli(argv: list[str]) -> int:
