@@ -122,10 +122,7 @@ def time_collectives(step: Any, batches: list[Any], steps: int = STEPS) -> list[
         marks.append(len(records))
         with recording(records):
             step.run(batches[i % len(batches)])
-    dist.barrier()  # every collective has completed (and its callback run) on every rank
-    for r in records:
-        if r["finish"] is None:  # a work whose callback has not run yet: it completed before the barrier
-            r["finish"] = time.perf_counter()
+    dist.barrier()  # every rank has finished its steps before the records are exchanged
     per_step = [records[a:b] for a, b in zip(marks, marks[1:] + [len(records)], strict=True)]
     out: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(out, per_step)
