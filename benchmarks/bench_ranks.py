@@ -1,10 +1,13 @@
 """Multi-rank profiles (issue 17): imbalance, planner error, communication against the benchmark, shard-sim error.
 
-Profiles RMC1 and RMC2 (scaled) at 2 ranks table-wise, column-wise and row-wise, and RMC1 at 4 ranks
+Profiles RMC1 and RMC2 (scaled) at 2 ranks table-wise, column-wise and row-wise (a hand-built plan: the
+planner has no row-wise kernel for CPU), and RMC1 at 4 ranks
 once (on a 2-core host: planned oversubscription), each rank one torch thread, every run classified
 against a machine file with the collective benchmark (``recstack machine --quick --collectives``).
 Then shard-sim predicts each measured run from its own profile (same world size) and the 4-rank run
-from the 2-rank table-wise profile, and the errors are printed. Prints markdown tables; results go
+from the 2-rank table-wise profile, and the errors are printed. Each profile also carries the
+collective pass's split of its communication (waiting for the last rank, transfer, other) and the
+transfer against the benchmark at the collectives' own bytes (docs/distributed.md). Prints markdown tables; results go
 to --out as JSON.
 
     python benchmarks/bench_ranks.py --scale 0.01 --batch-size 256 --out /tmp/ranks-bench
@@ -27,7 +30,7 @@ from recstack.outputs import atomic_write_text
 from recstack.tree import Profile
 
 RUNS = ["rmc1:table_wise:2", "rmc1:column_wise:2", "rmc1:row_wise:2", "rmc2:table_wise:2", "rmc2:column_wise:2",
-        "rmc1:table_wise:4"]
+        "rmc2:row_wise:2", "rmc1:table_wise:4"]
 
 
 def _cli(argv: list[str]) -> int:
@@ -71,6 +74,10 @@ def _row(prof: Profile, machine: dict[str, Any]) -> dict[str, Any]:
         "compute_ms": [round(r["compute_s"] * 1e3, 3) for r in dist["per_rank"]],
         "communication_ms": [round(r["communication_s"] * 1e3, 3) for r in dist["per_rank"]],
         "wait_ms": [round(r["wait_s"] * 1e3, 3) for r in dist["per_rank"]],
+        "peer_wait_ms": [_ms(r.get("peer_wait_s")) for r in dist["per_rank"]],
+        "transfer_ms": [_ms(r.get("transfer_measured_s")) for r in dist["per_rank"]],
+        "other_ms": [_ms(r.get("communication_other_s")) for r in dist["per_rank"]],
+        "sim_fixed_ms": _ms(pred.get("communication_fixed_s")),
         "imbalance": {"compute": imb["totals"].get("compute_s"), "embedding": imb["by_stage"].get("embedding"),
                       "communication": imb["totals"].get("communication_s"), "lookups": imb["totals"].get("lookups")},
         "planner_error": (dist.get("planner") or {}).get("error_by_sharding"),
@@ -82,6 +89,10 @@ def _row(prof: Profile, machine: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _ms(v: float | None) -> float | None:
+    return None if v is None else round(v * 1e3, 3)
+
+
 def _tables(rows: list[dict[str, Any]], scaled: dict[str, Any] | None) -> str:
     out = ["| model | sharding | ranks | step ms per rank | compute ms | comm ms | wait ms | imbalance compute | "
            "imbalance embedding | planner measured/estimated |", "|" + "---|" * 10]
@@ -91,21 +102,29 @@ def _tables(rows: list[dict[str, Any]], scaled: dict[str, Any] | None) -> str:
         out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']}{' (oversubscribed)' if r['oversubscribed'] else ''}"
                    f" | {r['step_ms']} | {r['compute_ms']} | {r['communication_ms']} | {r['wait_ms']} | "
                    f"{imb['compute'] or 0:.3f} | {imb['embedding'] or 0:.3f} | {pe} |")
-    out += ["", "| model | sharding | ranks | phase | bytes | measured ms | benchmark ms | measured/benchmark | bound |",
-            "|" + "---|" * 9]
+    out += ["", "| model | sharding | ranks | waiting for the last rank ms | transfer ms | other ms |",
+            "|" + "---|" * 6]
+    for r in rows:
+        out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {r['peer_wait_ms']} | {r['transfer_ms']} | "
+                   f"{r['other_ms']} |")
+    out += ["", "| model | sharding | ranks | phase | bytes | stage ms | benchmark ms | stage/benchmark | waiting ms | "
+            "transfer ms | other ms | benchmark at those bytes ms | transfer/benchmark | bound |", "|" + "---|" * 14]
+    f = (lambda v, d=3: "-" if v is None else f"{v * 1e3:.{d}f}")  # noqa: E731
     for r in rows:
         for c in r["communication_roofline"] or []:
+            ratio = c.get("transfer_ratio")
             out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {c['phase']} | {c['bytes']:.0f} | "
-                       f"{c['measured_s'] * 1e3:.3f} | {(c['benchmark_s'] or 0) * 1e3:.3f} | {c['ratio'] or 0:.1f} | "
-                       f"{c['bound']} |")
+                       f"{f(c['measured_s'])} | {f(c['benchmark_s'])} | {c['ratio'] or 0:.1f} | {f(c.get('wait_s'))} | "
+                       f"{f(c.get('transfer_s'))} | {f(c.get('other_s'))} | {f(c.get('transfer_benchmark_s'))} | "
+                       f"{'-' if ratio is None else f'{ratio:.2f}'} | {c['bound']} |")
     out += ["", "| model | sharding | ranks | rank | step measured / predicted ms (error) | "
-            "compute measured / predicted ms (error) |", "|" + "---|" * 6]
+            "compute measured / predicted ms (error) | sim fixed comm ms |", "|" + "---|" * 7]
     for r in rows:
         for s in r["sim"]:
             out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {s['rank']} | "
                        f"{s['time_s_measured_s'] * 1e3:.3f} / {s['time_s_predicted_s'] * 1e3:.3f} "
                        f"({s['time_s_error']:+.0%}) | {s['compute_s_measured_s'] * 1e3:.3f} / "
-                       f"{s['compute_s_predicted_s'] * 1e3:.3f} ({s['compute_s_error']:+.0%}) |")
+                       f"{s['compute_s_predicted_s'] * 1e3:.3f} ({s['compute_s_error']:+.0%}) | {r['sim_fixed_ms']} |")
     if scaled:
         out += ["", f"shard-sim from the 2-rank table-wise RMC1 profile to 4 ranks: {scaled}"]
     return "\n".join(out)

@@ -158,9 +158,41 @@ def test_two_ranks_profile(profiles, sharding: str, mode: str) -> None:
         for c in classes.values():
             assert c["bytes"] > 0 and c["benchmark_s"] > 0
             assert c["ratio"] == pytest.approx(c["measured_s"] / c["benchmark_s"])
+        for c in (classes["input_dist"], classes["output_dist"]):  # the transfer alone, at its own bytes
+            assert c["transfer_s"] > 0 and c["transfer_benchmark_s"] > 0
+            assert c["transfer_ratio"] == pytest.approx(c["transfer_s"] / c["transfer_benchmark_s"])
     else:
         assert dist["communication_roofline"] is None
     assert set(dist["communication_bytes"]) >= {"input_dist", "output_dist"}
+    _check_collective_split(dist, ranks, mode)
+
+
+def _check_collective_split(dist: dict, ranks: list[dict], mode: str) -> None:
+    """The collective pass: every rank's split adds up, and the bytes it saw are the formula's."""
+    split = dist["collective_split"]
+    assert split["steps"] >= 1 and [r["rank"] for r in split["per_rank"]] == [0, 1]
+    for sp, pr, r in zip(split["per_rank"], dist["per_rank"], ranks, strict=True):
+        comm = {c["name"]: c["time_s"] for c in _stages(r["root"])["communication"]["children"]}
+        phases = sp["phases"]
+        assert {"input_dist", "output_dist"} <= set(phases)
+        if mode == "train":
+            assert phases["backward_all_to_all"]["collectives"] >= 1
+        for name, ph in phases.items():
+            assert ph["stage_s"] == pytest.approx(comm.get(name, 0.0))
+            if ph["transfer_s"] is None:  # a phase the pass does not see (DDP's all-reduce is issued in C++)
+                continue
+            assert ph["wait_s"] >= 0 and ph["transfer_s"] > 0
+            assert ph["other_s"] == pytest.approx(max(0.0, ph["stage_s"] - ph["wait_s"] - ph["transfer_s"]))
+        assert pr["peer_wait_s"] == pytest.approx(sum(p["wait_s"] for p in phases.values() if p["wait_s"] is not None))
+        assert pr["transfer_measured_s"] == pytest.approx(sum(p["transfer_s"] for p in phases.values()
+                                                              if p["transfer_s"] is not None))
+        assert pr["communication_other_s"] == pytest.approx(max(0.0, pr["communication_s"] - pr["transfer_measured_s"]
+                                                                - max(pr["peer_wait_s"], pr["wait_s"])))
+        # the KJT all-to-alls (splits, lengths, IDs) and the pooled-embedding all-to-all, as TorchRec issues them
+        assert phases["input_dist"]["collectives"] == 3 and phases["output_dist"]["collectives"] == 1
+    crit = dist["critical_rank"]
+    out = split["per_rank"][crit]["phases"]["output_dist"]
+    assert out["bytes"] == pytest.approx(dist["communication_bytes"]["output_dist"])  # B x W x columns x 4
 
 
 def test_shard_sim_predicts_every_rank_and_compares_at_the_measured_size(profiles, capsys) -> None:
@@ -172,8 +204,12 @@ def test_shard_sim_predicts_every_rank_and_compares_at_the_measured_size(profile
     for r in pred["per_rank"]:
         assert r["compute_s"] == pytest.approx(r["embedding_s"] + r["dense_s"])
         assert r["time_s"] == pytest.approx(pred["step_s"])
+    # the step: the slowest compute, the slowest transfer, and the measured communication that is neither
+    d = json.loads(path.read_text())["distributed"]
+    fixed = min(max(0.0, r["communication_s"] - r["transfer_measured_s"]) for r in d["per_rank"])
+    assert pred["communication_fixed_s"] == pytest.approx(fixed) and fixed >= 0
     assert pred["step_s"] == pytest.approx(max(r["compute_s"] for r in pred["per_rank"])
-                                           + max(r["transfer_s"] for r in pred["per_rank"]))
+                                           + max(r["transfer_s"] for r in pred["per_rank"]) + fixed)
     assert len(out["measured_vs_predicted"]["per_rank"]) == 2
     # 1,024 ranks: the 8 tables land on 8 ranks, the global batch's bytes are all looked up somewhere
     assert main(["shard-sim", str(path), "--ranks", "1024", "--machine", "none", "--json"]) == 0
@@ -282,6 +318,54 @@ def test_report_shows_ranks_and_switches_the_tree(browser, profiles, tmp_path: P
     shown = drv.find_element(By.ID, "stages").text
     want = prof.ranks[other]["root"]
     assert any(c["name"] == "communication" for c in want["children"]) and "communication" in shown
+
+
+def test_collective_split_takes_waiting_until_the_last_rank_and_counts_overlap_once() -> None:
+    from recstack.distributed.collective_timing import split
+
+    def rec(phase: str, start: float, finish: float) -> dict:
+        return {"collective": "all_to_all_single", "phase": phase, "bytes": 100, "start": start, "finish": finish}
+
+    # rank 0 calls both collectives first; rank 1 arrives 2 s later at the first, at once at the second;
+    # rank 0's second collective overlaps its first
+    r0 = [[rec("input_dist", 0.0, 3.0), rec("input_dist", 1.0, 4.0)]]
+    r1 = [[rec("input_dist", 2.0, 3.0), rec("input_dist", 1.0, 4.0)]]
+    got = split([r0, r1])
+    p0, p1 = (got["per_rank"][r]["phases"]["input_dist"] for r in (0, 1))
+    assert p0["wait_s"] == pytest.approx(1.0) and p0["transfer_s"] == pytest.approx(3.0)  # [0,1] wait, [1,4] moving
+    assert p1["wait_s"] == pytest.approx(0.0) and p1["transfer_s"] == pytest.approx(3.0)
+    assert p0["collectives"] == 2 and p0["bytes"] == 200
+    # the phase's transfer: from the last call (2 s, 1 s) to the slowest finish (3 s, 4 s), overlap once
+    assert got["phases"]["input_dist"]["transfer_s"] == pytest.approx(3.0)
+    assert [c["bytes"] for c in got["phases"]["input_dist"]["collectives"]] == [[100, 100], [100, 100]]
+    with pytest.raises(ValueError, match="different collectives"):
+        split([r0, [r1[0][:1]]])
+
+
+def test_diff_page_shows_ranks_and_its_selector_switches_the_rank(browser, profiles, tmp_path: Path,  # noqa: F811
+                                                                  capsys) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    from test_report import _open
+
+    a, b = profiles[("table_wise", "inference")], profiles[("column_wise", "train")]
+    page = tmp_path / "d.html"
+    assert main(["diff", str(a), str(b), "-o", str(page)]) == 0
+    capsys.readouterr()
+    pa, pb = Profile.load(a), Profile.load(b)
+    drv = browser
+    _open(drv, page)
+    card = drv.find_element(By.ID, "ranks").text.lower()
+    assert "table_wise" in card and "column_wise" in card and "imbalance" in card and "waiting for the last rank" in card
+    shown = drv.find_element(By.ID, "diff-rank-stages")
+    assert shown.get_attribute("data-view") == "critical"
+    Select(drv.find_element(By.ID, "diff-rank-select")).select_by_value("rank1")
+    shown = drv.find_element(By.ID, "diff-rank-stages")
+    assert shown.get_attribute("data-view") == "rank1"
+    stages = {e.get_attribute("data-stage") for e in shown.find_elements(By.CSS_SELECTOR, "tr[data-stage]")}
+    want = set(pa.extra["distributed"]["per_rank"][1]["stages"]) | set(pb.extra["distributed"]["per_rank"][1]["stages"])
+    assert stages == want | {"run"}
+    assert "backward" in stages  # B trained, A did not: a stage only one side has is listed
 
 
 def test_communication_split_keeps_the_run_and_moves_time_out_of_its_stage() -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from recstack.config.run import RunConfig, usable_cores
+from recstack.distributed.collective_timing import stage_split, transfer_vs_benchmark
 from recstack.distributed.comm_model import classify, phase_messages
 from recstack.distributed.communication import split_communication
 from recstack.distributed.imbalance import imbalance, per_rank_figures, planner_vs_measured, shard_figures
@@ -81,6 +82,14 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
     per_rank = per_rank_figures(roots, shards)
     for pr, p in zip(per_rank, profs, strict=True):  # each rank's own profiler overhead (its timing pass)
         pr["stage_pass_ratio"] = p.overhead.get("stage_pass_ratio")
+    timing = next((i["collective_timing"] for i in infos if i.get("collective_timing")), None)
+    split = stage_split(timing, roots) if timing else None
+    for pr, sp in zip(per_rank, split or [None] * len(per_rank), strict=True):
+        for key, field in (("peer_wait_s", "wait_s"), ("transfer_measured_s", "transfer_s")):
+            vals = [ph[field] for ph in sp["phases"].values() if ph[field] is not None] if sp else []
+            pr[key] = sum(vals) if vals else None
+        pr["communication_other_s"] = None if pr["transfer_measured_s"] is None else max(
+            0.0, pr["communication_s"] - pr["transfer_measured_s"] - max(pr["peer_wait_s"] or 0.0, pr["wait_s"]))
     crit = max(range(len(profs)), key=lambda r: per_rank[r]["compute_s"])
     top = profs[crit]
     estimates = next((i["planner_estimates"] for i in infos if i.get("planner_estimates")), [])
@@ -107,7 +116,13 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
         "planner": planner_vs_measured(roots, shards, estimates, cfg.mode == "train"),
         "communication_bytes": {p: float(sum(m)) for p, m in phases.items()},
         "communication_messages": phases,
-        "communication_roofline": _comm_roofline(cfg, roots[crit], phases),
+        "communication_roofline": _comm_roofline(cfg, roots[crit], phases, timing, split[crit] if split else None),
+        "collective_split": None if timing is None else {
+            "steps": timing["steps"], "per_rank": split,
+            "method": "collective timing pass: each collective's start and finish on every rank "
+                      "(time.perf_counter, one clock per host); wait = start until the last rank's start, "
+                      "transfer = then until it finished; other = the stage's time beyond both (see "
+                      "docs/distributed.md)"},
     }
     if "embedding_tables" not in top.extra and infos[0].get("tables"):
         top.extra["embedding_tables"] = infos[0]["tables"]
@@ -123,8 +138,11 @@ def _phase_messages(cfg: RunConfig, shards: list[dict[str, Any]], info: dict[str
                        dense_param_bytes=float(info.get("dense_param_bytes", 0)), train=cfg.mode == "train")
 
 
-def _comm_roofline(cfg: RunConfig, root: Node, phases: dict[str, list[float]]) -> list[dict[str, Any]] | None:
-    """The critical rank's communication phases against the machine's collective benchmark, if it has one."""
+def _comm_roofline(cfg: RunConfig, root: Node, phases: dict[str, list[float]], timing: dict[str, Any] | None,
+                   split: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """The critical rank's communication phases against the machine's collective benchmark, if it has one:
+    the whole phase (modelled bytes) and, where the collective pass timed it, its transfer alone (the
+    collectives' own bytes) with the rank's waiting and other time beside it."""
     from recstack.hardware.machine import machine_with_file
 
     machine, _file = machine_with_file(cfg.machine)
@@ -132,7 +150,17 @@ def _comm_roofline(cfg: RunConfig, root: Node, phases: dict[str, list[float]]) -
     comm = root.child("communication")
     if not collectives or comm is None:
         return None
-    return classify(phases, {c.name: c.time_s for c in comm.children}, collectives, cfg.nproc)
+    rows = classify(phases, {c.name: c.time_s for c in comm.children}, collectives, cfg.nproc)
+    measured = transfer_vs_benchmark(timing, collectives, cfg.nproc) if timing else {}
+    for row in rows or []:
+        got = measured.get(row["phase"], {})
+        mine = (split or {}).get("phases", {}).get(row["phase"], {})
+        row.update({"transfer_s": got.get("transfer_s"), "transfer_bytes": got.get("bytes"),
+                    "transfer_collectives": got.get("collectives"),
+                    "transfer_benchmark_s": got.get("transfer_benchmark_s"),
+                    "transfer_ratio": got.get("transfer_ratio"), "wait_s": mine.get("wait_s"),
+                    "other_s": mine.get("other_s")})
+    return rows
 
 
 def _copy(node: Node) -> Node:

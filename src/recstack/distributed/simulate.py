@@ -17,11 +17,17 @@ For K ranks (global batch K x B), the shards and their requested bytes:
 * ``row_wise``: each table cut into K row shards, each serving 1/K of the lookups;
 * ``data_parallel``: every rank looks up its own B samples in a full replica.
 
-Rank r's compute is ``c x bytes_r + D``; its communication the modelled time of
+Rank r's compute is ``c x bytes_r + D``; its transfer the modelled time of
 each phase (:mod:`recstack.distributed.comm_model`; data parallel sends no
 embeddings but all-reduces the tables' gradients in training). Collectives
-synchronise the ranks, so the step takes ``max_r compute_r + max_r transfer_r``
-and rank r waits ``max compute - compute_r``. The communication model is the
+synchronise the ranks, so the step takes ``max_r compute_r + max_r transfer_r +
+F`` and rank r waits ``max compute - compute_r``. ``F`` is the communication
+time that is neither transfer nor compute imbalance: the rank that waits least,
+its communication minus its transfer measured by the profile's collective pass
+(``distributed.collective_split``): the Python/TorchRec work around the
+collectives and the skew every rank waits even when balanced; it is kept constant in K (a stated
+assumption: both are per-collective costs, and the collectives per step do not
+change with K for table- and column-wise sharding). The communication model is the
 machine file's collective benchmark if it has one, else the profile's own
 communication phases (one point per phase: latency below its size, its
 bandwidth above).
@@ -77,7 +83,18 @@ def measured_costs(prof: Profile) -> dict[str, Any]:
         "tables": [{"table": t["table"], "dim": int(t["dim"]), "rows": int(t["rows"]),
                     "lookups_per_sample": float(t["pooling_factor"])} for t in tables],
         "measured_phases": _measured_phases(prof) if dist else None,
+        **_fixed_communication(dist),
     }
+
+
+def _fixed_communication(dist: dict[str, Any] | None) -> dict[str, float]:
+    """``comm_fixed_s``: what the communication of the rank that waits least holds besides its transfer
+    (min over ranks of communication_s - transfer_measured_s, from the profile's collective pass): the
+    Python/TorchRec work around the collectives and the skew every rank sees even when balanced (inside a
+    step the ranks take turns being late). 0 without a collective pass (single-rank profiles)."""
+    rows = [r for r in (dist or {}).get("per_rank") or [] if r.get("transfer_measured_s") is not None]
+    return {"comm_fixed_s": min(max(0.0, r["communication_s"] - r["transfer_measured_s"]) for r in rows)
+            if rows else 0.0}
 
 
 def _stage(root: Node, name: str) -> float:
@@ -174,12 +191,14 @@ def simulate(costs: dict[str, Any], k: int, sharding: str, collectives: dict[str
                      "phase_bytes": {p: float(sum(m)) for p, m in phases.items()}})
     max_compute = max(x["compute_s"] for x in rows)
     max_transfer = max(x["transfer_s"] for x in rows)
+    fixed = 0.0 if k == 1 else costs.get("comm_fixed_s", 0.0)
     for x in rows:
         x["wait_s"] = max_compute - x["compute_s"]
-        x["communication_s"] = max_transfer + x["wait_s"]  # what the rank's communication stage would hold
-        x["time_s"] = max_compute + max_transfer
+        x["communication_s"] = max_transfer + fixed + x["wait_s"]  # what the rank's communication stage would hold
+        x["time_s"] = max_compute + max_transfer + fixed
     mean_compute = sum(x["compute_s"] for x in rows) / k
-    return {"ranks": k, "sharding": sharding, "step_s": max_compute + max_transfer,
+    return {"ranks": k, "sharding": sharding, "step_s": max_compute + max_transfer + fixed,
+            "communication_fixed_s": fixed,
             "imbalance_compute": max_compute / mean_compute if mean_compute > 0 else None,
             "max_wait_s": max(x["wait_s"] for x in rows),
             "comm_model": "machine collectives" if collectives else "the profile's own communication phases",

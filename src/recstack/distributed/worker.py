@@ -96,10 +96,24 @@ def _profile_rank(cfg: Any, rank: int, world_size: int, trace: str | None) -> tu
     from recstack.distributed.ranks import rank_trace
 
     prof = _profile(dmp, batches, cfg, info, rank_trace(trace, rank) if trace else None)
-    rank_info = {"rank": rank, "shards": shards_of(plan, rank), "tables": tables, "global_tables": global_tables,
+    timing = _time_collectives(dmp, batches, cfg)  # a collective pass: every rank runs it
+    rank_info = {"collective_timing": timing if rank == 0 else None, "rank": rank, "shards": shards_of(plan, rank), "tables": tables, "global_tables": global_tables,
                  "planner_estimates": estimates, "threads": torch.get_num_threads(),
                  "dense_param_bytes": dense_bytes, "batch_size": cfg.batch_size}
     return prof, rank_info
+
+
+def _time_collectives(model: Any, batches: list[Any], cfg: Any) -> dict[str, Any] | None:
+    """Every rank's collectives timed on their own (:mod:`recstack.distributed.collective_timing`); every rank
+    runs it, rank 0 keeps the split (None: the ranks' collectives did not line up)."""
+    from recstack.distributed.collective_timing import split, time_collectives
+    from recstack.profiling.runner import ProfileOptions, Step
+
+    records = time_collectives(Step(model, ProfileOptions(cfg), None), batches)
+    try:
+        return split(records)
+    except ValueError:
+        return None
 
 
 def _dense_param_bytes(model: Any) -> int:

@@ -287,15 +287,19 @@ def print_ranks(c: Console, prof: Any) -> None:
             f"above is the critical path: rank {dist['critical_rank']} (most compute per step)"
             + (f"; [yellow]{_text(dist['oversubscription_note'])}[/yellow]" if dist.get("oversubscription_note") else ""))
     t = Table(box=None, pad_edge=False)
-    for col in ("rank", "step", "compute", "communication", "waiting", "shards", "tables", "requested"):
+    for col in ("rank", "step", "compute", "communication", "waiting", "peer wait", "transfer", "other", "shards",
+                "tables", "requested"):
         t.add_column(col, justify="right")
     for r in dist["per_rank"]:
+        split = ("-" if r.get(k) is None else seconds(r[k]) for k in ("peer_wait_s", "transfer_measured_s",
+                                                                       "communication_other_s"))
         t.add_row(str(r["rank"]), *(seconds(r[k]) for k in ("time_s", "compute_s", "communication_s", "wait_s")),
-                  str(r["shards"]), str(r["tables"]), binary(r["bytes_requested"]))
+                  *split, str(r["shards"]), str(r["tables"]), binary(r["bytes_requested"]))
     c.print(t)
     totals = dist["imbalance"].get("totals") or {}
     c.print("imbalance (max/mean over ranks): " + ", ".join(f"{k} {v:.3f}" for k, v in totals.items())
-            + "; waiting = communication beyond the fastest rank's (see docs/distributed.md)")
+            + "; waiting = communication beyond the fastest rank's; peer wait / transfer / other: the collective "
+            "pass's split (measured; see docs/distributed.md)")
 
 
 def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -> None:

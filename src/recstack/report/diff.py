@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from recstack.errors import DataError
+from recstack.report.diff_ranks import rank_comparison
 from recstack.tree import Node, Profile
 
 VERDICTS = ("regression", "improvement", "noise", "added", "removed")
@@ -144,6 +145,7 @@ class DiffResult:
     nodes: list[NodeDelta] = field(default_factory=list)
     setting_changes: list[tuple[str, Any, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    ranks: dict[str, Any] | None = None  # recstack.report.diff_ranks.rank_comparison: multi-rank sides
 
     def all(self) -> list[NodeDelta]:
         return [self.run, *self.stages, *self.nodes]
@@ -176,6 +178,7 @@ class DiffResult:
             "nodes": [d.to_dict() for d in self.nodes],
             "setting_changes": [list(c) for c in self.setting_changes],
             "notes": list(self.notes),
+            "ranks": self.ranks,
             "counts": {
                 "regressions": len(self.regressions()),
                 "improvements": len(self.improvements()),
@@ -418,4 +421,5 @@ def diff_profiles(
         nodes=nodes,
         setting_changes=setting_changes(a, b),
         notes=version_notes(a, b) + contention_notes(a, b) + rank_notes(a, b),
+        ranks=rank_comparison(a, b),
     )

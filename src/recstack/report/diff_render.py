@@ -18,7 +18,7 @@ from recstack.report.payload import clean
 from recstack.units import seconds as fmt_time
 from recstack.units import si as fmt_si
 
-DIFF_SCRIPTS = ["units.js", "common.js", "diff.js"]
+DIFF_SCRIPTS = ["units.js", "common.js", "diff-ranks.js", "diff.js"]
 _STYLE = {"regression": "bold red", "improvement": "bold green", "noise": "dim", "added": "yellow", "removed": "yellow"}
 
 

@@ -732,6 +732,13 @@ class RankFigures(_M):
     table_bytes: Bytes = F("memory of its shards (computed)", unit="bytes", producer=_DI)
     stage_pass_ratio: Ratio | None = F("the rank's stage-pass step over its uninstrumented step (its own "
                                        "profiler overhead, measured)", None, producer=_DI)
+    peer_wait_s: Seconds | None = F("collective pass: time its collectives waited for the last rank to "
+                                    "call them (measured)", None, unit="s", producer=_DI)
+    transfer_measured_s: Seconds | None = F("collective pass: time its collectives ran once every rank had "
+                                            "called them (measured)", None, unit="s", producer=_DI)
+    communication_other_s: Seconds | None = F("communication_s - transfer_measured_s - the larger of peer_wait_s "
+                                              "and wait_s, at least 0: Python/TorchRec work around the "
+                                              "collectives (derived)", None, unit="s", producer=_DI)
 
 
 class Imbalance(_M):
@@ -787,6 +794,46 @@ class CommClass(_M):
     bound: str | None = F("``latency`` (every collective at most twice the benchmark's smallest-message time) "
                           "or ``bandwidth``",
                           None, producer=_DI)
+    transfer_s: Seconds | None = F("collective pass: the slowest rank's transfer (last rank's call until "
+                                   "done; the union over the phase's collectives), median over steps (measured)",
+                                   None, unit="s", producer=_DI)
+    transfer_bytes: Bytes | None = F("those collectives' input bytes (the largest rank's; measured from the "
+                                     "tensors)", None, unit="bytes", producer=_DI)
+    transfer_collectives: NonNegInt | None = F("collectives the pass saw in the phase per step", None, producer=_DI)
+    transfer_benchmark_s: Seconds | None = F("the benchmark at each of those collectives' bytes, summed "
+                                             "(measured)", None, unit="s", producer=_DI)
+    transfer_ratio: Ratio | None = F("transfer_s / transfer_benchmark_s", None, producer=_DI)
+    wait_s: Seconds | None = F("collective pass: the critical rank's wait for the last rank (measured)", None,
+                               unit="s", producer=_DI)
+    other_s: Seconds | None = F("measured_s - wait_s - transfer on the critical rank, at least 0 (derived)",
+                                None, unit="s", producer=_DI)
+
+
+class SplitPhase(_M):
+    """One communication phase of one rank, split (``distributed.collective_split.per_rank[].phases``)."""
+
+    stage_s: Seconds = F("the phase's time in the communication stage (op pass, measured)", unit="s", producer=_DI)
+    wait_s: Seconds | None = F("collectives in flight before the last rank called them (measured)", None,
+                               unit="s", producer=_DI)
+    transfer_s: Seconds | None = F("collectives in flight after every rank called them (measured)", None,
+                                   unit="s", producer=_DI)
+    other_s: Seconds | None = F("stage_s - wait_s - transfer_s, at least 0 (derived)", None, unit="s",
+                                producer=_DI)
+    collectives: float = F("Python-issued collectives per step (DDP's all-reduce is not seen)", producer=_DI)
+    bytes: Bytes = F("their input bytes per step (measured from the tensors)", unit="bytes", producer=_DI)
+
+
+class SplitRank(_M):
+    rank: NonNegInt = F("rank", producer=_DI)
+    phases: dict[str, SplitPhase] = F("phase -> its split", producer=_DI)
+
+
+class CollectiveSplit(_M):
+    """The collective timing pass (``distributed.collective_split``): see docs/distributed.md."""
+
+    steps: NonNegInt = F("steps timed", producer=_DI)
+    per_rank: list[SplitRank] = F("per rank", producer=_DI)
+    method: str = F("how it is measured", producer=_DI)
 
 
 class Distributed(_M):
@@ -814,6 +861,9 @@ class Distributed(_M):
     communication_roofline: list[CommClass] | None = F("communication phases against the machine's collective "
                                                        "benchmark (null: the machine file has none)", None,
                                                        producer=_DI)
+    collective_split: CollectiveSplit | None = F("the communication stage split into waiting, transfer and other "
+                                                 "(null: the ranks' collectives did not line up)", None,
+                                                 producer=_DI)
 
 
 class Profile(_M):

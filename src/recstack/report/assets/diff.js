@@ -56,6 +56,7 @@
 
     // ---- stage chart ---------------------------------------------------------------------------------
     main.appendChild(F.card("stages", "Run and stages", "Bars are median time per step, A above B; whiskers span p10–p90 over the timed steps. A change is real only when the whiskers do not overlap and it passes the floor above.", stageChart([r].concat(D.stages), main.clientWidth - 42), stageTable([r].concat(D.stages))));
+    DIFF_RANKS(main, D);  // diff-ranks.js: only when a side ran several ranks
 
     function stageChart(rows, width) {
       const W = Math.max(640, Math.min(width || 1000, 1400)), rowH = 50, ml = 170, mr = 230, mt = 24;

@@ -25,7 +25,10 @@ REPORT.section("ranks", (ctx) => {
     { key: "time", label: "step", num: true, get: (r) => r.time_s, fmt: (r) => t(r.time_s) },
     { key: "compute", label: "compute", num: true, get: (r) => r.compute_s, fmt: (r) => d(r.compute_s) },
     { key: "comm", label: "communication", num: true, get: (r) => r.communication_s, fmt: (r) => t(r.communication_s) },
-    { key: "wait", label: "waiting", num: true, title: "communication beyond the fastest rank's: waiting for the slowest", get: (r) => r.wait_s, fmt: (r) => d(r.wait_s) },
+    { key: "wait", label: "beyond the fastest", num: true, title: "communication beyond the fastest rank's (derived; the measured split is in the next three columns)", get: (r) => r.wait_s, fmt: (r) => d(r.wait_s) },
+    { key: "pw", label: "waiting for the last rank", num: true, title: "collective pass: its collectives in flight before every rank had called them", get: (r) => r.peer_wait_s, fmt: (r) => t(r.peer_wait_s) },
+    { key: "tr", label: "transfer", num: true, title: "collective pass: its collectives in flight after every rank had called them", get: (r) => r.transfer_measured_s, fmt: (r) => t(r.transfer_measured_s) },
+    { key: "oth", label: "other", num: true, title: "communication beyond waiting and transfer: Python/TorchRec work around the collectives", get: (r) => r.communication_other_s, fmt: (r) => d(r.communication_other_s) },
     { key: "shards", label: "shards / tables", num: true, get: (r) => r.shards, fmt: (r) => r.shards + " / " + r.tables },
     { key: "lookups", label: "lookups", num: true, get: (r) => r.lookups, fmt: (r) => c(r.lookups, U.compact) },
     { key: "req", label: "bytes requested", num: true, get: (r) => r.bytes_requested, fmt: (r) => c(r.bytes_requested, U.bytes) },
@@ -72,9 +75,14 @@ REPORT.section("ranks", (ctx) => {
         { key: "meas", label: "measured", num: true, get: (r) => r.measured_s, fmt: (r) => t(r.measured_s) },
         { key: "bench", label: "benchmark", num: true, get: (r) => r.benchmark_s, fmt: (r) => t(r.benchmark_s) },
         { key: "ratio", label: "measured / benchmark", num: true, get: (r) => r.ratio, fmt: (r) => ratio(r.ratio) },
+        { key: "wait", label: "waiting", num: true, title: "collective pass: before the last rank called them", get: (r) => r.wait_s, fmt: (r) => t(r.wait_s) },
+        { key: "tr", label: "transfer", num: true, title: "collective pass: the slowest rank, after every rank had called them", get: (r) => r.transfer_s, fmt: (r) => t(r.transfer_s) },
+        { key: "oth", label: "other", num: true, get: (r) => r.other_s, fmt: (r) => d(r.other_s) },
+        { key: "trb", label: "benchmark at those bytes", num: true, get: (r) => r.transfer_benchmark_s, fmt: (r) => t(r.transfer_benchmark_s) },
+        { key: "trr", label: "transfer / benchmark", num: true, get: (r) => r.transfer_ratio, fmt: (r) => ratio(r.transfer_ratio) },
         { key: "bound", label: "bound", get: (r) => r.bound || "", fmt: (r) => r.bound || "-" },
       ], dist.communication_roofline, { sortKey: null })));
   }
   ctx.main.appendChild(RS.card("ranks", "Ranks (" + dist.world_size + ", " + dist.sharding + ")",
-    "Each rank ran the same timing and op passes; the communication stage holds the collectives moved out of the stages they ran in. Waiting = a rank's communication beyond the fastest rank's.", ...kids));
+    "Each rank ran the same timing and op passes; the communication stage holds the collectives moved out of the stages they ran in. Beyond the fastest = a rank's communication beyond the fastest rank's (derived); the collective pass splits it into waiting for the last rank to call each collective, the transfer once all had, and other (Python/TorchRec work), all measured.", ...kids));
 });

@@ -1,0 +1,226 @@
+"""Collective timing pass: each collective's own start and finish on every rank, split into waiting and transfer.
+
+The communication stage (:mod:`recstack.distributed.communication`) holds the
+op pass's time of TorchRec's collective ranges on the rank's main thread. That
+time contains three things: waiting for the peers to reach the collective (skew:
+the slowest rank is still computing), the transfer itself, and Python/TorchRec
+work around it (building the awaitables, splits, re-layout). This pass, run
+after the normal passes for a few steps, measures the first two directly:
+
+* every ``torch.distributed`` collective TorchRec calls from Python
+  (``all_to_all_single``, ``reduce_scatter_tensor``, ``all_gather_into_tensor``,
+  ``reduce_scatter``, ``all_gather``, ``all_reduce``) is wrapped and made
+  blocking: the wrapper waits for its ``Work`` at once. Its start is the call,
+  its finish the wait's return, its bytes the input tensor's (what the
+  collective benchmark's ``bytes`` means). Blocking is what makes the transfer
+  comparable with the benchmark: TorchRec issues some collectives
+  asynchronously and computes while they run, and on a host with a core per
+  rank that compute shares the core with gloo's thread, so an overlapped
+  transfer is slower than the same bytes alone (measured: 4-17x the
+  benchmark in flight under load, docs/benchmarks.md); the pass measures each
+  transfer as the benchmark does, with the rank asleep in the wait;
+* every rank runs the same collectives in the same order, so collective ``i``
+  of a step is the same collective on every rank; the ranks' times come from
+  ``time.perf_counter`` (CLOCK_MONOTONIC: one clock for every process on a
+  host; ranks on several hosts would need a clock offset, not handled here);
+* for rank ``r`` and collective ``i``: ``arrive_i = max over ranks of start_i``
+  (nothing can move before the last rank has called it); waiting is
+  ``[start_i(r), arrive_i]`` and transfer ``[arrive_i, finish_i(r)]``; per phase
+  the intervals' unions (collectives that overlap count once), so
+  ``wait_s + transfer_s`` is the wall time the rank had a collective of the
+  phase in flight.
+
+The phase of a collective comes from its Python caller (TorchRec's classes:
+``KJTAllToAll*`` input_dist, ``*Pooled*``/``ReduceScatter*`` forward output_dist,
+their ``backward`` the backward all-to-all). DDP's gradient all-reduce is
+issued from C++ (the reducer) and is not seen: ``dense_all_reduce`` has no
+split.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+_INPUT_ARG = {"all_to_all_single": ("input", 1), "reduce_scatter_tensor": ("input", 1),
+              "all_gather_into_tensor": ("input_tensor", 1), "reduce_scatter": ("input_list", 1),
+              "all_gather": ("tensor", 1), "all_reduce": ("tensor", 0)}
+STEPS = 5  # steps timed per rank
+
+
+def _nbytes(x: Any) -> int:
+    if isinstance(x, (list, tuple)):
+        return sum(_nbytes(t) for t in x)
+    return int(x.numel() * x.element_size()) if hasattr(x, "numel") else 0
+
+
+def phase_of_caller(collective: str, qualnames: list[str]) -> str:
+    """The communication phase of a collective from the qualified names of its Python callers."""
+    joined = " ".join(qualnames)
+    if ".backward" in joined:
+        return "dense_all_reduce" if collective == "all_reduce" else "backward_all_to_all"
+    if "KJT" in joined or "input_dist" in joined or "Splits" in joined:
+        return "input_dist"
+    if "Pooled" in joined or "ReduceScatter" in joined or "output_dist" in joined or "Sequence" in joined:
+        return "output_dist"
+    return "other_collectives"
+
+
+def _callers(depth: int = 12) -> list[str]:
+    f = sys._getframe(3)
+    out = []
+    while f is not None and len(out) < depth:
+        out.append(f.f_code.co_qualname)
+        f = f.f_back
+    return out
+
+
+@contextlib.contextmanager
+def recording(records: list[dict[str, Any]]) -> Iterator[None]:
+    """Wrap the Python collectives for the duration; each call appends ``{collective, phase, bytes, start,
+    finish}`` to ``records`` (``finish`` is filled in when the collective completes)."""
+    import torch.distributed as dist
+
+    saved = {name: getattr(dist, name) for name in _INPUT_ARG}
+
+    def wrap(name: str, fn: Any) -> Any:
+        kw, pos = _INPUT_ARG[name]
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            x = kwargs.get(kw, args[pos] if len(args) > pos else None)
+            rec = {"collective": name, "phase": phase_of_caller(name, _callers()), "bytes": _nbytes(x),
+                   "start": time.perf_counter(), "finish": None}
+            records.append(rec)
+            work = fn(*args, **kwargs)
+            if work is not None and hasattr(work, "wait"):
+                work.wait()  # blocking, as the benchmark runs it: the rank sleeps while gloo's thread works
+            rec["finish"] = time.perf_counter()
+            return work
+
+        return timed
+
+    for name, fn in saved.items():
+        setattr(dist, name, wrap(name, fn))
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(dist, name, fn)
+
+
+def time_collectives(step: Any, batches: list[Any], steps: int = STEPS) -> list[list[dict[str, Any]]]:
+    """Run ``steps`` steps with the collectives recorded; returns every rank's records (all ranks call it)."""
+    import torch.distributed as dist
+
+    records: list[dict[str, Any]] = []
+    marks = []
+    for i in range(steps):
+        dist.barrier()  # each step starts together: skew inside a step is the step's own
+        marks.append(len(records))
+        with recording(records):
+            step.run(batches[i % len(batches)])
+    dist.barrier()  # every rank has finished its steps before the records are exchanged
+    per_step = [records[a:b] for a, b in zip(marks, marks[1:] + [len(records)], strict=True)]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, per_step)
+    return out
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+def split(all_ranks: list[list[list[dict[str, Any]]]]) -> dict[str, Any]:
+    """Per rank and phase, mean per step: ``wait_s`` (a peer not there yet), ``transfer_s`` (all there, until
+    done), the collectives and their bytes; per phase (``phases``) the slowest rank's transfer (median over
+    steps of the union of [last rank's call, slowest rank's finish] over the phase's collectives: what the
+    benchmark times) and each collective with every rank's bytes. Ranks whose records do not line up raise
+    ValueError."""
+    world = len(all_ranks)
+    steps = min(len(r) for r in all_ranks)
+    per_rank: list[dict[str, Any]] = [{"rank": r, "phases": {}} for r in range(world)]
+    slowest: dict[str, list[dict[str, Any]]] = {}
+    last_to_slowest: dict[str, list[float]] = {}
+    for s in range(steps):
+        recs = [all_ranks[r][s] for r in range(world)]
+        if len({len(x) for x in recs}) != 1 or any(
+                len({x[i]["collective"] for x in recs}) != 1 for i in range(len(recs[0]))):
+            raise ValueError(f"step {s}: the ranks ran different collectives")
+        arrive = [max(x[i]["start"] for x in recs) for i in range(len(recs[0]))]
+        for r in range(world):
+            by_phase: dict[str, list[int]] = {}
+            for i, rec in enumerate(recs[r]):
+                by_phase.setdefault(rec["phase"], []).append(i)
+            for phase, idx in by_phase.items():
+                acc = per_rank[r]["phases"].setdefault(phase, {"wait_s": 0.0, "transfer_s": 0.0, "collectives": 0,
+                                                               "bytes": 0.0})
+                busy = _union([(recs[r][i]["start"], recs[r][i]["finish"]) for i in idx])
+                moving = _union([(arrive[i], recs[r][i]["finish"]) for i in idx if recs[r][i]["finish"] > arrive[i]])
+                acc["transfer_s"] += moving / steps
+                acc["wait_s"] += max(0.0, busy - moving) / steps
+                acc["collectives"] += len(idx) / steps
+                acc["bytes"] += sum(recs[r][i]["bytes"] for i in idx) / steps
+        if s == 0:
+            for i, rec in enumerate(recs[0]):
+                slowest.setdefault(rec["phase"], []).append({"collective": rec["collective"], "bytes": [
+                    x[i]["bytes"] for x in recs]})
+        for phase in slowest:  # from the last rank's call to the slowest rank's finish; overlaps count once
+            idx = [i for i, rec in enumerate(recs[0]) if rec["phase"] == phase]
+            last_to_slowest.setdefault(phase, []).append(_union([(arrive[i], max(x[i]["finish"] for x in recs))
+                                                        for i in idx]))
+    phases = {p: {"transfer_s": sorted(ts)[len(ts) // 2], "collectives": slowest[p]} for p, ts in last_to_slowest.items()}
+    return {"steps": steps, "per_rank": per_rank, "phases": phases}
+
+
+def stage_split(timing: dict[str, Any], roots: list[Any]) -> list[dict[str, Any]]:
+    """Per rank and phase the communication stage's time beside the pass's split: ``stage_s`` (the op pass's
+    phase time, measured), ``wait_s`` and ``transfer_s`` (this pass, measured) and ``other_s`` = stage_s -
+    wait_s - transfer_s (Python/TorchRec work around the collectives; clamped at 0, since an async
+    collective may overlap the rank's compute and so be in flight longer than the stage shows)."""
+    out = []
+    for pr, root in zip(timing["per_rank"], roots, strict=True):
+        comm = root.child("communication")
+        stage = {c.name: c.time_s for c in comm.children} if comm is not None else {}
+        phases = {}
+        for phase in sorted(set(stage) | set(pr["phases"])):
+            got = pr["phases"].get(phase)
+            s = stage.get(phase, 0.0)
+            row = {"stage_s": s, "wait_s": None, "transfer_s": None, "other_s": None, "collectives": 0.0,
+                   "bytes": 0.0}
+            if got is not None:
+                row.update(got)
+                row["other_s"] = max(0.0, s - got["wait_s"] - got["transfer_s"])
+            phases[phase] = row
+        out.append({"rank": pr["rank"], "phases": phases})
+    return out
+
+
+def transfer_vs_benchmark(timing: dict[str, Any], collectives: dict[str, Any] | None,
+                          world_size: int) -> dict[str, dict[str, Any]]:
+    """Per phase: the slowest rank's transfer (see :func:`split`) against the benchmark at each collective's
+    own bytes (the largest rank's input), summed (gloo runs them one after another); ratio = transfer /
+    benchmark."""
+    from recstack.distributed.comm_model import collective_time
+
+    bench_name = {"all_to_all_single": "all_to_all", "all_reduce": "all_reduce"}
+    out = {}
+    for phase, got in timing["phases"].items():
+        rows, transfer = got["collectives"], got["transfer_s"]
+        bench: float | None = None
+        if collectives:
+            times = [collective_time(collectives, bench_name.get(r["collective"], "all_to_all"), max(r["bytes"]),
+                                     world_size) for r in rows]
+            bench = None if any(t is None for t in times) else sum(t for t in times if t is not None)
+        out[phase] = {"transfer_s": transfer, "collectives": len(rows), "bytes": float(sum(max(r["bytes"])
+                                                                                          for r in rows)),
+                      "transfer_benchmark_s": bench, "transfer_ratio": transfer / bench if bench else None}
+    return out
