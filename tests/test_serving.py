@@ -161,6 +161,36 @@ def test_sigint_drains_and_writes_a_partial_result(tmp_path):
     assert "Traceback" not in err
 
 
+def test_sigint_during_a_search_drains_the_probe_and_writes_the_partial_search(tmp_path):
+    store = tmp_path / "s.duckdb"
+    p = subprocess.Popen([sys.executable, "-m", "recstack", "serve", "spin", "--service-ms", "2", "--query-size", "1",
+                          "--search", "--p99", "0.05", "--qps", "50", "--grid", "max_batch=1;workers=1;threads=1",
+                          "--tail-samples", "1", "--duration", "60", "--grace", "0.5", "--budget", "5",
+                          "--store", str(store), "--json"],
+                         env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None
+    line = p.stderr.readline()
+    while line and "probe load started" not in line:
+        line = p.stderr.readline()
+    assert line, "the search never started a probe"
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and "the search is partial" in err
+    v = json.loads(out)
+    assert v["complete"] is False and v["stopped"] == "SIGINT"
+    (conf,) = v["configurations"]
+    assert conf["probes"] == 1  # the interrupted probe ended the search: no further probe started
+    with duckdb.connect(str(store), read_only=True) as con:
+        rows = con.execute("SELECT kind, requests, result_json FROM serving ORDER BY probe").fetchall()
+    assert [k for k, *_ in rows] == ["probe", "result", "best"]
+    res = json.loads(rows[0][2])  # the drained probe, stored with its partial figures
+    assert res["complete"] is False and res["stopped"] == "SIGINT"
+    assert 0 < res["requests"] == rows[0][1] < res["planned_requests"]  # 60 s at 50 QPS: stopped long before
+    assert res["completed"] + res["failed"] + res["late"] == res["requests"]
+
+
 def _v1_store(path: Path) -> None:
     """A results store as recstack wrote it before the serving table joined (schema 1), with a sweep row."""
     from recstack.store import db, migrations
