@@ -61,7 +61,7 @@ RETURN_TIMEOUT_S = 60.0  # after a run: how long in-flight batches may take to c
 MAX_WAIT_S = 0.05  # the loop looks at the stop flag at least this often
 SPIN_MAX_S = 200e-6  # the most the loop spins before an arrival
 SPIN_MIN_S = 20e-6
-SPIN_SHARE = 0.02  # spinning stops (the loop sleeps to each arrival) once it took this share of the run
+SPIN_SHARE = 0.03  # spinning stops (the loop sleeps to each arrival) once it took this share of the run
 
 
 def new_histogram() -> HdrHistogram:

@@ -37,7 +37,7 @@ from typing import Any
 
 POOL_SLOTS = 4  # distinct input batches per batch size (requests cycle through them)
 WARMUP_SIZES = 24  # batch sizes run once each before "ready" (the largest always, and a spread)
-POLL_S = 200e-6  # an idle worker polls its pipe this long before it blocks in recv
+POLL_S = 100e-6  # an idle worker polls its pipe this long before it blocks in recv
 
 
 @dataclass(frozen=True)
