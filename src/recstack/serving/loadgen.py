@@ -402,7 +402,7 @@ class LoadRun:
         for fd in ready:
             w, is_sentinel = fds[fd]
             if w.alive and not is_sentinel:
-                self._drain_pipe(w)
+                self._drain_pipe(w, once=True)
         for fd in ready:
             w, is_sentinel = fds[fd]
             if w.alive and is_sentinel:
@@ -410,27 +410,33 @@ class LoadRun:
                 self._died(w)
         return bool(ready)
 
-    def _drain_pipe(self, w: Worker) -> None:
-        t0 = self.t0
+    def _drain_pipe(self, w: Worker, *, once: bool = False) -> None:
+        """Take the worker's messages: all that are there, or (``once``: select said the pipe is readable)
+        exactly one, without a poll (the next select sees the rest at once)."""
         try:
+            if once:
+                self._take(w, w.conn.recv())
+                return
             while w.alive and w.conn.poll():
-                msg = w.conn.recv()
-                if isinstance(msg, tuple) and msg and isinstance(msg[0], str):
-                    if msg[0] == "ready":
-                        w.ready, w.pid, w.info = True, msg[1], msg[2]
-                    else:  # a replacement failed to build: it is gone, and no more are started
-                        self.pool.replacements_left = 0
-                        self._died(w)
-                    continue
-                b, ts, te = msg
-                if w.inflight and w.inflight[0] == b:
-                    w.inflight.popleft()
-                self.t_start[b] = ts - t0
-                self.t_end[b] = te - t0
-                w.busy_s += te - ts
-                w.served += 1
+                self._take(w, w.conn.recv())
         except (EOFError, OSError):
             self._died(w)
+
+    def _take(self, w: Worker, msg: Any) -> None:
+        if isinstance(msg, tuple) and msg and isinstance(msg[0], str):
+            if msg[0] == "ready":
+                w.ready, w.pid, w.info = True, msg[1], msg[2]
+            else:  # a replacement failed to build: it is gone, and no more are started
+                self.pool.replacements_left = 0
+                self._died(w)
+            return
+        b, ts, te = msg
+        if w.inflight and w.inflight[0] == b:
+            w.inflight.popleft()
+        self.t_start[b] = ts - self.t0
+        self.t_end[b] = te - self.t0
+        w.busy_s += te - ts
+        w.served += 1
 
     def _died(self, w: Worker) -> None:
         if not w.alive:
