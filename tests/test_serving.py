@@ -324,6 +324,46 @@ def test_stop_from_another_thread_marks_the_run_incomplete():
     assert out["stopped"] == "stop" and not out["complete"] and 0 < out["requests"] < plan.requests
 
 
+def test_wake_margin_follows_the_wake_up_lateness_within_its_bounds():
+    from recstack.serving.loadgen import SPIN_MAX_S, SPIN_MIN_S, WakeMargin
+
+    m = WakeMargin()
+    for _ in range(500):
+        m.observe(80e-6)  # a steady lateness: the margin converges to it
+    assert abs(m.value - 80e-6) < 2e-6
+    for _ in range(500):
+        m.observe(5e-3)  # a stalled host: spinning stays bounded
+    assert m.value == SPIN_MAX_S
+    for _ in range(500):
+        m.observe(0.0)
+    assert m.value == SPIN_MIN_S
+
+
+def test_one_spin_worker_is_a_fifo_server_whose_batches_start_after_hand_over_and_last_d():
+    """Per batch, as the dispatcher and the worker stamp them (one monotonic clock): released no earlier than
+    scheduled, started no earlier than handed over, busy at least D, one at a time in arrival order; the
+    dispatcher's wake margin stays within its bounds."""
+    from recstack.serving.loadgen import SPIN_MAX_S, SPIN_MIN_S
+
+    d = 0.002
+    cfg = RunConfig(model="spin", seed=3)
+    opts = ServeOptions(qps=250, duration_s=1.0, workers=1, query_size=1, max_batch=1, service_ms=d * 1e3,
+                        depth=2, grace_s=2.0)
+    plan = build_plan(cfg, opts)
+    runs = []
+    with pool_for(cfg, opts, plan_sizes(plan)) as pool:
+        pool.start()
+        out = probe(pool, plan, opts, on_run=runs.append)
+    run = runs[0]
+    assert out["completed"] == out["requests"] == plan.requests > 100
+    arrival, sent, start, end = plan.arrivals, run.t_sent, run.t_start, run.t_end  # one batch per request
+    assert np.all(sent >= arrival) and np.all(start >= sent)
+    assert np.all(end - start >= d - 1e-9)  # the busy-wait runs D from the service start
+    assert np.all(start[1:] >= end[:-1])  # one worker, FIFO: a batch starts after the one before it ended
+    assert out["handoff_s_mean"] >= 0 and out["queue_s_mean"] >= 0
+    assert SPIN_MIN_S <= run.margin.value <= SPIN_MAX_S
+
+
 # -- profiles of batches as serving forms them ------------------------------------------------------
 def test_profile_with_query_batches_reports_declared_step_times_per_bucket():
     import jsonschema
