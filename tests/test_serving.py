@@ -161,6 +161,36 @@ def test_sigint_drains_and_writes_a_partial_result(tmp_path):
     assert "Traceback" not in err
 
 
+def test_sigint_during_a_search_drains_the_probe_and_writes_the_partial_search(tmp_path):
+    store = tmp_path / "s.duckdb"
+    p = subprocess.Popen([sys.executable, "-m", "recstack", "serve", "spin", "--service-ms", "2", "--query-size", "1",
+                          "--search", "--p99", "0.05", "--qps", "50", "--grid", "max_batch=1;workers=1;threads=1",
+                          "--tail-samples", "1", "--duration", "60", "--grace", "0.5", "--budget", "5",
+                          "--store", str(store), "--json"],
+                         env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None
+    line = p.stderr.readline()
+    while line and "probe load started" not in line:
+        line = p.stderr.readline()
+    assert line, "the search never started a probe"
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and "the search is partial" in err
+    v = json.loads(out)
+    assert v["complete"] is False and v["stopped"] == "SIGINT"
+    (conf,) = v["configurations"]
+    assert conf["probes"] == 1  # the interrupted probe ended the search: no further probe started
+    with duckdb.connect(str(store), read_only=True) as con:
+        rows = con.execute("SELECT kind, requests, result_json FROM serving ORDER BY probe").fetchall()
+    assert [k for k, *_ in rows] == ["probe", "result", "best"]
+    res = json.loads(rows[0][2])  # the drained probe, stored with its partial figures
+    assert res["complete"] is False and res["stopped"] == "SIGINT"
+    assert 0 < res["requests"] == rows[0][1] < res["planned_requests"]  # 60 s at 50 QPS: stopped long before
+    assert res["completed"] + res["failed"] + res["late"] == res["requests"]
+
+
 def _v1_store(path: Path) -> None:
     """A results store as recstack wrote it before the serving table joined (schema 1), with a sweep row."""
     from recstack.store import db, migrations
@@ -292,6 +322,46 @@ def test_stop_from_another_thread_marks_the_run_incomplete():
         out = probe(pool, plan, opts, on_run=runs.append,
                     announce=lambda: threading.Timer(0.5, lambda: runs[0].stop()).start())  # 0.5 s into the load
     assert out["stopped"] == "stop" and not out["complete"] and 0 < out["requests"] < plan.requests
+
+
+def test_wake_margin_follows_the_wake_up_lateness_within_its_bounds():
+    from recstack.serving.loadgen import SPIN_MAX_S, SPIN_MIN_S, WakeMargin
+
+    m = WakeMargin()
+    for _ in range(500):
+        m.observe(80e-6)  # a steady lateness: the margin converges to it
+    assert abs(m.value - 80e-6) < 2e-6
+    for _ in range(500):
+        m.observe(5e-3)  # a stalled host: spinning stays bounded
+    assert m.value == SPIN_MAX_S
+    for _ in range(500):
+        m.observe(0.0)
+    assert m.value == SPIN_MIN_S
+
+
+def test_one_spin_worker_is_a_fifo_server_whose_batches_start_after_hand_over_and_last_d():
+    """Per batch, as the dispatcher and the worker stamp them (one monotonic clock): released no earlier than
+    scheduled, started no earlier than handed over, busy at least D, one at a time in arrival order; the
+    dispatcher's wake margin stays within its bounds."""
+    from recstack.serving.loadgen import SPIN_MAX_S, SPIN_MIN_S
+
+    d = 0.002
+    cfg = RunConfig(model="spin", seed=3)
+    opts = ServeOptions(qps=250, duration_s=1.0, workers=1, query_size=1, max_batch=1, service_ms=d * 1e3,
+                        depth=2, grace_s=2.0)
+    plan = build_plan(cfg, opts)
+    runs = []
+    with pool_for(cfg, opts, plan_sizes(plan)) as pool:
+        pool.start()
+        out = probe(pool, plan, opts, on_run=runs.append)
+    run = runs[0]
+    assert out["completed"] == out["requests"] == plan.requests > 100
+    arrival, sent, start, end = plan.arrivals, run.t_sent, run.t_start, run.t_end  # one batch per request
+    assert np.all(sent >= arrival) and np.all(start >= sent)
+    assert np.all(end - start >= d - 1e-9)  # the busy-wait runs D from the service start
+    assert np.all(start[1:] >= end[:-1])  # one worker, FIFO: a batch starts after the one before it ended
+    assert out["handoff_s_mean"] >= 0 and out["queue_s_mean"] >= 0
+    assert SPIN_MIN_S <= run.margin.value <= SPIN_MAX_S
 
 
 # -- profiles of batches as serving forms them ------------------------------------------------------

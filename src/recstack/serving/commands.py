@@ -197,8 +197,12 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
         if kind == "probe" and not args.json:
             render_probe(point, result)
 
+    def announce(qps: float) -> None:
+        sys.stderr.write(f"serving: probe load started, {qps:.4g} QPS\n")
+        sys.stderr.flush()
+
     search = Search(cfg, opts, target, budget_s=args.budget * 60, points=points, on_probe=on_probe,
-                    start_qps=args.qps)
+                    start_qps=args.qps, announce=announce)
     verdict = search.run()
     verdict["model"] = cfg.model
     verdict["run_config"] = cfg.model_dump(mode="json")

@@ -9,11 +9,24 @@ first. ``depth`` 1 is one central FIFO queue (an M/D/c system), but every batch
 then waits for a pipe round trip (completion, then hand-off) when a worker
 finishes; ``depth`` 2 (the CLI's default) lets the next batch wait in the
 worker's pipe, so a busy worker goes on at once, at the cost of committing
-that batch to the worker one batch early.
+that batch to the worker one batch early. With one worker that commitment
+changes nothing (every batch goes to it, in order: the pipe is the head of
+the one FIFO queue), so depth 2 with one worker is the textbook M/D/1 queue
+without the round trip; with c > 1 only depth 1 is one central queue.
 
 The loop sleeps in ``select`` (microsecond timeouts) on the workers' pipes and
-process sentinels until the next arrival, so it wakes for arrivals,
-completions and worker deaths alike and uses little CPU between them.
+process sentinels, so it wakes for arrivals, completions and worker deaths
+alike and uses little CPU between them. A sleeping process wakes late (on a
+VM by 0.05-0.3 ms, more on a busy host), and a request's latency counts from
+its scheduled arrival, so when the next arrival could be handed out at once
+(a worker of its class has room) the loop sleeps only until shortly before it
+and spins (``select`` with no timeout, so completions are still taken) for
+the rest: a running estimate of the wake-up lateness (:class:`WakeMargin`),
+at most :data:`SPIN_MAX_S` per arrival and :data:`SPIN_SHARE` of the run's
+time in all (beyond it the loop sleeps to each arrival), so that the load
+generator stays cheap at high rates. Timer slack is 1 ns while the load
+runs (Linux ``PR_SET_TIMERSLACK``; the default 50 us would add to every
+wake-up).
 
 A worker that dies is replaced (a fresh process; it serves once it says
 ready); the requests of its in-flight batches count as failed. SIGINT (or
@@ -46,6 +59,9 @@ HIST_DIGITS = 3
 START_TIMEOUT_S = 600.0
 RETURN_TIMEOUT_S = 60.0  # after a run: how long in-flight batches may take to come back
 MAX_WAIT_S = 0.05  # the loop looks at the stop flag at least this often
+SPIN_MAX_S = 200e-6  # the most the loop spins before an arrival
+SPIN_MIN_S = 20e-6
+SPIN_SHARE = 0.03  # spinning stops (the loop sleeps to each arrival) once it took this share of the run
 
 
 def new_histogram() -> HdrHistogram:
@@ -168,13 +184,13 @@ class RunRecord:
 
 
 PR_SET_TIMERSLACK, PR_GET_TIMERSLACK = 29, 30
-TIMER_SLACK_NS = 1000
+TIMER_SLACK_NS = 1
 
 
 @contextlib.contextmanager
 def _tight_timers() -> Iterator[None]:
-    """Linux: 1 us timer slack for this thread while the load runs (default 50 us), so that ``select``
-    wakes the dispatcher at the next arrival rather than up to 50 us after; best effort elsewhere."""
+    """Linux: 1 ns timer slack for this thread while the load runs (default 50 us), so that ``select``
+    wakes the dispatcher at its timeout rather than up to 50 us after; best effort elsewhere."""
     libc = None
     old = None
     try:
@@ -193,8 +209,30 @@ def _tight_timers() -> Iterator[None]:
             libc.prctl(PR_SET_TIMERSLACK, old, 0, 0, 0)
 
 
-class _Stop:
-    """SIGINT sets a flag (the loop checks it) instead of raising in the middle of bookkeeping."""
+class WakeMargin:
+    """How long before an arrival the dispatcher stops sleeping and spins: the mean plus three mean
+    deviations of how late ``select`` woke past its timeout (exponentially weighted over about the last
+    32 sleeps), within [:data:`SPIN_MIN_S`, :data:`SPIN_MAX_S`]."""
+
+    WEIGHT = 1 / 32
+
+    def __init__(self) -> None:
+        self.mean, self.dev = 50e-6, 25e-6
+        self.value = self._clamp()
+
+    def _clamp(self) -> float:
+        return min(SPIN_MAX_S, max(SPIN_MIN_S, self.mean + 3 * self.dev))
+
+    def observe(self, late_s: float) -> None:
+        d = late_s - self.mean
+        self.mean += self.WEIGHT * d
+        self.dev += self.WEIGHT * (abs(d) - self.dev)
+        self.value = self._clamp()
+
+
+class SigintFlag:
+    """SIGINT sets a flag (the loop checks it) instead of raising in the middle of bookkeeping; also what a
+    search installs between its probes (a probe's own flag replaces it while the probe runs)."""
 
     def __init__(self) -> None:
         self.reason: str | None = None
@@ -231,12 +269,14 @@ class LoadRun:
         self.batch_worker = np.full(nb, -1, dtype=np.int64)
         self.failed = np.zeros(plan.requests, dtype=bool)
         self.queues: dict[int, deque[int]] = {CPU: deque(), ACCEL: deque()}
-        self.stop_flag = _Stop()
+        self.stop_flag = SigintFlag()
         self.deaths = 0
         self.lateness = new_histogram()
         self._fd_key: tuple[bool, ...] = ()
         self._fds: dict[int, tuple[Worker, bool]] = {}
         self._fd_list: list[int] = []
+        self.margin = WakeMargin()
+        self.spun_s = 0.0  # time spent spinning before arrivals
 
     def stop(self) -> None:
         self.stop_flag.reason = self.stop_flag.reason or "stop"
@@ -279,8 +319,11 @@ class LoadRun:
                 break
             if now >= deadline or self.stop_flag.count > 1:
                 break
-            wake = arr[i] if (i < n and stop_at is None) else deadline
-            self._wait(min(max(wake - now, 0.0), MAX_WAIT_S))
+            if i < n and stop_at is None and self._has_room(bcls[first[i]]):
+                self._approach(arr[i], now)
+            else:
+                wake = arr[i] if (i < n and stop_at is None) else deadline
+                self._wait(min(max(wake - now, 0.0), MAX_WAIT_S))
         elapsed = clock() - t0
         cpu = time.process_time() - cpu0
         stats = self._worker_stats()
@@ -289,6 +332,29 @@ class LoadRun:
             plan, self.t_start, self.t_end, self.t_sent, self.batch_worker, self.failed, i, deadline, elapsed,
             self.stop_flag.reason, self.lateness, cpu, stats, self.deaths,
         )
+
+    def _has_room(self, cls: int) -> bool:
+        return any(w.alive and w.ready and w.cls == cls and len(w.inflight) < self.depth for w in self.pool.workers)
+
+    def _approach(self, wake: float, now: float) -> None:
+        """Towards an arrival at ``wake`` (run time): sleep until the wake margin before it, else spin to it;
+        returns early when a worker's pipe or sentinel has news (the loop then looks again)."""
+        sleep = wake - now - self.margin.value
+        if sleep > 0:
+            timeout = min(sleep, MAX_WAIT_S)
+            if not self._wait(timeout):
+                self.margin.observe(time.perf_counter() - self.t0 - now - timeout)
+            return
+        if self.spun_s > SPIN_SHARE * max(now, 1.0):  # spinning has had its share of the run: sleep
+            self._wait(max(wake - now, 0.0))
+            return
+        clock, t0 = time.perf_counter, self.t0
+        try:
+            while clock() - t0 < wake:
+                if self._wait(0.0):
+                    return
+        finally:
+            self.spun_s += clock() - t0 - now
 
     def _hand_out(self) -> None:
         """Breadth first: every idle worker gets a batch before any worker gets its second."""
@@ -304,19 +370,21 @@ class LoadRun:
             b = q.popleft()
             if self.failed[req[b]]:
                 continue  # its request already failed: do not spend a worker on it
+            sent = time.perf_counter()  # before the send: the worker may start before send() returns
             try:
-                w.conn.send((b, int(self.plan.batch_size[b]), b))
+                w.conn.send((b, int(self.plan.batch_size[b]), b, sent))
             except (BrokenPipeError, OSError):
                 q.appendleft(b)
                 self._died(w)
                 return
             w.inflight.append(b)
             self.batch_worker[b] = w.wid
-            self.t_sent[b] = time.perf_counter() - self.t0
+            self.t_sent[b] = sent - self.t0
             return
 
-    def _wait(self, timeout: float) -> None:
-        """Sleep until a pipe or a sentinel is readable or ``timeout`` passes (select: microsecond timeouts)."""
+    def _wait(self, timeout: float) -> bool:
+        """Sleep until a pipe or a sentinel is readable or ``timeout`` passes (select: microsecond timeouts);
+        whether anything was."""
         key = tuple(w.alive for w in self.pool.workers)
         if key != self._fd_key:  # rebuilt only when a worker is added or dies
             self._fds = {}
@@ -330,38 +398,45 @@ class LoadRun:
         try:
             ready, _, _ = select.select(self._fd_list, [], [], timeout)
         except InterruptedError:
-            return
+            return True
         for fd in ready:
             w, is_sentinel = fds[fd]
             if w.alive and not is_sentinel:
-                self._drain_pipe(w)
+                self._drain_pipe(w, once=True)
         for fd in ready:
             w, is_sentinel = fds[fd]
             if w.alive and is_sentinel:
                 self._drain_pipe(w)  # what it sent before dying still counts
                 self._died(w)
+        return bool(ready)
 
-    def _drain_pipe(self, w: Worker) -> None:
-        t0 = self.t0
+    def _drain_pipe(self, w: Worker, *, once: bool = False) -> None:
+        """Take the worker's messages: all that are there, or (``once``: select said the pipe is readable)
+        exactly one, without a poll (the next select sees the rest at once)."""
         try:
+            if once:
+                self._take(w, w.conn.recv())
+                return
             while w.alive and w.conn.poll():
-                msg = w.conn.recv()
-                if isinstance(msg, tuple) and msg and isinstance(msg[0], str):
-                    if msg[0] == "ready":
-                        w.ready, w.pid, w.info = True, msg[1], msg[2]
-                    else:  # a replacement failed to build: it is gone, and no more are started
-                        self.pool.replacements_left = 0
-                        self._died(w)
-                    continue
-                b, ts, te = msg
-                if w.inflight and w.inflight[0] == b:
-                    w.inflight.popleft()
-                self.t_start[b] = ts - t0
-                self.t_end[b] = te - t0
-                w.busy_s += te - ts
-                w.served += 1
+                self._take(w, w.conn.recv())
         except (EOFError, OSError):
             self._died(w)
+
+    def _take(self, w: Worker, msg: Any) -> None:
+        if isinstance(msg, tuple) and msg and isinstance(msg[0], str):
+            if msg[0] == "ready":
+                w.ready, w.pid, w.info = True, msg[1], msg[2]
+            else:  # a replacement failed to build: it is gone, and no more are started
+                self.pool.replacements_left = 0
+                self._died(w)
+            return
+        b, ts, te = msg
+        if w.inflight and w.inflight[0] == b:
+            w.inflight.popleft()
+        self.t_start[b] = ts - self.t0
+        self.t_end[b] = te - self.t0
+        w.busy_s += te - ts
+        w.served += 1
 
     def _died(self, w: Worker) -> None:
         if not w.alive:

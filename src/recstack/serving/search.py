@@ -33,6 +33,7 @@ from typing import Any
 
 from recstack.config.run import RunConfig, usable_cores
 from recstack.errors import ConfigError
+from recstack.serving.loadgen import SigintFlag
 from recstack.serving.service import SPIN, ServeOptions, build_plan, plan_sizes, pool_for, probe
 
 GRID_KEYS = ("max_batch", "workers", "threads", "backend", "dtype", "gpu_threshold")
@@ -131,7 +132,8 @@ class Search:
 
     def __init__(self, cfg: RunConfig, opts: ServeOptions, target: Target, *, budget_s: float,
                  points: list[dict[str, Any]], on_probe: Callable[[str, dict[str, Any], dict[str, Any] | None], None],
-                 rel_tol: float = 0.05, start_qps: float | None = None) -> None:
+                 rel_tol: float = 0.05, start_qps: float | None = None,
+                 announce: Callable[[float], None] | None = None) -> None:
         self.cfg, self.opts, self.target, self.points = cfg, opts, target, points
         self.deadline = time.monotonic() + budget_s
         self.budget_s = budget_s
@@ -141,19 +143,27 @@ class Search:
         self.search_id = uuid.uuid4().hex[:12]
         self.probes: list[dict[str, Any]] = []
         self.stopped: str | None = None  # a probe was interrupted (SIGINT): the search ends there
+        self.announce = announce  # called with the QPS as each probe's load starts (progress)
+        self.sigint = SigintFlag()  # SIGINT between probes (starting workers, planning) ends the search too
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
     def run(self) -> dict[str, Any]:
         results, skipped = [], []
-        for point in self.points:
-            if self.left() <= 0 or self.stopped:
-                skipped.append(point)
-                continue
-            res = self._point(point)
-            (results if res["probes"] else skipped).append(res if res["probes"] else point)
+        with self.sigint.installed():
+            for point in self.points:
+                if self.left() <= 0 or self._interrupted():
+                    skipped.append(point)
+                    continue
+                res = self._point(point)
+                (results if res["probes"] else skipped).append(res if res["probes"] else point)
         return self._verdict(results, skipped)
+
+    def _interrupted(self) -> bool:
+        if self.sigint.reason and not self.stopped:
+            self.stopped = self.sigint.reason
+        return self.stopped is not None
 
     def _probe_time(self, qps: float) -> float:
         return max(self.opts.duration_s, self.target.min_requests() / qps) + self.opts.grace()
@@ -172,10 +182,11 @@ class Search:
             qps = self.start_qps or (0.7 * cap if cap else opts.qps)
             info["capacity_estimate_qps"] = cap
             for _ in range(MAX_PROBES_PER_POINT):
-                if self.left() < self._probe_time(qps) or qps < QPS_FLOOR:
+                if self.left() < self._probe_time(qps) or qps < QPS_FLOOR or self._interrupted():
                     break
                 plan = build_plan(cfg, opts, qps=qps, min_requests=self.target.min_requests())
-                res = probe(pool, plan, opts, qps=qps, target_pct=self.target.pct)
+                announce = None if self.announce is None else (lambda q=qps: self.announce(q))
+                res = probe(pool, plan, opts, qps=qps, target_pct=self.target.pct, announce=announce)
                 ok = meets(res, self.target)
                 res["meets_target"] = ok
                 tried.append({"qps": qps, "result": res})

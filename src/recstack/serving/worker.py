@@ -4,11 +4,22 @@ Protocol over one duplex pipe (:func:`multiprocessing.Pipe`):
 
 * the worker sends ``("ready", pid, info)`` when its model and input pool are
   built and warmed up, or ``("error", message)`` and exits;
-* the dispatcher sends ``(batch_id, size, slot)`` tuples, one per message, or
-  ``None`` to stop;
+* the dispatcher sends ``(batch_id, size, slot, t_sent)`` tuples, one per
+  message (``t_sent``: when it was handed over), or ``None`` to stop;
 * the worker answers every batch with ``(batch_id, t_start, t_end)``, times
   from ``time.perf_counter`` (CLOCK_MONOTONIC on Linux: one clock for all
-  processes of the host, so the dispatcher compares them with its own).
+  processes of the host, so the dispatcher compares them with its own),
+  taken in the worker, where the events happen.
+
+A batch's service starts when it is in the worker's hands: handed over
+(``t_sent``) *and* the worker free (done answering the previous batch), the
+later of the two. The worker's wake-up, receiving and answering are thus part
+of a batch's service, not of its queueing: the spin model's D covers them, so
+that its batches start exactly D apart in a busy period and take D from the
+hand-over otherwise, as a deterministic server's do (unless they take longer
+than D, as on a starved host: then the service time is what it took). An idle
+worker polls its pipe for :data:`POLL_S` before it blocks, so that a batch
+handed over soon after the last one is taken without a process wake-up.
 
 Workers ignore SIGINT: Ctrl-C reaches the whole process group, and the
 dispatcher, not the workers, decides how to stop (drain, then a partial result).
@@ -26,6 +37,7 @@ from typing import Any
 
 POOL_SLOTS = 4  # distinct input batches per batch size (requests cycle through them)
 WARMUP_SIZES = 24  # batch sizes run once each before "ready" (the largest always, and a spread)
+POLL_S = 100e-6  # an idle worker polls its pipe this long before it blocks in recv
 
 
 @dataclass(frozen=True)
@@ -51,8 +63,9 @@ class SpinServer:
     def info(self) -> dict[str, Any]:
         return {"kind": "spin", "service_s": self.service_s, "per_sample_s": self.per_sample_s}
 
-    def run(self, size: int, slot: int) -> None:
-        end = time.perf_counter() + self.service_s + self.per_sample_s * size
+    def run(self, size: int, slot: int, start: float | None = None) -> None:
+        """Busy until ``start`` (default: now) plus the service time."""
+        end = (time.perf_counter() if start is None else start) + self.service_s + self.per_sample_s * size
         while time.perf_counter() < end:
             pass
 
@@ -95,7 +108,7 @@ class ModelServer:
     def info(self) -> dict[str, Any]:
         return {"kind": "model", "model": self.name, "threads": self.threads, "device": self.device}
 
-    def run(self, size: int, slot: int) -> None:
+    def run(self, size: int, slot: int, start: float | None = None) -> None:
         batches = self.pool.get(size)
         if batches is None:  # a size the plan did not announce: prefixes of the largest (views), kept
             from recstack.serving.pool import head
@@ -147,14 +160,26 @@ def worker_main(conn: Any, setup: WorkerSetup) -> None:
     info["service_s_by_size"] = _service_times(server, setup.sizes)
     conn.send(("ready", os.getpid(), info))
     clock = time.perf_counter
+    free_at = clock()
     while True:
         try:
+            _poll_briefly(conn, clock)
             msg = conn.recv()
         except (EOFError, OSError):
             return
         if msg is None:
             return
-        bid, size, slot = msg
-        t0 = clock()
-        server.run(size, slot)
-        conn.send((bid, t0, clock()))
+        bid, size, slot, t_sent = msg
+        t0 = max(free_at, t_sent)  # in the worker's hands: handed over, and the worker free
+        server.run(size, slot, t0)
+        free_at = clock()
+        conn.send((bid, t0, free_at))
+
+
+def _poll_briefly(conn: Any, clock: Any) -> None:
+    """Poll the pipe (no sleep) for up to :data:`POLL_S`; the caller then blocks in recv if nothing came.
+    The window is short, so an idle worker costs little CPU."""
+    end = clock() + POLL_S
+    while clock() < end:
+        if conn.poll():
+            return
