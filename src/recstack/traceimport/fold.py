@@ -30,6 +30,7 @@ from recstack.profiling.oppass import FLOAT_DTYPES, MAX_SHAPES, Folder, RawNode
 from recstack.profiling.passes import TimingResult
 from recstack.profiling.rules import StageMap, StageRules, detect_stages_by_name, hand_down_roots
 from recstack.profiling.timing import CALLER, caller_key
+from recstack.traceimport import overhead
 from recstack.traceimport.collect import (
     MODULE,
     NN_PREFIX,
@@ -69,6 +70,8 @@ class Folded:
     outside_steps: int = 0
     signatures: dict[int, tuple[list, list, list]] = field(default_factory=dict)  # id -> dims, types, values
     signature_counts: dict[str, dict[int, int]] = field(default_factory=dict)  # op path -> id -> calls (all steps)
+    overhead: overhead.OverheadEstimate = field(default_factory=lambda: overhead.OverheadEstimate(None, 0))
+    events_per_step: float = 0.0  # host events recorded per step (the correction's count)
 
 
 def _order(c: Collector) -> np.ndarray:
@@ -171,8 +174,8 @@ def _merge(src: RawNode, dst: RawNode, stage: str, forward: dict[int, RawNode]) 
 class _Sweep:
     """The state of the fold (see the module docstring)."""
 
-    def __init__(self, c: Collector, smap: StageMap, steps: Steps) -> None:
-        self.c, self.smap, self.steps = c, smap, steps
+    def __init__(self, c: Collector, smap: StageMap, steps: Steps, correct: bool = True) -> None:
+        self.c, self.smap, self.steps, self.correct = c, smap, steps, correct
         self.folder = Folder()
         n = len(steps.starts)
         self.stage_us: dict[str, list[float]] = {}
@@ -183,6 +186,8 @@ class _Sweep:
         self.forward: dict[int, RawNode] = {}
         self.outside = 0
         self.n = n
+        self.overhead = overhead.OverheadEstimate(None, 0)
+        self.events_per_step = 0.0
         self.root_stage: dict[int, str] = {}  # module path id -> its stage, for stage roots
         for pid, path in enumerate(c.paths):
             pl = smap.placements.get(path)
@@ -326,10 +331,21 @@ class _Sweep:
         for seg in self.segs.values():
             _merge(seg, other, "other", self.forward)
         self.segs = {}
-        step_s = [(e - s) * 1e-6 for s, e in zip(self.steps.starts, self.steps.ends, strict=True)]
-        samples = {st: [max(0.0, u) * 1e-6 for u in row] for st, row in self.stage_us.items()}
+        root, callers, n = self.folder.root, self.folder.callers, max(self.n, 1)
+        runtime = frozenset(name for name, kind in zip(self.c.names, self.c.kinds, strict=True) if kind == RUNTIME)
+        est = self.overhead = overhead.estimate([root, *callers.values()], runtime)
+        per = est.per_event_us if self.correct else None
+
+        def events(node: RawNode | None) -> float:
+            return overhead.recorded_events(node) / n if node is not None else 0.0
+
+        self.events_per_step = events(root) + sum(events(c) for c in callers.values())
+        step_us = [e - s for s, e in zip(self.steps.starts, self.steps.ends, strict=True)]
+        step_s = [u * 1e-6 for u in overhead.corrected(step_us, self.events_per_step, per)]
+        samples = {st: [u * 1e-6 for u in overhead.corrected(row, events(root.children.get(("stage", st))), per)]
+                   for st, row in self.stage_us.items()}
         for st, row in self.caller_us.items():
-            samples[caller_key(st)] = [u * 1e-6 for u in row]
+            samples[caller_key(st)] = [u * 1e-6 for u in overhead.corrected(row, events(callers.get(st)), per)]
         inside = [sum(row[i] for row in samples.values()) for i in range(self.n)]
         samples["other"] = [max(0.0, s - x) for s, x in zip(step_s, inside, strict=True)]
         self.folder.steps = self.n
@@ -401,8 +417,9 @@ def _name_keys(root: RawNode, c: Collector, sigs: dict[int, tuple[list, list, li
         stack.extend(n.children.values())
 
 
-def fold(c: Collector, rules: StageRules | None) -> Folded:
-    """Sweep the collected events into a Folder and per-step samples (see the module docstring)."""
+def fold(c: Collector, rules: StageRules | None, correct: bool = True) -> Folded:
+    """Sweep the collected events into a Folder and per-step samples (see the module docstring); ``correct``:
+    remove the profiler's estimated per-event cost from the times (:mod:`recstack.traceimport.overhead`)."""
     order = _order(c)
     root_type = None
     if c.annotate_ranges:
@@ -419,7 +436,7 @@ def fold(c: Collector, rules: StageRules | None) -> Folded:
     smap = detect_stages_by_name(types, rules, call_order)
     hand_down_roots(smap, set(c.paths))
     steps = find_steps(c, order)
-    sweep = _Sweep(c, smap, steps)
+    sweep = _Sweep(c, smap, steps, correct)
     sweep.run(order)
     matched, unmatched = sweep.kernels()
     timing = sweep.finish()
@@ -429,7 +446,8 @@ def fold(c: Collector, rules: StageRules | None) -> Folded:
     for caller in sweep.folder.callers.values():
         _name_keys(caller, c, sigs)
     return Folded(sweep.folder, timing, smap, types, steps, hierarchy, root_type, matched, unmatched, sweep.outside,
-                  signatures={i: sigs[i] for per in counts.values() for i in per}, signature_counts=counts)
+                  signatures={i: sigs[i] for per in counts.values() for i in per}, signature_counts=counts,
+                  overhead=sweep.overhead, events_per_step=sweep.events_per_step)
 
 
 def _first_seen(c: Collector, order: np.ndarray) -> list[str]:
