@@ -14,12 +14,11 @@ from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from recstack.config.loading import load_yaml_file, parse_config
 from recstack.traceimport.annotate import MODULE_RANGE, parse_range_name
-from recstack.traceimport.decode import Args, Event
+from recstack.traceimport.decode import Event
 
 # Event kinds.
 OP, MODULE, NNMODULE, STEP, THROUGH, RUNTIME, PSEUDO_STAGE, SKIP, DEVICE = range(9)
@@ -85,9 +84,7 @@ class Collector:
         self.cols = Columns()
         self.names: list[str] = []
         self.kinds: list[int] = []
-        self._by_key: dict[tuple[str, str], int] = {}  # (category, name) -> name id
-        self._torch: list[int] = []  # name id -> 1 if its category is torch.profiler's
-        self._tables: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._by_cat: dict[str, dict[str, tuple[int, int]]] = {}
         self.threads: dict[tuple[int | str, int | str], int] = {}
         self.thread_names: dict[tuple[int | str, int | str], str] = {}
         self.shapes: dict[bytes, int] = {}  # call signature (dims JSON, SIG_SEP, types JSON) -> id
@@ -143,106 +140,79 @@ class Collector:
         else:
             kind = OP
         self.kinds.append(kind)
-        self._torch.append(int(cat in TORCH_CATS))
         return kind, nid
 
-    def _ids(self, events: list[Event]) -> np.ndarray:
-        """The name id of every event (a distinct (category, name) is classified once)."""
-        keys = [(e.cat, e.name) for e in events]
-        nids = list(map(self._by_key.get, keys))
-        if None in nids:
-            for i in [i for i, v in enumerate(nids) if v is None]:
-                nid = self._by_key.get(keys[i])
-                if nid is None:
-                    nid = self._by_key[keys[i]] = self._classify(*keys[i])[1]
-                    self._tables = None
-                nids[i] = nid
-        return np.array(nids, dtype=np.int32)
-
-    def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per name id: kind, torch category (0/1), module path id (-1: not a module range)."""
-        if self._tables is None:
-            path = np.full(len(self.kinds), -1, dtype=np.int64)
-            for nid, pid in self.name_path.items():
-                path[nid] = pid
-            self._tables = (np.array(self.kinds, dtype=np.int8), np.array(self._torch, dtype=np.int8), path)
-        return self._tables
-
     def add(self, events: list[Event]) -> None:
-        """Append one decoded chunk to the columns: per-event work is list comprehensions and numpy, with
-        every string interned through a dict lookup."""
+        c = self.cols
+        ts_a, end_a, thr_a, nid_a, aux_a, ty_a = c.ts.append, c.end.append, c.thr.append, c.nid.append, \
+            c.aux.append, c.ty.append
+        by_cat, threads, shapes, types = self._by_cat, self.threads, self.shapes, self.types
         self.events += len(events)
-        xs = [e for e in events if e.ph == "X"]
-        if len(xs) != len(events):
-            for e in events:
+        last_cat, names = None, {}
+        last_pid, last_tid, th = None, None, -1
+        torch_events = 0
+        for e in events:
+            if e.ph != "X":
                 if e.ph == "M" and e.name == "thread_name" and e.args is not None and e.args.name:
                     self.thread_names[(e.pid, e.tid)] = e.args.name
-        if not xs:
-            return
-        nid = self._ids(xs)
-        kinds_t, torch_t, path_t = self.tables()
-        kind = kinds_t[nid]
-        self.torch_events += int(torch_t[nid].sum())
-        self.annotate_ranges += int(np.count_nonzero(kind == MODULE))
-        self.nn_events += int(np.count_nonzero(kind == NNMODULE))
-        self.step_events += int(np.count_nonzero(kind == STEP))
-        c = self.cols
-        dev = np.nonzero(kind == DEVICE)[0]
-        if len(dev):
-            dl = dev.tolist()
-            c.k_corr.frombytes(np.array(_correlations([xs[i].args for i in dl]), dtype=np.int64).tobytes())
-            c.k_nid.frombytes(nid[dev].tobytes())
-            c.k_dur.frombytes(np.array([xs[i].dur for i in dl], dtype=np.float64).tobytes())
-        keep = np.nonzero((kind != SKIP) & (kind != DEVICE))[0]
-        if len(keep) == 0:
-            return
-        if len(keep) != len(xs):
-            xs = [xs[i] for i in keep.tolist()]
-            nid, kind = nid[keep], kind[keep]
-        ts = np.array([e.ts for e in xs], dtype=np.float64)
-        c.ts.frombytes(ts.tobytes())
-        c.end.frombytes((ts + np.array([e.dur for e in xs], dtype=np.float64)).tobytes())
-        threads = self.threads
-        tkeys = [(e.pid, e.tid) for e in xs]
-        for k in set(tkeys) - threads.keys():
-            threads[k] = len(threads)
-        c.thr.frombytes(np.array(list(map(threads.__getitem__, tkeys)), dtype=np.int32).tobytes())
-        c.nid.frombytes(nid.tobytes())
-        aux = np.where(kind == MODULE, path_t[nid], -1)
-        ty = np.full(len(xs), -1, dtype=np.int32)
-        ops = np.nonzero(kind == OP)[0]
-        if len(ops):
-            aux[ops], ty[ops] = self._signatures([xs[i].args for i in ops.tolist()])
-        rt = np.nonzero(kind == RUNTIME)[0]
-        if len(rt):
-            aux[rt] = _correlations([xs[i].args for i in rt.tolist()])
-        c.aux.frombytes(aux.astype(np.int64, copy=False).tobytes())
-        c.ty.frombytes(ty.tobytes())
-
-    def _signatures(self, args: list[Args | None]) -> tuple[list[int], list[int]]:
-        """(signature id, input-type id) of each op call; -1 where the trace recorded none. A signature is the
-        call's Input Dims, Input type and Concrete Inputs JSON together (the cost model prices it)."""
-        types = [bytes(a.input_type) if a is not None else b"" for a in args]
-        sigs = [bytes(a.input_dims) + SIG_SEP + t + SIG_SEP + bytes(a.concrete) if a is not None and a.input_dims
-                else None for a, t in zip(args, types, strict=True)]
-        return _intern(self.shapes, sigs), _intern(self.types, [t or None for t in types])
-
-
-def _intern(table: dict[bytes, int], keys: list[bytes | None]) -> list[int]:
-    """The id of each key in ``table`` (new keys get the next ids); None -> -1."""
-    ids = list(map(table.get, keys))
-    if None in ids:
-        for i in [i for i, v in enumerate(ids) if v is None]:
-            k = keys[i]
-            if k is None:
-                ids[i] = -1
                 continue
-            v = table.get(k)
-            if v is None:
-                v = table[k] = len(table)
-            ids[i] = v
-    return ids
-
-
-def _correlations(args: list[Args | None]) -> list[int]:
-    return [a.correlation if a is not None and a.correlation is not None else -1 for a in args]
+            cat = e.cat
+            if cat != last_cat:  # events come in runs of one category: one dict per category
+                names = by_cat.get(cat)
+                if names is None:
+                    names = by_cat[cat] = {}
+                last_cat = cat
+                is_torch = cat in TORCH_CATS
+            info = names.get(e.name)
+            if info is None:
+                info = names[e.name] = self._classify(cat, e.name)
+            kind, nid = info
+            torch_events += is_torch
+            if kind == SKIP:
+                continue
+            if kind == DEVICE:
+                a = e.args
+                c.k_corr.append(a.correlation if a is not None and a.correlation is not None else -1)
+                c.k_nid.append(nid)
+                c.k_dur.append(e.dur)
+                continue
+            if e.tid != last_tid or e.pid != last_pid:
+                last_pid, last_tid = e.pid, e.tid
+                th = threads.get((last_pid, last_tid), -1)
+                if th < 0:
+                    th = threads[(last_pid, last_tid)] = len(threads)
+            t = e.ts
+            ts_a(t)
+            end_a(t + e.dur)
+            thr_a(th)
+            nid_a(nid)
+            a = e.args
+            if kind == OP:
+                aux = ty = -1
+                if a is not None:
+                    raw_t = bytes(a.input_type)
+                    if raw_t:
+                        ty = types.get(raw_t, -1)
+                        if ty < 0:
+                            ty = types[raw_t] = len(types)
+                    raw = bytes(a.input_dims)
+                    if raw:  # a call signature: dims and types together (the cost model prices it)
+                        raw += SIG_SEP + raw_t + SIG_SEP + bytes(a.concrete)
+                        aux = shapes.get(raw, -1)
+                        if aux < 0:
+                            aux = shapes[raw] = len(shapes)
+                aux_a(aux)
+                ty_a(ty)
+                continue
+            if kind == MODULE:
+                aux = self.name_path[nid]
+                self.annotate_ranges += 1
+            elif kind == RUNTIME:
+                aux = a.correlation if a is not None and a.correlation is not None else -1
+            else:
+                aux = -1
+                self.nn_events += kind == NNMODULE
+                self.step_events += kind == STEP
+            aux_a(aux)
+            ty_a(-1)
+        self.torch_events += torch_events
