@@ -502,7 +502,7 @@ class Overhead(_M):
     events_per_step: Count | None = F("imported traces: host events recorded per step (mean), the count the "
                                         "correction multiplies", None, producer="traceimport.build")
     removed_step_s: Seconds | None = F("imported traces: profiler time removed per step (per_event_s x "
-                                       "events_per_step)", None, unit="s", producer="traceimport.build")
+                                       "events_per_step, less where a part would go below zero; mean)", None, unit="s", producer="traceimport.build")
 
 
 class Shard(_M):

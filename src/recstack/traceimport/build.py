@@ -31,8 +31,8 @@ OVERHEAD_RAW = ("unknown: imported with --raw-times, the times as the trace reco
                 "the profiler's own overhead")
 OVERHEAD_ESTIMATED = ("estimated from the trace: the profiler's cost per recorded event is taken as the median "
                       "exclusive time of wrapper ops (ops whose every call ran exactly one child op; {n} here), "
-                      "and per_event_s x the events recorded in each stage (and step) is subtracted from its "
-                      "time per step; op and module times are scaled to the corrected stage times")
+                      "and per_event_s x the events recorded in each stage is subtracted from its time per step "
+                      "(never below zero; the step is the sum of its parts); op and module times are scaled to the corrected stage times")
 
 
 @dataclass
@@ -155,7 +155,7 @@ def _overhead(f: Folded, correct: bool) -> dict[str, Any]:
     if per is None:
         return {"method": OVERHEAD_UNKNOWN}
     return {"method": OVERHEAD_ESTIMATED.format(n=f.overhead.wrappers), "per_event_s": per * 1e-6,
-            "events_per_step": f.events_per_step, "removed_step_s": per * 1e-6 * f.events_per_step}
+            "events_per_step": f.events_per_step, "removed_step_s": f.removed_us * 1e-6}
 
 
 def _run_info(name: str, ranks: list[RankTrace], first: RankTrace) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import numpy as np
 from recstack.profiling.oppass import FLOAT_DTYPES, MAX_SHAPES, Folder, RawNode
 from recstack.profiling.passes import TimingResult
 from recstack.profiling.rules import StageMap, StageRules, detect_stages_by_name, hand_down_roots
-from recstack.profiling.timing import CALLER, caller_key
+from recstack.profiling.timing import CALLER, caller_key, split_caller_key
 from recstack.traceimport import overhead
 from recstack.traceimport.collect import (
     MODULE,
@@ -72,6 +72,7 @@ class Folded:
     signature_counts: dict[str, dict[int, int]] = field(default_factory=dict)  # op path -> id -> calls (all steps)
     overhead: overhead.OverheadEstimate = field(default_factory=lambda: overhead.OverheadEstimate(None, 0))
     events_per_step: float = 0.0  # host events recorded per step (the correction's count)
+    removed_us: float = 0.0  # profiler time removed per step (mean)
 
 
 def _order(c: Collector) -> np.ndarray:
@@ -188,6 +189,7 @@ class _Sweep:
         self.n = n
         self.overhead = overhead.OverheadEstimate(None, 0)
         self.events_per_step = 0.0
+        self.removed_us = 0.0  # per step, mean: what the correction took off the step time
         self.root_stage: dict[int, str] = {}  # module path id -> its stage, for stage roots
         for pid, path in enumerate(c.paths):
             pl = smap.placements.get(path)
@@ -341,13 +343,18 @@ class _Sweep:
 
         self.events_per_step = events(root) + sum(events(c) for c in callers.values())
         step_us = [e - s for s, e in zip(self.steps.starts, self.steps.ends, strict=True)]
-        step_s = [u * 1e-6 for u in overhead.corrected(step_us, self.events_per_step, per)]
-        samples = {st: [u * 1e-6 for u in overhead.corrected(row, events(root.children.get(("stage", st))), per)]
-                   for st, row in self.stage_us.items()}
-        for st, row in self.caller_us.items():
-            samples[caller_key(st)] = [u * 1e-6 for u in overhead.corrected(row, events(callers.get(st)), per)]
-        inside = [sum(row[i] for row in samples.values()) for i in range(self.n)]
-        samples["other"] = [max(0.0, s - x) for s, x in zip(step_s, inside, strict=True)]
+        rows = {st: [max(0.0, u) for u in row] for st, row in self.stage_us.items()}
+        rows.update({caller_key(st): row for st, row in self.caller_us.items()})
+        inside = [sum(row[i] for row in rows.values()) for i in range(self.n)]
+        rows["other"] = [max(0.0, s - x) for s, x in zip(step_us, inside, strict=True)]
+        # Each part less the profiler's cost of its own events; the step is the sum of its corrected parts.
+        samples = {}
+        for key, row in rows.items():
+            st = split_caller_key(key)
+            node = callers.get(st) if st is not None else root.children.get(("stage", key))
+            samples[key] = [u * 1e-6 for u in overhead.corrected(row, events(node), per)]
+        step_s = [sum(row[i] for row in samples.values()) for i in range(self.n)]
+        self.removed_us = sum(s * 1e6 - c * 1e6 for s, c in zip([u * 1e-6 for u in step_us], step_s, strict=True)) / n
         self.folder.steps = self.n
         self.folder.step_us = sum(step_s) * 1e6
         return TimingResult(plain=[], timed=step_s, stage_samples=samples)
@@ -447,7 +454,8 @@ def fold(c: Collector, rules: StageRules | None, correct: bool = True) -> Folded
         _name_keys(caller, c, sigs)
     return Folded(sweep.folder, timing, smap, types, steps, hierarchy, root_type, matched, unmatched, sweep.outside,
                   signatures={i: sigs[i] for per in counts.values() for i in per}, signature_counts=counts,
-                  overhead=sweep.overhead, events_per_step=sweep.events_per_step)
+                  overhead=sweep.overhead, events_per_step=sweep.events_per_step,
+                  removed_us=sweep.removed_us)
 
 
 def _first_seen(c: Collector, order: np.ndarray) -> list[str]:

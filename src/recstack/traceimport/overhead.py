@@ -13,8 +13,8 @@ mostly the profiler recording that child (its start and end callbacks, and the s
 ``record_shapes``): the median is an estimate of the cost of one event, on the high side by the wrapper's
 own dispatch. The correction then subtracts, per step, ``per_event_us x`` the events recorded inside each
 stage (ops, module ranges and runtime calls, nested ones included; the mean count per step) from that
-stage's time, and ``per_event_us x`` every event in the step from the step time; times never go below
-zero. No wrapper op in the trace: no estimate, no correction (said so in ``overhead.method``).
+stage's time (caller code and ``other`` likewise, by their own events), never below zero; the step time
+is the sum of its corrected parts. No wrapper op in the trace: no estimate, no correction (said so in ``overhead.method``).
 """
 
 from __future__ import annotations
