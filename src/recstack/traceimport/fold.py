@@ -83,13 +83,13 @@ def _order(c: Collector) -> np.ndarray:
     return np.lexsort((-end, ts, thr))
 
 
-def _blocks(c: Collector, order: np.ndarray, *cols: str):
-    """Yield rows of the named columns in ``order``, one block of Python objects at a time."""
+def _rows(c: Collector, order: np.ndarray, cols: tuple[str, ...]):
+    """The rows of the named columns in ``order`` (no index), one block of Python objects at a time."""
     arrays = [np.frombuffer(getattr(c.cols, k), dtype={"d": np.float64, "i": np.int32, "q": np.int64}[
         getattr(c.cols, k).typecode]) for k in cols]
     for b in range(0, len(order), SWEEP_BLOCK):
         idx = order[b:b + SWEEP_BLOCK]
-        yield from zip(idx.tolist(), *(a[idx].tolist() for a in arrays), strict=True)
+        yield from zip(*(a[idx].tolist() for a in arrays), strict=True)
 
 
 def _nn_module_paths(c: Collector, order: np.ndarray) -> tuple[str | None, list[str]]:
@@ -241,7 +241,8 @@ class _Sweep:
         ops_of: dict[int, dict[int, RawNode]] = {}  # id(parent) -> name id -> op child (parents live on)
         stack: list[tuple[float, RawNode | None, str | None, int, bool]] = []
         cur = -1
-        for _i, t, e, th, n, aux, ty in _blocks(c, order, "ts", "end", "thr", "nid", "aux", "ty"):
+        op_total = 0.0
+        for t, e, th, n, aux, ty in _rows(c, order, ("ts", "end", "thr", "nid", "aux", "ty")):
             if th != cur:
                 stack, cur = [], th
             while stack and stack[-1][0] <= t:
@@ -295,7 +296,7 @@ class _Sweep:
                 node.us += e - t
                 node.calls += 1
                 if not p_op:
-                    folder.op_total_us += e - t
+                    op_total += e - t
                 if kind == RUNTIME:
                     if aux >= 0:
                         self.corr[aux] = p_node if p_op else node
@@ -308,6 +309,7 @@ class _Sweep:
                 if ty >= 0:
                     node.dtypes[ty] = node.dtypes.get(ty, 0) + 1
                 stack.append((e, node, p_stage, step, True))
+        folder.op_total_us += op_total
 
     def kernels(self) -> tuple[int, int]:
         """Attach the device events to the ops that launched them; (attached, without a launching op)."""
