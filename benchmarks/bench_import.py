@@ -21,10 +21,16 @@
 
 Prints one table row per (trace, tool); times are of this host as it was (say how loaded).
 
-    python benchmarks/bench_import.py --acceptance rmc1 [--acc-scale 0.05 --acc-batch 256]
+    python benchmarks/bench_import.py --phases TRACE
 
-records ``rmc1`` under ``recstack.annotate`` and torch.profiler, imports the trace, profiles the same
-model live (``recstack.profile_zoo``) and prints both profiles' stage shares side by side.
+times each phase of one import in one process (decode, collect, fold, torch's import, the whole call).
+
+    python benchmarks/bench_import.py --acceptance rmc1 [--acc-scale 0.05 --acc-batch 256]
+        [--acc-threads 1 --acc-rounds 3]
+
+in each of ``--acc-rounds`` rounds profiles ``rmc1`` live (``recstack.profile_zoo``), then records it under
+``recstack.annotate`` and torch.profiler and imports the trace (raw and with the overhead correction);
+prints each stage's median share over the rounds side by side, and the largest difference.
 """
 
 from __future__ import annotations
@@ -231,6 +237,27 @@ def acceptance(model: str, scale: float, batch: int, out: Path, threads: int = 1
     print(f"same stages in every round: {same}; largest difference {100 * worst:.1f} points (goal <= 5)")
 
 
+def phases(trace: Path) -> None:
+    """Wall time of each phase of one import, in this process: decoding alone, decoding with the collector,
+    the fold, torch's import (the cost model needs it), then the whole ``import_trace``."""
+    t0 = time.perf_counter()
+    from recstack.traceimport import build, collect, decode, fold
+    t1 = time.perf_counter()
+    decode.stream_events(trace, lambda _events: None)
+    t2 = time.perf_counter()
+    c = collect.Collector()
+    decode.stream_events(trace, c.add)
+    t3 = time.perf_counter()
+    fold.fold(c, None)
+    t4 = time.perf_counter()
+    import torch  # noqa: F401
+    t5 = time.perf_counter()
+    build.import_trace(trace)
+    t6 = time.perf_counter()
+    print(f"modules {t1 - t0:.2f} s, decode alone {t2 - t1:.2f} s, decode + collect {t3 - t2:.2f} s, "
+          f"fold {t4 - t3:.2f} s, torch import {t5 - t4:.2f} s, import_trace (torch loaded) {t6 - t5:.2f} s")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench-import"))
@@ -246,6 +273,7 @@ def main() -> int:
     ap.add_argument("--skip-record", action="store_true", help="reuse the traces in --out")
     ap.add_argument("--traces", default="", help="only these traces: few,many,x3,x10")
     ap.add_argument("--tools", default="", help="only these tools (prefixes): recstack,hta")
+    ap.add_argument("--phases", type=Path, default=None, metavar="TRACE", help="time each phase of one import")
     ap.add_argument("--acceptance", default=None, metavar="MODEL", help="compare live and imported stage shares")
     ap.add_argument("--acc-scale", type=float, default=0.05)
     ap.add_argument("--acc-batch", type=int, default=256)
@@ -253,6 +281,9 @@ def main() -> int:
     ap.add_argument("--acc-rounds", type=int, default=3, help="alternating live/trace rounds (median share)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.phases:
+        phases(args.phases)
+        return 0
     if args.acceptance:
         acceptance(args.acceptance, args.acc_scale, args.acc_batch, args.out, args.acc_threads, args.acc_rounds)
         return 0
