@@ -129,7 +129,7 @@ def test_annotated_trace_gives_the_live_profiles_stages_and_roots(zoo_trace: Pat
     assert d["import"]["steps_from"] == "ProfilerStep ranges" and d["import"]["files"][0]["steps"] == 3
     assert _stages(p) == _stages(live_rmc1)
     assert set(p.run["stage_roots"]) == set(live_rmc1.run["stage_roots"])
-    assert p.run["model"] == "DLRM" and p.overhead["method"].startswith("unknown")
+    assert p.run["model"] == "DLRM" and p.overhead["method"].startswith("estimated from the trace")
     # Stage times add up to the run (other takes the rest); p10 <= time <= p90 over the 3 steps.
     assert sum(c.time_s for c in p.root.children) == pytest.approx(p.root.time_s, rel=1e-9)
     for st in p.root.children:
@@ -232,12 +232,12 @@ def test_missing_fields_and_huge_args(tmp_path: Path, monkeypatch: pytest.Monkey
     ev.append(huge)
     path = tmp_path / "odd.json"
     path.write_text(json.dumps(_kineto(ev), indent=1))
-    p = import_trace(path)
+    p = import_trace(path, correct_overhead=False)  # the times as recorded (the correction has its own test)
     ref = p.to_dict()
     # Tiny chunks: every cut is tried, also the ones inside the huge args, and must be refused there.
     monkeypatch.setattr(decode, "CHUNK", 256)
     monkeypatch.setattr(decode, "BLOCK", 1024)
-    small = import_trace(path).to_dict()
+    small = import_trace(path, correct_overhead=False).to_dict()
     for d in (ref, small):
         d.pop("run_id")
     assert small == ref
@@ -245,6 +245,43 @@ def test_missing_fields_and_huge_args(tmp_path: Path, monkeypatch: pytest.Monkey
     assert p.stage("embedding").time_s == pytest.approx(320e-6)  # its root's 300 us + 20 us of caller code before it
     assert p.root.time_s == pytest.approx(900e-6)
     _valid(p)
+
+
+def test_profiler_overhead_correction_is_the_wrapper_median_times_the_events(tmp_path: Path) -> None:
+    # Per step: emb range + embedding_bag (2 events) in embedding, mlp range + linear + addmm (3) in dense.
+    # aten::linear's only child is aten::addmm: a wrapper op, exclusive 280 - 260 = 20 us per call; a
+    # second wrapper (aten::t -> aten::transpose, 8 - 4 = 4 us, after linear in mlp's range) makes the
+    # median (4 + 20) / 2.
+    ev = _synthetic_steps()
+    for s in range(2):
+        ev += [_op("aten::t", 1000.0 * s + 691, 8), _op("aten::transpose", 1000.0 * s + 692, 4)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_kineto(ev)))
+    raw, cor = import_trace(path, correct_overhead=False), import_trace(path)
+    per = (20 + 4) / 2 * 1e-6
+    assert raw.overhead["method"].startswith("unknown") and "per_event_s" not in raw.overhead
+    assert cor.overhead["method"].startswith("estimated from the trace: ") and "2 here" in cor.overhead["method"]
+    assert cor.overhead["per_event_s"] == pytest.approx(per)
+    assert cor.overhead["events_per_step"] == pytest.approx(7)
+    assert cor.overhead["removed_step_s"] == pytest.approx(7 * per)
+    assert cor.root.time_s == pytest.approx(raw.root.time_s - 7 * per)
+    emb_root = 300e-6  # the embedding stage's root range; its 20 us of caller code before it hold no event
+    assert cor.stage("embedding").time_s == pytest.approx(emb_root - 2 * per + 20e-6)
+    assert cor.stage("dense").time_s == pytest.approx(raw.stage("dense").time_s - 5 * per)
+    assert sum(c.time_s for c in cor.root.children) == pytest.approx(cor.root.time_s)
+    # Ops are scaled to the corrected stage; shares still add up to 1.
+    def linear(p: Profile) -> float:
+        return next(n.time_s for n in p.root.walk() if n.name == "aten::linear")
+
+    assert linear(cor) < linear(raw)
+    assert sum(cor.stage_shares().values()) == pytest.approx(1.0)
+    _valid(cor)
+    # No wrapper op: nothing to estimate from, nothing removed, and said so.
+    flat = [e for e in _synthetic_steps() if e["name"] != "aten::addmm"]
+    path.write_text(json.dumps(_kineto(flat)))
+    p = import_trace(path)
+    assert p.overhead == {"method": p.overhead["method"]} and "no wrapper op" in p.overhead["method"]
+    assert p.root.time_s == pytest.approx(900e-6)
 
 
 def test_kernels_attach_to_their_launching_op_by_correlation(tmp_path: Path) -> None:
@@ -264,7 +301,9 @@ def test_kernels_attach_to_their_launching_op_by_correlation(tmp_path: Path) -> 
                "args": {"correlation": 999}})
     path = tmp_path / "gpu.json"
     path.write_text(json.dumps(_kineto(ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100"}])))
-    p = import_trace(path)
+    # Raw times: kernel nodes scale with their stage like every node below it (as in a live op pass);
+    # the op's device_time_s does not.
+    p = import_trace(path, correct_overhead=False)
     d = _valid(p)
     addmm = next(n for n in p.nodes() if n.name == "aten::addmm")
     kernel = addmm.child("sgemm_128x64")
@@ -347,7 +386,7 @@ def test_every_analysis_reads_an_imported_profile(zoo_trace: Path, live_rmc1: Pr
     assert {c["name"]: c.get("bound") for c in d["root"]["children"]}["dense"] in ("memory", "compute", "overhead")
     live = live_rmc1.save(tmp_path / "live.json")
     assert _cli("validate", str(imp)) == 0
-    assert _cli("show", str(imp)) == 0 and "profiler overhead unknown" in capsys.readouterr().out
+    assert _cli("show", str(imp)) == 0 and "profiler overhead estimated from the trace" in capsys.readouterr().out
     assert _cli("report", str(imp), "-o", str(tmp_path / "r.html")) == 0 and (tmp_path / "r.html").stat().st_size
     assert _cli("diff", str(live), str(imp), "-o", str(tmp_path / "d.html")) == 0
     assert _cli("export", str(imp), "-o", str(tmp_path / "n.csv")) == 0

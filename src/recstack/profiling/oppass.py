@@ -22,14 +22,13 @@ node). Times are summed over the op-pass steps and divided by their number.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-from torch.autograd import DeviceType
-from torch.autograd.profiler import record_function
+if TYPE_CHECKING:  # torch loads when a pass runs, not with the module (the trace importer needs none)
+    from torch import nn
 
 from recstack.profiling.timing import CALLER, ForwardWrappers
 
@@ -42,8 +41,16 @@ MAX_SHAPES = 16
 def profiler_range(name: str) -> Any:
     """A profiler range context manager: torch's fast C++ one where present (about 2 us per range
     against about 20 us for ``record_function`` on the development machine), else ``record_function``."""
-    fast = getattr(getattr(torch._C, "_profiler", None), "_RecordFunctionFast", None)
-    return fast(name) if fast is not None else record_function(name)
+    return _range_type()(name)
+
+
+@functools.cache
+def _range_type() -> Any:
+    """The range class, looked up once (torch loads on the first range, not with this module)."""
+    import torch
+    from torch.autograd.profiler import record_function
+
+    return getattr(getattr(torch._C, "_profiler", None), "_RecordFunctionFast", None) or record_function
 
 
 def install_range_hooks(model: nn.Module, roots: dict[str, str]) -> ForwardWrappers:
@@ -118,9 +125,9 @@ def _dtype_key(evt: Any) -> str | None:
     return next((FLOAT_DTYPES[d] for d in getattr(evt, "input_dtypes", None) or [] if d in FLOAT_DTYPES), None)
 
 
-def _on_host(evt: Any) -> bool:
+def _on_host(evt: Any, cpu: Any) -> bool:
     device = getattr(evt, "device_type", None)
-    return (device is None or device == DeviceType.CPU) and not getattr(evt, "is_async", False)
+    return (device is None or device == cpu) and not getattr(evt, "is_async", False)
 
 
 def _is_range(name: str) -> bool:
@@ -182,7 +189,9 @@ class Folder:
     def fold(self, events: Iterable[Any]) -> None:
         # Host events only: with CUDA the list also holds the kernels themselves (device events, no CPU
         # parent); they are reached through their launching op's ``kernels``, never placed by time.
-        evs = [e for e in events if _on_host(e)]
+        from torch.autograd import DeviceType
+
+        evs = [e for e in events if _on_host(e, DeviceType.CPU)]
         steps = [e for e in evs if e.name.startswith(STEP) and e.cpu_parent is None]
         self.steps += len(steps)
         self.step_us += sum(_dur(s) for s in steps)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import torch
-from torch import nn
+if TYPE_CHECKING:  # torch loads when a pass runs, not with the module (the trace importer needs none)
+    from torch import nn
 
 from recstack.profiling.native_stderr import quiet_native
 from recstack.profiling.oppass import STAGE, STEP, Folder, install_range_hooks, profiler_range
@@ -172,6 +172,7 @@ def op_pass(
 
     ``export_trace(prof)`` writes the Chrome trace (torch.profiler can export it once).
     """
+    import torch
     from torch.profiler import ProfilerActivity, profile
 
     n = len(batches)

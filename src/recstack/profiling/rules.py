@@ -38,11 +38,14 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
-from torch import nn
 
 from recstack.config.loading import load_yaml_file, parse_config
+
+if TYPE_CHECKING:  # torch loads when a model is inspected (the trace importer reads names only)
+    from torch import nn
 
 FORWARD_STAGES = ("feature_processing", "embedding", "dense", "interaction", "sequence", "head")
 TRAIN_STAGES = ("loss", "backward", "optimizer")
@@ -152,6 +155,8 @@ class StageMap:
 
 
 def _is_linear_stack(mod: nn.Module) -> bool:
+    from torch import nn
+
     kids = list(mod.modules())
     linears = sum(isinstance(m, nn.Linear) for m in kids)
     if linears == 0:
@@ -163,6 +168,8 @@ def _is_linear_stack(mod: nn.Module) -> bool:
 
 
 def _type_rule(mod: nn.Module) -> tuple[str, str] | None:
+    from torch import nn
+
     return _type_rule_by_name(
         type(mod).__name__, lambda: _is_linear_stack(mod),
         embedding=isinstance(mod, (nn.EmbeddingBag, nn.Embedding)),

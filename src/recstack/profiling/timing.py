@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
+if TYPE_CHECKING:  # torch loads when a pass runs, not with the module (the trace importer needs none)
+    from torch import nn
 
 try:
     import resource
@@ -210,4 +210,6 @@ def attach_stage_rusage(root: Any, timer: StageTimer, central: list[int]) -> Non
 
 
 def cuda_sync() -> Callable[[], None] | None:
+    import torch
+
     return torch.cuda.synchronize if torch.cuda.is_available() else None

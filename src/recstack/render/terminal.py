@@ -149,7 +149,14 @@ def _header(c: Console, prof: Any) -> None:
     )
     op_pass = f"op pass {opr:.2f}x" if opr else "op pass not run"
     if prof.run.get("source") == "imported":
-        c.print(f"imported from {prof.run.get('trace')}: profiler overhead unknown (every time includes it)")
+        per = prof.overhead.get("per_event_s")
+        if per is None:
+            c.print(f"imported from {prof.run.get('trace')}: profiler overhead unknown (every time includes it)")
+        else:
+            c.print(f"imported from {prof.run.get('trace')}: profiler overhead estimated from the trace, "
+                    f"{per * 1e6:.2f} us per recorded event x {prof.overhead.get('events_per_step', 0):,.0f} "
+                    f"events = {prof.overhead.get('removed_step_s', 0) * 1e3:.3f} ms per step, removed from the "
+                    "stage times (see overhead.method)")
         return
     c.print(f"profiler overhead: {stage_pass}, {op_pass} vs uninstrumented (measured)")
 

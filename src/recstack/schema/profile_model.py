@@ -496,6 +496,13 @@ class Overhead(_M):
     pairs: NonNegInt | None = F("A/B pairs", None, producer="profiling.runner")
     profiling_wall_s: Seconds | None = F("wall time of all passes", None, unit="s", producer="profiling.runner")
     method: str | None = F("one-line statement of the method", None, producer="profiling.runner")
+    per_event_s: Seconds | None = F("imported traces: the profiler's estimated cost per recorded event (median "
+                                    "exclusive time of wrapper ops; see docs/import.md)", None, unit="s",
+                                    producer="traceimport.build")
+    events_per_step: Count | None = F("imported traces: host events recorded per step (mean), the count the "
+                                        "correction multiplies", None, producer="traceimport.build")
+    removed_step_s: Seconds | None = F("imported traces: profiler time removed per step (per_event_s x "
+                                       "events_per_step, less where a part would go below zero; mean)", None, unit="s", producer="traceimport.build")
 
 
 class Shard(_M):

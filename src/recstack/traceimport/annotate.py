@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torch import nn
+if TYPE_CHECKING:  # the importer reads range names without torch
+    from torch import nn
 
 MODULE_RANGE = "recstack.module::"
 TYPE_SEP = "|"

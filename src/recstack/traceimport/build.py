@@ -3,7 +3,8 @@
 The tree is assembled exactly as a live profile's (:func:`recstack.profiling.assemble.build_tree`) from
 what the trace holds: the step ranges give the run time per step, the stage roots' ranges the stage
 times, the ops nested in them the stage's children. Nothing was measured outside the profiler, so the
-profiler's overhead is ``unknown``, the times include it, and ``run.source`` is ``imported``.
+profiler's per-event cost is estimated from the trace and removed (:mod:`recstack.traceimport.overhead`;
+``overhead`` says what was removed, or that it is unknown), and ``run.source`` is ``imported``.
 """
 
 from __future__ import annotations
@@ -24,8 +25,14 @@ from recstack.tree import Node, Profile
 from recstack.version import __version__
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
-OVERHEAD_METHOD = ("unknown: imported from a torch.profiler trace; every time includes the profiler's own "
-                   "overhead, which the trace does not record")
+OVERHEAD_UNKNOWN = ("unknown: imported from a torch.profiler trace with no wrapper op to estimate the profiler's "
+                    "per-event cost from; every time includes the profiler's own overhead")
+OVERHEAD_RAW = ("unknown: imported with --raw-times, the times as the trace recorded them; every time includes "
+                "the profiler's own overhead")
+OVERHEAD_ESTIMATED = ("estimated from the trace: the profiler's cost per recorded event is taken as the median "
+                      "exclusive time of wrapper ops (ops whose every call ran exactly one child op; {n} here), "
+                      "and per_event_s x the events recorded in each stage is subtracted from its time per step "
+                      "(never below zero; the step is the sum of its parts); op and module times are scaled to the corrected stage times")
 
 
 @dataclass
@@ -53,7 +60,8 @@ def trace_files(path: Path) -> list[Path]:
     return [path]
 
 
-def read_rank(path: Path, rules: StageRules | None, step_range: str | None, module_map: ModuleMap | None) -> RankTrace:
+def read_rank(path: Path, rules: StageRules | None, step_range: str | None, module_map: ModuleMap | None,
+              correct: bool = True) -> RankTrace:
     """Decode and fold one trace file."""
     if path.stat().st_size == 0:
         raise DataError(f"TRACE: {path} is empty (0 bytes)")
@@ -66,7 +74,7 @@ def read_rank(path: Path, rules: StageRules | None, step_range: str | None, modu
                         "or kernel events (a Chrome trace from another tool?)")
     if step_range is not None and c.step_events == 0:
         raise DataError(f"--step-range: no range named {step_range!r} in {path}")
-    folded = fold(c, rules)
+    folded = fold(c, rules, correct)
     notes: list[str] = []
     if folded.steps.source == "whole trace":
         notes.append("no ProfilerStep ranges (and no --step-range): the whole trace is one step")
@@ -97,17 +105,19 @@ def _tree(rt: RankTrace, model_name: str) -> Node:
 
 
 def import_trace(path: str | Path, *, rules: StageRules | None = None, step_range: str | None = None,
-                 module_map: ModuleMap | None = None, model: str | None = None,
+                 module_map: ModuleMap | None = None, model: str | None = None, correct_overhead: bool = True,
                  machine: dict[str, Any] | None = None, machine_file: str | None = None) -> Profile:
     """Import a trace file or a folder of per-rank traces (see the module docstring).
 
+    ``correct_overhead``: remove the profiler's per-event cost, estimated from the trace, from the stage and
+    step times (:mod:`recstack.traceimport.overhead`; ``overhead`` in the profile says what was removed).
     A truncated file is imported as far as it is complete, with a warning (``Profile.extra["import"]``
     says how much was read). ``machine``: classify every node against it (roofline, bound classes).
     """
     from recstack.analysis.pipeline import analyse
 
     files = trace_files(Path(path))
-    ranks = [read_rank(p, rules, step_range, module_map) for p in files]
+    ranks = [read_rank(p, rules, step_range, module_map, correct_overhead) for p in files]
     numbers = [r.rank for r in ranks]
     if None in numbers or len(set(numbers)) != len(numbers):
         numbers = list(range(len(ranks)))  # no (or clashing) distributedInfo.rank: by file order
@@ -127,7 +137,7 @@ def import_trace(path: str | Path, *, rules: StageRules | None = None, step_rang
         run_id=uuid.uuid4().hex[:12],
         run=_run_info(name, ranks, first),
         environment=env,
-        overhead={"method": OVERHEAD_METHOD},
+        overhead=_overhead(first.folded, correct_overhead),
         root=trees[0],
         ranks=[{"rank": n, "root": None if i == 0 else t.to_dict(), "shards": []}
                for i, (n, t) in enumerate(zip(numbers, trees, strict=True))],
@@ -135,6 +145,17 @@ def import_trace(path: str | Path, *, rules: StageRules | None = None, step_rang
     )
     analyse(prof, machine=machine, machine_file=machine_file)
     return prof
+
+
+def _overhead(f: Folded, correct: bool) -> dict[str, Any]:
+    """``overhead`` of an imported profile: the estimate and the correction (rank 0's, the root tree's)."""
+    per = f.overhead.per_event_us
+    if not correct:
+        return {"method": OVERHEAD_RAW}
+    if per is None:
+        return {"method": OVERHEAD_UNKNOWN}
+    return {"method": OVERHEAD_ESTIMATED.format(n=f.overhead.wrappers), "per_event_s": per * 1e-6,
+            "events_per_step": f.events_per_step, "removed_step_s": f.removed_us * 1e-6}
 
 
 def _run_info(name: str, ranks: list[RankTrace], first: RankTrace) -> dict[str, Any]:

@@ -29,7 +29,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     mmap = load_module_map(args.module_map) if args.module_map else None
     machine = machine_arg(args.machine) if args.machine is not None else None
     prof = import_trace(args.trace, rules=rules, step_range=args.step_range, module_map=mmap, model=args.model,
-                        machine=machine)
+                        machine=machine, correct_overhead=not args.raw_times)
     prof.save(out)
     info = prof.extra["import"]
     files = info["files"]
@@ -39,7 +39,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     total = prof.root.time_s or 1.0
     for st in prof.root.children:
         print(f"  {st.name:20s} {st.time_s * 1e3:10.3f} ms  {st.time_s / total:6.1%}")
-    print(f"profile written to {out} (times per step, measured under the profiler: overhead unknown)")
+    per = prof.overhead.get("per_event_s")
+    how = ("overhead unknown" if per is None else
+           f"less the profiler's estimated {per * 1e6:.2f} us per recorded event, estimated from the trace")
+    print(f"profile written to {out} (times per step, measured under the profiler; {how})")
     if any(f["truncated"] for f in files):
         print("partial import: the trace was truncated (see the warning above)", file=sys.stderr)
         return EXIT_PARTIAL
@@ -68,6 +71,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--step-range", default=None, metavar="NAME",
                    help="the range that marks one step (a name, or a glob such as 'recstack.step::*'), when the trace "
                    "has no ProfilerStep ranges")
+    p.add_argument("--raw-times", action="store_true",
+                   help="keep the times as the trace recorded them (default: less the profiler's per-event cost, "
+                   "estimated from the trace's wrapper ops; see docs/import.md)")
     p.add_argument("--model", default=None, help="model name for the profile (default: the root module's class)")
     p.set_defaults(func=cmd_import)
 

@@ -1,6 +1,6 @@
 """Streaming, typed decoding of a torch.profiler (Kineto) Chrome-trace JSON.
 
-The file (``.json`` or ``.json.gz``) is read in blocks; the ``traceEvents``
+The file (``.json`` or ``.json.gz``) is memory-mapped (plain) or read in blocks (gzipped); the ``traceEvents``
 array is cut into chunks of about :data:`CHUNK` bytes at event boundaries and
 each chunk is decoded by msgspec into :class:`Event` structs that hold only
 the fields the importer reads (unknown keys, such as huge ``args``, are skipped
@@ -18,6 +18,7 @@ Nothing in a trace is ever executed: it is data for msgspec's decoder.
 from __future__ import annotations
 
 import gzip
+import mmap
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -123,6 +124,27 @@ class _Reader:
         self.off = upto
 
 
+class _MappedReader(_Reader):
+    """A plain (not gzipped) file as one read-only memory map: the window is the whole file, nothing is
+    copied into it, and the pages already consumed are handed back every :data:`BLOCK` bytes (so resident
+    memory stays about one block, as with reading)."""
+
+    def __init__(self, f: BinaryIO, source: str) -> None:
+        super().__init__(f, source)
+        self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self.buf, self.eof, self.released = self.map, True, 0  # type: ignore[assignment]
+
+    def fill(self) -> bool:
+        return False
+
+    def drop(self, upto: int) -> None:
+        self.off = upto
+        done = (upto // mmap.PAGESIZE) * mmap.PAGESIZE
+        if done - self.released >= BLOCK and hasattr(mmap, "MADV_DONTNEED"):
+            self.map.madvise(mmap.MADV_DONTNEED, self.released, done - self.released)
+            self.released = done
+
+
 def open_trace(path: Path) -> BinaryIO:
     """The trace's bytes: gunzipped when the file starts with the gzip magic (whatever its suffix)."""
     f = path.open("rb")
@@ -155,8 +177,8 @@ def stream_events(path: Path, on_chunk: Callable[[list[Event]], None]) -> tuple[
     source = f"TRACE: {path}"
     total = path.stat().st_size
     with open_trace(path) as f:
-        r = _Reader(f, source)
-        while not (m := _EVENTS_KEY.search(r.buf)):
+        r = _MappedReader(f, source) if not isinstance(f, gzip.GzipFile) and total > 0 else _Reader(f, source)
+        while not (m := _EVENTS_KEY.search(r.buf, 0, MAX_HEADER)):
             if len(r.buf) > MAX_HEADER or not r.fill():
                 raise DataError(f"{source}: not a torch.profiler trace: no \"traceEvents\" array "
                                 "(record one with torch.profiler's export_chrome_trace)")
@@ -171,6 +193,8 @@ def stream_events(path: Path, on_chunk: Callable[[list[Event]], None]) -> tuple[
             on_chunk(events)
             suffix = rest
         header = _header(prefix, suffix, source) if trunc is None else _header(prefix, b"}", source, strict=False)
+        if isinstance(r, _MappedReader):
+            r.map.close()
     return header, trunc
 
 

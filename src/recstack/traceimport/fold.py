@@ -29,7 +29,8 @@ import numpy as np
 from recstack.profiling.oppass import FLOAT_DTYPES, MAX_SHAPES, Folder, RawNode
 from recstack.profiling.passes import TimingResult
 from recstack.profiling.rules import StageMap, StageRules, detect_stages_by_name, hand_down_roots
-from recstack.profiling.timing import CALLER, caller_key
+from recstack.profiling.timing import CALLER, caller_key, split_caller_key
+from recstack.traceimport import overhead
 from recstack.traceimport.collect import (
     MODULE,
     NN_PREFIX,
@@ -69,6 +70,9 @@ class Folded:
     outside_steps: int = 0
     signatures: dict[int, tuple[list, list, list]] = field(default_factory=dict)  # id -> dims, types, values
     signature_counts: dict[str, dict[int, int]] = field(default_factory=dict)  # op path -> id -> calls (all steps)
+    overhead: overhead.OverheadEstimate = field(default_factory=lambda: overhead.OverheadEstimate(None, 0))
+    events_per_step: float = 0.0  # host events recorded per step (the correction's count)
+    removed_us: float = 0.0  # profiler time removed per step (mean)
 
 
 def _order(c: Collector) -> np.ndarray:
@@ -79,13 +83,13 @@ def _order(c: Collector) -> np.ndarray:
     return np.lexsort((-end, ts, thr))
 
 
-def _blocks(c: Collector, order: np.ndarray, *cols: str):
-    """Yield rows of the named columns in ``order``, one block of Python objects at a time."""
+def _rows(c: Collector, order: np.ndarray, cols: tuple[str, ...]):
+    """The rows of the named columns in ``order`` (no index), one block of Python objects at a time."""
     arrays = [np.frombuffer(getattr(c.cols, k), dtype={"d": np.float64, "i": np.int32, "q": np.int64}[
         getattr(c.cols, k).typecode]) for k in cols]
     for b in range(0, len(order), SWEEP_BLOCK):
         idx = order[b:b + SWEEP_BLOCK]
-        yield from zip(idx.tolist(), *(a[idx].tolist() for a in arrays), strict=True)
+        yield from zip(*(a[idx].tolist() for a in arrays), strict=True)
 
 
 def _nn_module_paths(c: Collector, order: np.ndarray) -> tuple[str | None, list[str]]:
@@ -171,8 +175,8 @@ def _merge(src: RawNode, dst: RawNode, stage: str, forward: dict[int, RawNode]) 
 class _Sweep:
     """The state of the fold (see the module docstring)."""
 
-    def __init__(self, c: Collector, smap: StageMap, steps: Steps) -> None:
-        self.c, self.smap, self.steps = c, smap, steps
+    def __init__(self, c: Collector, smap: StageMap, steps: Steps, correct: bool = True) -> None:
+        self.c, self.smap, self.steps, self.correct = c, smap, steps, correct
         self.folder = Folder()
         n = len(steps.starts)
         self.stage_us: dict[str, list[float]] = {}
@@ -183,6 +187,9 @@ class _Sweep:
         self.forward: dict[int, RawNode] = {}
         self.outside = 0
         self.n = n
+        self.overhead = overhead.OverheadEstimate(None, 0)
+        self.events_per_step = 0.0
+        self.removed_us = 0.0  # per step, mean: what the correction took off the step time
         self.root_stage: dict[int, str] = {}  # module path id -> its stage, for stage roots
         for pid, path in enumerate(c.paths):
             pl = smap.placements.get(path)
@@ -234,7 +241,8 @@ class _Sweep:
         ops_of: dict[int, dict[int, RawNode]] = {}  # id(parent) -> name id -> op child (parents live on)
         stack: list[tuple[float, RawNode | None, str | None, int, bool]] = []
         cur = -1
-        for _i, t, e, th, n, aux, ty in _blocks(c, order, "ts", "end", "thr", "nid", "aux", "ty"):
+        op_total = 0.0
+        for t, e, th, n, aux, ty in _rows(c, order, ("ts", "end", "thr", "nid", "aux", "ty")):
             if th != cur:
                 stack, cur = [], th
             while stack and stack[-1][0] <= t:
@@ -288,7 +296,7 @@ class _Sweep:
                 node.us += e - t
                 node.calls += 1
                 if not p_op:
-                    folder.op_total_us += e - t
+                    op_total += e - t
                 if kind == RUNTIME:
                     if aux >= 0:
                         self.corr[aux] = p_node if p_op else node
@@ -301,6 +309,7 @@ class _Sweep:
                 if ty >= 0:
                     node.dtypes[ty] = node.dtypes.get(ty, 0) + 1
                 stack.append((e, node, p_stage, step, True))
+        folder.op_total_us += op_total
 
     def kernels(self) -> tuple[int, int]:
         """Attach the device events to the ops that launched them; (attached, without a launching op)."""
@@ -326,12 +335,28 @@ class _Sweep:
         for seg in self.segs.values():
             _merge(seg, other, "other", self.forward)
         self.segs = {}
-        step_s = [(e - s) * 1e-6 for s, e in zip(self.steps.starts, self.steps.ends, strict=True)]
-        samples = {st: [max(0.0, u) * 1e-6 for u in row] for st, row in self.stage_us.items()}
-        for st, row in self.caller_us.items():
-            samples[caller_key(st)] = [u * 1e-6 for u in row]
-        inside = [sum(row[i] for row in samples.values()) for i in range(self.n)]
-        samples["other"] = [max(0.0, s - x) for s, x in zip(step_s, inside, strict=True)]
+        root, callers, n = self.folder.root, self.folder.callers, max(self.n, 1)
+        runtime = frozenset(name for name, kind in zip(self.c.names, self.c.kinds, strict=True) if kind == RUNTIME)
+        est = self.overhead = overhead.estimate([root, *callers.values()], runtime)
+        per = est.per_event_us if self.correct else None
+
+        def events(node: RawNode | None) -> float:
+            return overhead.recorded_events(node) / n if node is not None else 0.0
+
+        self.events_per_step = events(root) + sum(events(c) for c in callers.values())
+        step_us = [e - s for s, e in zip(self.steps.starts, self.steps.ends, strict=True)]
+        rows = {st: [max(0.0, u) for u in row] for st, row in self.stage_us.items()}
+        rows.update({caller_key(st): row for st, row in self.caller_us.items()})
+        inside = [sum(row[i] for row in rows.values()) for i in range(self.n)]
+        rows["other"] = [max(0.0, s - x) for s, x in zip(step_us, inside, strict=True)]
+        # Each part less the profiler's cost of its own events; the step is the sum of its corrected parts.
+        samples = {}
+        for key, row in rows.items():
+            st = split_caller_key(key)
+            node = callers.get(st) if st is not None else root.children.get(("stage", key))
+            samples[key] = [u * 1e-6 for u in overhead.corrected(row, events(node), per)]
+        step_s = [sum(row[i] for row in samples.values()) for i in range(self.n)]
+        self.removed_us = sum(s * 1e6 - c * 1e6 for s, c in zip([u * 1e-6 for u in step_us], step_s, strict=True)) / n
         self.folder.steps = self.n
         self.folder.step_us = sum(step_s) * 1e6
         return TimingResult(plain=[], timed=step_s, stage_samples=samples)
@@ -401,8 +426,9 @@ def _name_keys(root: RawNode, c: Collector, sigs: dict[int, tuple[list, list, li
         stack.extend(n.children.values())
 
 
-def fold(c: Collector, rules: StageRules | None) -> Folded:
-    """Sweep the collected events into a Folder and per-step samples (see the module docstring)."""
+def fold(c: Collector, rules: StageRules | None, correct: bool = True) -> Folded:
+    """Sweep the collected events into a Folder and per-step samples (see the module docstring); ``correct``:
+    remove the profiler's estimated per-event cost from the times (:mod:`recstack.traceimport.overhead`)."""
     order = _order(c)
     root_type = None
     if c.annotate_ranges:
@@ -419,7 +445,7 @@ def fold(c: Collector, rules: StageRules | None) -> Folded:
     smap = detect_stages_by_name(types, rules, call_order)
     hand_down_roots(smap, set(c.paths))
     steps = find_steps(c, order)
-    sweep = _Sweep(c, smap, steps)
+    sweep = _Sweep(c, smap, steps, correct)
     sweep.run(order)
     matched, unmatched = sweep.kernels()
     timing = sweep.finish()
@@ -429,7 +455,9 @@ def fold(c: Collector, rules: StageRules | None) -> Folded:
     for caller in sweep.folder.callers.values():
         _name_keys(caller, c, sigs)
     return Folded(sweep.folder, timing, smap, types, steps, hierarchy, root_type, matched, unmatched, sweep.outside,
-                  signatures={i: sigs[i] for per in counts.values() for i in per}, signature_counts=counts)
+                  signatures={i: sigs[i] for per in counts.values() for i in per}, signature_counts=counts,
+                  overhead=sweep.overhead, events_per_step=sweep.events_per_step,
+                  removed_us=sweep.removed_us)
 
 
 def _first_seen(c: Collector, order: np.ndarray) -> list[str]:
