@@ -295,6 +295,8 @@ class LoadRun:
         self._inflight = 0  # batches on live workers, all together
         self._fds: dict[int, tuple[Worker, bool]] = {}
         self._fd_list: list[int] = []
+        self._sentinel_list: list[int] = []
+        self._stale = False  # results may be waiting unread (the last sleep watched only sentinels)
         self.margin = WakeMargin()
         self.spun_s = 0.0  # time spent spinning before arrivals
 
@@ -322,14 +324,18 @@ class LoadRun:
         self.t0 = t0 = clock() + 0.01
         i = 0
         stop_at: float | None = None
+        late: list[int] = []  # release lateness per request (us), into the histogram after the loop
         while True:
+            if self._stale:  # the last sleep watched only deaths: take the results that came meanwhile
+                self._stale = False
+                self._wait(0.0)
             now = clock() - t0
             if self.stop_flag.reason and stop_at is None:
                 stop_at = now
                 deadline = min(deadline, now + self.grace_s)
             if stop_at is None:
                 while i < n and arr[i] <= now:
-                    self.lateness.record_value(max(1, int((now - arr[i]) * 1e6)))
+                    late.append(int((now - arr[i]) * 1e6))
                     for b in range(first[i], first[i + 1]):
                         self.queues[bcls[b]].append(b)
                     i += 1
@@ -341,12 +347,13 @@ class LoadRun:
                 break
             if now >= deadline or self.stop_flag.count > 1:
                 break
-            if i < n and stop_at is None and self._has_room(bcls[first[i]]):
-                self._approach(arr[i], now)
+            if i < n and stop_at is None and (not queued or self._has_room(bcls[first[i]])):
+                self._approach(arr[i], now, bcls[first[i]], watch=bool(queued))
             else:
                 wake = arr[i] if (i < n and stop_at is None) else deadline
                 self._wait(min(max(wake - now, 0.0), MAX_WAIT_S))
         elapsed = clock() - t0
+        self._record_lateness(late)
         cpu = time.process_time() - cpu0
         stats = self._worker_stats()
         self._collect_stragglers()
@@ -355,6 +362,14 @@ class LoadRun:
             self.stop_flag.reason, self.lateness, cpu, stats, self.deaths,
         )
 
+    def _record_lateness(self, late: list[int]) -> None:
+        """Into the histogram in bulk: one ``record_value`` per distinct microsecond value (at least 1 us)."""
+        if not late:
+            return
+        values, counts = np.unique(np.maximum(np.asarray(late, dtype=np.int64), 1), return_counts=True)
+        for v, c in zip(values.tolist(), counts.tolist(), strict=True):
+            self.lateness.record_value(v, c)
+
     def _has_room(self, cls: int) -> bool:
         depth = self.depth
         for w in self.pool.workers:
@@ -362,16 +377,24 @@ class LoadRun:
                 return True
         return False
 
-    def _approach(self, wake: float, now: float) -> None:
-        """Towards an arrival at ``wake`` (run time): sleep until the wake margin before it, else spin to it;
-        returns early when a worker's pipe or sentinel has news (the loop then looks again)."""
-        sleep = wake - now - self.margin.value
+    def _approach(self, wake: float, now: float, cls: int, *, watch: bool) -> None:
+        """Towards an arrival at ``wake`` (run time) of class ``cls``: sleep until the wake margin before it,
+        then spin to it if a worker of its class has room (else wait for one). Returns early when a pipe
+        (``watch``: batches are queued, so a result means a hand-out) or a sentinel has news; with nothing
+        queued the sleep watches only deaths, and the loop takes the results that came when it wakes, so a
+        request costs one wake-up, not one per arrival and one per result. Once spinning has had its share
+        of the run, sleep to the arrival itself."""
+        spin = self.spun_s <= SPIN_SHARE * max(now, 1.0)
+        sleep = wake - now - (self.margin.value if spin else 0.0)
         if sleep > 0:
             timeout = min(sleep, MAX_WAIT_S)
-            if not self._wait(timeout):
+            if not self._wait(timeout, pipes=watch):
                 self.margin.observe(time.perf_counter() - self.t0 - now - timeout)
+            self._stale = not watch
             return
-        if self.spun_s > SPIN_SHARE * max(now, 1.0):  # spinning has had its share of the run: sleep
+        if not spin:  # the arrival is due: the loop releases it
+            return
+        if not self._has_room(cls):  # every worker of its class is busy: wait for a result (or the arrival)
             self._wait(max(wake - now, 0.0))
             return
         clock, t0 = time.perf_counter, self.t0
@@ -409,9 +432,9 @@ class LoadRun:
             self.t_sent[b] = sent - self.t0
             return
 
-    def _wait(self, timeout: float) -> bool:
-        """Sleep until a pipe or a sentinel is readable or ``timeout`` passes (select: microsecond timeouts);
-        whether anything was."""
+    def _wait(self, timeout: float, *, pipes: bool = True) -> bool:
+        """Sleep until a pipe (unless not ``pipes``) or a sentinel is readable or ``timeout`` passes (select:
+        microsecond timeouts, where epoll and poll have milliseconds); whether anything was."""
         if self.pool.version != self._fd_version:  # rebuilt only when a worker is added or dies
             self._fds = {}
             for w in self.pool.workers:
@@ -419,10 +442,11 @@ class LoadRun:
                     self._fds[w.fd] = (w, False)
                     self._fds[w.proc.sentinel] = (w, True)
             self._fd_list = list(self._fds)
+            self._sentinel_list = [fd for fd, (_, is_sentinel) in self._fds.items() if is_sentinel]
             self._fd_version = self.pool.version
         fds = self._fds
         try:
-            ready, _, _ = select.select(self._fd_list, [], [], timeout)
+            ready, _, _ = select.select(self._fd_list if pipes else self._sentinel_list, [], [], timeout)
         except InterruptedError:
             return True
         if not ready:
