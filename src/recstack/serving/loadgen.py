@@ -26,7 +26,13 @@ at most :data:`SPIN_MAX_S` per arrival and :data:`SPIN_SHARE` of the run's
 time in all (beyond it the loop sleeps to each arrival), so that the load
 generator stays cheap at high rates. Timer slack is 1 ns while the load
 runs (Linux ``PR_SET_TIMERSLACK``; the default 50 us would add to every
-wake-up).
+wake-up). A wake-up costs tens of microseconds of CPU on a VM, so once
+spinning has had its share, a sleep to an arrival with nothing queued
+watches only the sentinels and the loop reads the results when it wakes
+(one wake-up per request); hand-offs and results are fixed-size frames
+(:data:`~recstack.serving.worker.BATCH`, :data:`~recstack.serving.worker.RESULT`)
+written and read on the pipe's descriptor directly. ``select``, not
+``epoll``: Python rounds epoll and poll timeouts to milliseconds.
 
 A worker that dies is replaced (a fresh process; it serves once it says
 ready); the requests of its in-flight batches count as failed. SIGINT (or
@@ -380,17 +386,20 @@ class LoadRun:
     def _approach(self, wake: float, now: float, cls: int, *, watch: bool) -> None:
         """Towards an arrival at ``wake`` (run time) of class ``cls``: sleep until the wake margin before it,
         then spin to it if a worker of its class has room (else wait for one). Returns early when a pipe
-        (``watch``: batches are queued, so a result means a hand-out) or a sentinel has news; with nothing
-        queued the sleep watches only deaths, and the loop takes the results that came when it wakes, so a
-        request costs one wake-up, not one per arrival and one per result. Once spinning has had its share
-        of the run, sleep to the arrival itself."""
+        or a sentinel has news. Once spinning has had its share of the run, sleep to the arrival itself,
+        and, unless batches are queued (``watch``: a result then means a hand-out), watch only deaths: the
+        loop takes the results that came when it wakes, so such a request costs one wake-up, not one per
+        arrival and one per result. While spinning has budget the results still wake the loop: a process
+        that slept longer wakes later on a VM (the wake margin grows), which would spend the budget on
+        fewer arrivals."""
         spin = self.spun_s <= SPIN_SHARE * max(now, 1.0)
         sleep = wake - now - (self.margin.value if spin else 0.0)
         if sleep > 0:
             timeout = min(sleep, MAX_WAIT_S)
-            if not self._wait(timeout, pipes=watch):
+            pipes = watch or spin
+            if not self._wait(timeout, pipes=pipes) and spin:  # the margin is of the sleeps before a spin
                 self.margin.observe(time.perf_counter() - self.t0 - now - timeout)
-            self._stale = not watch
+            self._stale = not pipes
             return
         if not spin:  # the arrival is due: the loop releases it
             return
