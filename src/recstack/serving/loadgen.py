@@ -26,13 +26,12 @@ at most :data:`SPIN_MAX_S` per arrival and :data:`SPIN_SHARE` of the run's
 time in all (beyond it the loop sleeps to each arrival), so that the load
 generator stays cheap at high rates. Timer slack is 1 ns while the load
 runs (Linux ``PR_SET_TIMERSLACK``; the default 50 us would add to every
-wake-up). A wake-up costs tens of microseconds of CPU on a VM, so once
-spinning has had its share, a sleep to an arrival with nothing queued
-watches only the sentinels and the loop reads the results when it wakes
-(one wake-up per request); hand-offs and results are fixed-size frames
+wake-up). Hand-offs and results are fixed-size frames
 (:data:`~recstack.serving.worker.BATCH`, :data:`~recstack.serving.worker.RESULT`)
-written and read on the pipe's descriptor directly. ``select``, not
-``epoll``: Python rounds epoll and poll timeouts to milliseconds.
+written and read on the pipe's descriptor directly (no pickling per request;
+all waiting results in one ``os.read``), and lateness goes into its
+histogram in bulk after the loop. ``select``, not ``epoll``: Python rounds
+epoll and poll timeouts to milliseconds.
 
 A worker that dies is replaced (a fresh process; it serves once it says
 ready); the requests of its in-flight batches count as failed. SIGINT (or
@@ -301,8 +300,6 @@ class LoadRun:
         self._inflight = 0  # batches on live workers, all together
         self._fds: dict[int, tuple[Worker, bool]] = {}
         self._fd_list: list[int] = []
-        self._sentinel_list: list[int] = []
-        self._stale = False  # results may be waiting unread (the last sleep watched only sentinels)
         self.margin = WakeMargin()
         self.spun_s = 0.0  # time spent spinning before arrivals
 
@@ -332,9 +329,6 @@ class LoadRun:
         stop_at: float | None = None
         late: list[int] = []  # release lateness per request (us), into the histogram after the loop
         while True:
-            if self._stale:  # the last sleep watched only deaths: take the results that came meanwhile
-                self._stale = False
-                self._wait(0.0)
             now = clock() - t0
             if self.stop_flag.reason and stop_at is None:
                 stop_at = now
@@ -353,8 +347,8 @@ class LoadRun:
                 break
             if now >= deadline or self.stop_flag.count > 1:
                 break
-            if i < n and stop_at is None and (not queued or self._has_room(bcls[first[i]])):
-                self._approach(arr[i], now, bcls[first[i]], watch=bool(queued))
+            if i < n and stop_at is None and self._has_room(bcls[first[i]]):
+                self._approach(arr[i], now)
             else:
                 wake = arr[i] if (i < n and stop_at is None) else deadline
                 self._wait(min(max(wake - now, 0.0), MAX_WAIT_S))
@@ -383,27 +377,16 @@ class LoadRun:
                 return True
         return False
 
-    def _approach(self, wake: float, now: float, cls: int, *, watch: bool) -> None:
-        """Towards an arrival at ``wake`` (run time) of class ``cls``: sleep until the wake margin before it,
-        then spin to it if a worker of its class has room (else wait for one). Returns early when a pipe
-        or a sentinel has news. Once spinning has had its share of the run, sleep to the arrival itself,
-        and, unless batches are queued (``watch``: a result then means a hand-out), watch only deaths: the
-        loop takes the results that came when it wakes, so such a request costs one wake-up, not one per
-        arrival and one per result. While spinning has budget the results still wake the loop: a process
-        that slept longer wakes later on a VM (the wake margin grows), which would spend the budget on
-        fewer arrivals."""
-        spin = self.spun_s <= SPIN_SHARE * max(now, 1.0)
-        sleep = wake - now - (self.margin.value if spin else 0.0)
+    def _approach(self, wake: float, now: float) -> None:
+        """Towards an arrival at ``wake`` (run time): sleep until the wake margin before it, else spin to it;
+        returns early when a worker's pipe or sentinel has news (the loop then looks again)."""
+        sleep = wake - now - self.margin.value
         if sleep > 0:
             timeout = min(sleep, MAX_WAIT_S)
-            pipes = watch or spin
-            if not self._wait(timeout, pipes=pipes) and spin:  # the margin is of the sleeps before a spin
+            if not self._wait(timeout):
                 self.margin.observe(time.perf_counter() - self.t0 - now - timeout)
-            self._stale = not pipes
             return
-        if not spin:  # the arrival is due: the loop releases it
-            return
-        if not self._has_room(cls):  # every worker of its class is busy: wait for a result (or the arrival)
+        if self.spun_s > SPIN_SHARE * max(now, 1.0):  # spinning has had its share of the run: sleep
             self._wait(max(wake - now, 0.0))
             return
         clock, t0 = time.perf_counter, self.t0
@@ -441,9 +424,9 @@ class LoadRun:
             self.t_sent[b] = sent - self.t0
             return
 
-    def _wait(self, timeout: float, *, pipes: bool = True) -> bool:
-        """Sleep until a pipe (unless not ``pipes``) or a sentinel is readable or ``timeout`` passes (select:
-        microsecond timeouts, where epoll and poll have milliseconds); whether anything was."""
+    def _wait(self, timeout: float) -> bool:
+        """Sleep until a pipe or a sentinel is readable or ``timeout`` passes (select: microsecond timeouts,
+        where Python's epoll and poll have milliseconds); whether anything was."""
         if self.pool.version != self._fd_version:  # rebuilt only when a worker is added or dies
             self._fds = {}
             for w in self.pool.workers:
@@ -451,11 +434,10 @@ class LoadRun:
                     self._fds[w.fd] = (w, False)
                     self._fds[w.proc.sentinel] = (w, True)
             self._fd_list = list(self._fds)
-            self._sentinel_list = [fd for fd, (_, is_sentinel) in self._fds.items() if is_sentinel]
             self._fd_version = self.pool.version
         fds = self._fds
         try:
-            ready, _, _ = select.select(self._fd_list if pipes else self._sentinel_list, [], [], timeout)
+            ready, _, _ = select.select(self._fd_list, [], [], timeout)
         except InterruptedError:
             return True
         if not ready:
