@@ -26,7 +26,12 @@ at most :data:`SPIN_MAX_S` per arrival and :data:`SPIN_SHARE` of the run's
 time in all (beyond it the loop sleeps to each arrival), so that the load
 generator stays cheap at high rates. Timer slack is 1 ns while the load
 runs (Linux ``PR_SET_TIMERSLACK``; the default 50 us would add to every
-wake-up).
+wake-up). Hand-offs and results are fixed-size frames
+(:data:`~recstack.serving.worker.BATCH`, :data:`~recstack.serving.worker.RESULT`)
+written and read on the pipe's descriptor directly (no pickling per request;
+all waiting results in one ``os.read``), and lateness goes into its
+histogram in bulk after the loop. ``select``, not ``epoll``: Python rounds
+epoll and poll timeouts to milliseconds.
 
 A worker that dies is replaced (a fresh process; it serves once it says
 ready); the requests of its in-flight batches count as failed. SIGINT (or
@@ -39,6 +44,8 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
+import pickle
 import select
 import signal
 import time
@@ -52,7 +59,16 @@ from hdrh.histogram import HdrHistogram
 
 from recstack.errors import RecstackError
 from recstack.serving.plan import ACCEL, CPU, Plan
-from recstack.serving.worker import WorkerSetup, worker_main
+from recstack.serving.worker import (
+    BATCH,
+    BATCH_LEN,
+    RESULT,
+    RESULT_BODY,
+    RESULT_LEN,
+    RESULT_TAG,
+    WorkerSetup,
+    worker_main,
+)
 
 HIST_MAX_US = 3_600_000_000  # one hour, in microseconds
 HIST_DIGITS = 3
@@ -62,6 +78,8 @@ MAX_WAIT_S = 0.05  # the loop looks at the stop flag at least this often
 SPIN_MAX_S = 200e-6  # the most the loop spins before an arrival
 SPIN_MIN_S = 20e-6
 SPIN_SHARE = 0.03  # spinning stops (the loop sleeps to each arrival) once it took this share of the run
+READ_CHUNK = 1 << 16  # bytes per os.read of a worker's pipe (many result frames)
+HEADER_LEN = 4  # Connection framing: a 4-byte big-endian payload length
 
 
 def new_histogram() -> HdrHistogram:
@@ -85,6 +103,8 @@ class Worker:
     busy_s: float = 0.0
     served: int = 0
     replaced_by: int | None = None
+    fd: int = -1  # the pipe's descriptor (per-batch frames are written and read on it directly)
+    buf: bytearray = field(default_factory=bytearray)  # a partial frame read from the pipe
 
 
 class WorkerPool:
@@ -95,6 +115,7 @@ class WorkerPool:
         self.setups = setups
         self.counts = counts
         self.workers: list[Worker] = []
+        self.version = 0  # changes whenever a worker is added or dies (the dispatcher's fd list follows it)
         total = sum(counts.values())
         self.replacements_left = 2 * total + 2 if max_replacements is None else max_replacements
 
@@ -105,8 +126,9 @@ class WorkerPool:
                                 name=f"recstack-serve-{'cpu' if cls == CPU else 'accel'}-{len(self.workers)}")
         proc.start()
         child.close()
-        w = Worker(len(self.workers), cls, proc, parent)
+        w = Worker(len(self.workers), cls, proc, parent, fd=parent.fileno())
         self.workers.append(w)
+        self.version += 1
         return w
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
@@ -272,7 +294,10 @@ class LoadRun:
         self.stop_flag = SigintFlag()
         self.deaths = 0
         self.lateness = new_histogram()
-        self._fd_key: tuple[bool, ...] = ()
+        self._fd_version = -1
+        self._sizes: list[int] = plan.batch_size.tolist()
+        self._batch_request: list[int] = plan.batch_request.tolist()
+        self._inflight = 0  # batches on live workers, all together
         self._fds: dict[int, tuple[Worker, bool]] = {}
         self._fd_list: list[int] = []
         self.margin = WakeMargin()
@@ -302,6 +327,7 @@ class LoadRun:
         self.t0 = t0 = clock() + 0.01
         i = 0
         stop_at: float | None = None
+        late: list[int] = []  # release lateness per request (us), into the histogram after the loop
         while True:
             now = clock() - t0
             if self.stop_flag.reason and stop_at is None:
@@ -309,13 +335,15 @@ class LoadRun:
                 deadline = min(deadline, now + self.grace_s)
             if stop_at is None:
                 while i < n and arr[i] <= now:
-                    self.lateness.record_value(max(1, int((now - arr[i]) * 1e6)))
+                    late.append(int((now - arr[i]) * 1e6))
                     for b in range(first[i], first[i + 1]):
                         self.queues[bcls[b]].append(b)
                     i += 1
-            self._hand_out()
-            busy = any(w.inflight for w in self.pool.workers if w.alive)
-            if (i >= n or stop_at is not None) and not busy and not any(self.queues.values()):
+            queued = self.queues[CPU] or self.queues[ACCEL]
+            if queued:
+                self._hand_out()
+                queued = self.queues[CPU] or self.queues[ACCEL]
+            if (i >= n or stop_at is not None) and not self._inflight and not queued:
                 break
             if now >= deadline or self.stop_flag.count > 1:
                 break
@@ -325,6 +353,7 @@ class LoadRun:
                 wake = arr[i] if (i < n and stop_at is None) else deadline
                 self._wait(min(max(wake - now, 0.0), MAX_WAIT_S))
         elapsed = clock() - t0
+        self._record_lateness(late)
         cpu = time.process_time() - cpu0
         stats = self._worker_stats()
         self._collect_stragglers()
@@ -333,8 +362,20 @@ class LoadRun:
             self.stop_flag.reason, self.lateness, cpu, stats, self.deaths,
         )
 
+    def _record_lateness(self, late: list[int]) -> None:
+        """Into the histogram in bulk: one ``record_value`` per distinct microsecond value (at least 1 us)."""
+        if not late:
+            return
+        values, counts = np.unique(np.maximum(np.asarray(late, dtype=np.int64), 1), return_counts=True)
+        for v, c in zip(values.tolist(), counts.tolist(), strict=True):
+            self.lateness.record_value(v, c)
+
     def _has_room(self, cls: int) -> bool:
-        return any(w.alive and w.ready and w.cls == cls and len(w.inflight) < self.depth for w in self.pool.workers)
+        depth = self.depth
+        for w in self.pool.workers:
+            if w.alive and w.ready and w.cls == cls and len(w.inflight) < depth:
+                return True
+        return False
 
     def _approach(self, wake: float, now: float) -> None:
         """Towards an arrival at ``wake`` (run time): sleep until the wake margin before it, else spin to it;
@@ -365,74 +406,101 @@ class LoadRun:
 
     def _send_next(self, w: Worker) -> None:
         q = self.queues[w.cls]
-        req = self.plan.batch_request
+        req, failed = self._batch_request, self.failed
         while q:
             b = q.popleft()
-            if self.failed[req[b]]:
+            if failed[req[b]]:
                 continue  # its request already failed: do not spend a worker on it
-            sent = time.perf_counter()  # before the send: the worker may start before send() returns
+            sent = time.perf_counter()  # before the send: the worker may start before the write returns
             try:
-                w.conn.send((b, int(self.plan.batch_size[b]), b, sent))
-            except (BrokenPipeError, OSError):
+                os.write(w.fd, BATCH.pack(BATCH_LEN, b, self._sizes[b], b, sent))
+            except OSError:
                 q.appendleft(b)
                 self._died(w)
                 return
             w.inflight.append(b)
+            self._inflight += 1
             self.batch_worker[b] = w.wid
             self.t_sent[b] = sent - self.t0
             return
 
     def _wait(self, timeout: float) -> bool:
-        """Sleep until a pipe or a sentinel is readable or ``timeout`` passes (select: microsecond timeouts);
-        whether anything was."""
-        key = tuple(w.alive for w in self.pool.workers)
-        if key != self._fd_key:  # rebuilt only when a worker is added or dies
+        """Sleep until a pipe or a sentinel is readable or ``timeout`` passes (select: microsecond timeouts,
+        where Python's epoll and poll have milliseconds); whether anything was."""
+        if self.pool.version != self._fd_version:  # rebuilt only when a worker is added or dies
             self._fds = {}
             for w in self.pool.workers:
                 if w.alive:
-                    self._fds[w.conn.fileno()] = (w, False)
+                    self._fds[w.fd] = (w, False)
                     self._fds[w.proc.sentinel] = (w, True)
             self._fd_list = list(self._fds)
-            self._fd_key = key
+            self._fd_version = self.pool.version
         fds = self._fds
         try:
             ready, _, _ = select.select(self._fd_list, [], [], timeout)
         except InterruptedError:
             return True
+        if not ready:
+            return False
         for fd in ready:
             w, is_sentinel = fds[fd]
             if w.alive and not is_sentinel:
-                self._drain_pipe(w, once=True)
+                self._read(w)
         for fd in ready:
             w, is_sentinel = fds[fd]
             if w.alive and is_sentinel:
                 self._drain_pipe(w)  # what it sent before dying still counts
                 self._died(w)
-        return bool(ready)
+        return True
 
-    def _drain_pipe(self, w: Worker, *, once: bool = False) -> None:
-        """Take the worker's messages: all that are there, or (``once``: select said the pipe is readable)
-        exactly one, without a poll (the next select sees the rest at once)."""
-        try:
-            if once:
-                self._take(w, w.conn.recv())
+    def _drain_pipe(self, w: Worker) -> None:
+        """Take all the worker's frames that are in its pipe."""
+        while w.alive and select.select([w.fd], [], [], 0)[0]:
+            if not self._read(w):
                 return
-            while w.alive and w.conn.poll():
-                self._take(w, w.conn.recv())
-        except (EOFError, OSError):
+
+    def _read(self, w: Worker) -> bool:
+        """One ``os.read`` of the pipe (select said it is readable), then every whole frame in it; a partial
+        frame waits in ``w.buf``. Whether anything came (end of file: the worker is gone)."""
+        try:
+            data = os.read(w.fd, READ_CHUNK)
+        except OSError:
+            data = b""
+        if not data:
+            self._died(w)
+            return False
+        if not w.buf and len(data) == RESULT.size and data[HEADER_LEN] == RESULT_TAG:  # the usual: one result
+            _, _, b, ts, te = RESULT.unpack(data)
+            self._result(w, b, ts, te)
+            return True
+        buf = w.buf
+        buf += data
+        pos, end = 0, len(buf)
+        while w.alive and end - pos >= HEADER_LEN:
+            size = int.from_bytes(buf[pos:pos + HEADER_LEN], "big")
+            body = pos + HEADER_LEN
+            if end - body < size:
+                break
+            if size == RESULT_LEN and buf[body] == RESULT_TAG:
+                _, b, ts, te = RESULT_BODY.unpack_from(buf, body)
+                self._result(w, b, ts, te)
+            else:  # a control message, pickled by the worker (ready / error)
+                self._control(w, pickle.loads(bytes(buf[body:body + size])))
+            pos = body + size
+        del buf[:pos]
+        return True
+
+    def _control(self, w: Worker, msg: Any) -> None:
+        if msg[0] == "ready":
+            w.ready, w.pid, w.info = True, msg[1], msg[2]
+        else:  # a replacement failed to build: it is gone, and no more are started
+            self.pool.replacements_left = 0
             self._died(w)
 
-    def _take(self, w: Worker, msg: Any) -> None:
-        if isinstance(msg, tuple) and msg and isinstance(msg[0], str):
-            if msg[0] == "ready":
-                w.ready, w.pid, w.info = True, msg[1], msg[2]
-            else:  # a replacement failed to build: it is gone, and no more are started
-                self.pool.replacements_left = 0
-                self._died(w)
-            return
-        b, ts, te = msg
+    def _result(self, w: Worker, b: int, ts: float, te: float) -> None:
         if w.inflight and w.inflight[0] == b:
             w.inflight.popleft()
+            self._inflight -= 1
         self.t_start[b] = ts - self.t0
         self.t_end[b] = te - self.t0
         w.busy_s += te - ts
@@ -442,9 +510,11 @@ class LoadRun:
         if not w.alive:
             return
         w.alive = False
+        self.pool.version += 1
         self.deaths += 1
         for b in w.inflight:
-            self.failed[self.plan.batch_request[b]] = True
+            self.failed[self._batch_request[b]] = True
+        self._inflight -= len(w.inflight)
         w.inflight.clear()
         with contextlib.suppress(OSError):
             w.conn.close()

@@ -4,12 +4,20 @@ Protocol over one duplex pipe (:func:`multiprocessing.Pipe`):
 
 * the worker sends ``("ready", pid, info)`` when its model and input pool are
   built and warmed up, or ``("error", message)`` and exits;
-* the dispatcher sends ``(batch_id, size, slot, t_sent)`` tuples, one per
-  message (``t_sent``: when it was handed over), or ``None`` to stop;
-* the worker answers every batch with ``(batch_id, t_start, t_end)``, times
-  from ``time.perf_counter`` (CLOCK_MONOTONIC on Linux: one clock for all
-  processes of the host, so the dispatcher compares them with its own),
-  taken in the worker, where the events happen.
+* the dispatcher sends one :data:`BATCH` frame per batch (``batch_id, size,
+  slot, t_sent``; ``t_sent``: when it was handed over), or ``None`` to stop;
+* the worker answers every batch with one :data:`RESULT` frame (``b"R",
+  batch_id, t_start, t_end``), times from ``time.perf_counter``
+  (CLOCK_MONOTONIC on Linux: one clock for all processes of the host, so the
+  dispatcher compares them with its own), taken in the worker, where the
+  events happen.
+
+The per-batch frames are fixed-size ``struct`` records written with one
+``os.write`` in :class:`multiprocessing.connection.Connection`'s own framing
+(a 4-byte big-endian length, then the payload), so that the dispatcher pays
+no pickling per request and reads all waiting frames in one ``os.read``,
+while the pickled control messages (ready, error, stop) share the pipe: a
+pickle starts with ``0x80``, a result frame with ``R``.
 
 A batch's service starts when it is in the worker's hands: handed over
 (``t_sent``) *and* the worker free (done answering the previous batch), the
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import os
 import signal
+import struct
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -38,6 +47,12 @@ from typing import Any
 POOL_SLOTS = 4  # distinct input batches per batch size (requests cycle through them)
 WARMUP_SIZES = 24  # batch sizes run once each before "ready" (the largest always, and a spread)
 POLL_S = 100e-6  # an idle worker polls its pipe this long before it blocks in recv
+BATCH = struct.Struct("!iqqqd")  # frame: payload length, batch id, size, slot, t_sent
+BATCH_BODY = struct.Struct("!qqqd")  # its payload, as the worker receives it
+RESULT = struct.Struct("!icqdd")  # frame: payload length, b"R", batch id, t_start, t_end
+RESULT_BODY = struct.Struct("!cqdd")
+BATCH_LEN, RESULT_LEN = BATCH_BODY.size, RESULT_BODY.size
+RESULT_TAG = ord("R")
 
 
 @dataclass(frozen=True)
@@ -160,20 +175,24 @@ def worker_main(conn: Any, setup: WorkerSetup) -> None:
     info["service_s_by_size"] = _service_times(server, setup.sizes)
     conn.send(("ready", os.getpid(), info))
     clock = time.perf_counter
+    fd = conn.fileno()
     free_at = clock()
     while True:
         try:
             _poll_briefly(conn, clock)
-            msg = conn.recv()
+            data = conn.recv_bytes()
         except (EOFError, OSError):
             return
-        if msg is None:
+        if len(data) != BATCH_LEN:  # the pickled None: stop
             return
-        bid, size, slot, t_sent = msg
+        bid, size, slot, t_sent = BATCH_BODY.unpack(data)
         t0 = max(free_at, t_sent)  # in the worker's hands: handed over, and the worker free
         server.run(size, slot, t0)
         free_at = clock()
-        conn.send((bid, t0, free_at))
+        try:
+            os.write(fd, RESULT.pack(RESULT_LEN, b"R", bid, t0, free_at))
+        except OSError:
+            return
 
 
 def _poll_briefly(conn: Any, clock: Any) -> None:
