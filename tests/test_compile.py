@@ -255,6 +255,9 @@ def test_recommend_writes_one_store_row_per_candidate(tmp_path, capsys):
         assert json.loads(row["batch_sizes"]) == [1, 5] and "run" in json.loads(row["stages"])
     chosen = df[df["kind"] == "chosen"]
     assert len(chosen) == 1 and chosen.iloc[0]["name"] == report["chosen"]
+    # a compiled winner was measured again (one "verify" row); eager needs no re-measure
+    verified = report["chosen_result"].get("search_speedup") is not None
+    assert (df["kind"] == "verify").sum() == (1 if verified else 0)
     assert json.loads(chosen.iloc[0]["compile_config"]) == report["config"]
     # A second search adds its rows beside the first one's (the store is opened, not replaced).
     rc = main(["compile", "compile_models:clean", "--recommend", "--budget", "0.001", "--compile", str(base),
@@ -283,3 +286,12 @@ def test_noise_floor_is_two_eager_arms_in_the_same_rounds():
     main = [abs(v["ratio"] - 1) for k, v in nf["stages"].items() if k not in ("other", "[caller code]")]
     assert nf["max_dev"] == pytest.approx(max(main)) and nf["run_dev"] == pytest.approx(abs(nf["stages"]["run"]["ratio"] - 1))
     assert "noise_floor" not in run_session(_cfg("compile_models:clean"), cc, batch_sizes=[], loader=load)
+
+
+def test_a_winner_that_does_not_hold_up_when_measured_again_gives_way_to_eager():
+    from recstack.compilation.recommend import MIN_GAIN, holds_up
+
+    assert holds_up({"eligible": True, "speedup": MIN_GAIN})
+    assert not holds_up({"eligible": True, "speedup": MIN_GAIN - 0.01})  # the search's gain was noise
+    assert not holds_up({"eligible": False, "speedup": 2.0})  # e.g. a fallback seen only the second time
+    assert not holds_up({"eligible": True, "speedup": None})

@@ -8,7 +8,9 @@ over the workload's batch sizes for recompiles and silent fallbacks. Eligible: n
 tolerance, no fallback, at most :data:`MAX_RECOMPILES_PER_REGION` recompiles per compiled region. The proposal keeps, per stage, the
 policy with the best measured stage speedup above :data:`MIN_GAIN` (regions that lose stay eager),
 verifies that composite, and takes it or the best eligible candidate, whichever has the higher
-measured run speedup; when nothing beats eager the config compiles nothing. The settings given with
+measured run speedup; that winner is measured once more (fresh alternating rounds against eager) and
+kept only if it still gains, since the best of many noisy measurements is biased upwards; when nothing
+beats eager the config compiles nothing. The settings given with
 ``--compile`` (e.g. ``backend``) are the base of every candidate. Each result goes to ``on_result``
 as it is measured (``recstack compile --recommend --store`` writes it to the results store's
 ``compile`` table: :mod:`recstack.compilation.store`), and all of them are in the returned JSON.
@@ -121,6 +123,7 @@ def recommend(cfg: RunConfig, *, budget_s: float, batch_sizes: list[int] | None 
         candidates.append({"name": name, "policy": pname, **res})
         emit("candidate", candidates[-1])
     chosen_cfg, chosen = _choose(setup, eager, base, stage_roots, candidates, sizes, iters, emit)
+    chosen_cfg, chosen = _verify(setup, eager, base, chosen_cfg, chosen, sizes, iters, emit)
     emit("chosen", {**chosen, "config": chosen_cfg.model_dump(mode="json", exclude_none=True)})
     return {
         "model": setup.loaded.name, "mode": cfg.mode, "batch_sizes": sizes, "budget_s": budget_s,
@@ -130,6 +133,34 @@ def recommend(cfg: RunConfig, *, budget_s: float, batch_sizes: list[int] | None 
         "provenance": "measured: eager and compiled timing passes on identical batches (medians), speedup = "
                       "eager_s / compiled_s",
     }
+
+
+def _eager_config(base: Settings) -> CompileConfig:
+    return CompileConfig.model_validate({"defaults": {**base.model_dump(exclude_none=True, mode="json"),
+                                                      "enabled": False}})
+
+
+def holds_up(check: dict[str, Any]) -> bool:
+    """Whether a re-measured winner is still worth compiling: eligible and at least :data:`MIN_GAIN`."""
+    return bool(check["eligible"]) and (check["speedup"] or 0) >= MIN_GAIN
+
+
+def _verify(setup: Any, eager: dict, base: Settings, ccfg: CompileConfig, chosen: dict, sizes: list[int],
+            iters: int, emit: OnResult) -> tuple[CompileConfig, dict]:
+    """Measure the winner again, in fresh alternating rounds against eager, and keep it only if it still
+    gains :data:`MIN_GAIN`: the best of many noisy candidates is biased upwards (the winner's curse), an
+    independent re-measure is not. A winner that does not hold up gives way to eager."""
+    if chosen.get("policy") is None:
+        return ccfg, chosen
+    check = _evaluate(setup, eager, ccfg, sizes, iters)
+    emit("verify", {"name": f"verify: {chosen['name']}", "policy": chosen.get("policy"), **check})
+    searched = chosen["speedup"]
+    if holds_up(check):
+        return ccfg, {**chosen, "search_speedup": searched, "speedup": check["speedup"], "stages": check["stages"]}
+    return _eager_config(base), {
+        "name": f"eager ({chosen['name']} measured {searched:.2f}x in the search, {check['speedup']:.2f}x "
+                "when measured again)", "policy": None, "speedup": 1.0, "eligible": True,
+        "rejected": chosen["name"], "search_speedup": searched, "verify_speedup": check["speedup"]}
 
 
 def _choose(setup: Any, eager: dict, base: Settings, stage_roots: dict[str, str], candidates: list[dict[str, Any]],
@@ -157,9 +188,7 @@ def _choose(setup: Any, eager: dict, base: Settings, stage_roots: dict[str, str]
             options.append((_config(base, {}, {p: POLICIES[c["policy"]] for p in stage_roots}), c))
     options = [o for o in options if o[1]["eligible"] and (o[1]["speedup"] or 0) >= MIN_GAIN]
     if not options:
-        off = CompileConfig.model_validate({"defaults": {**base.model_dump(exclude_none=True, mode="json"),
-                                                         "enabled": False}})
-        return off, {"name": "eager (no candidate beat eager)", "policy": None, "speedup": 1.0, "eligible": True}
+        return _eager_config(base), {"name": "eager (no candidate beat eager)", "policy": None, "speedup": 1.0, "eligible": True}
     return max(options, key=lambda o: o[1]["speedup"] or 0)
 
 
