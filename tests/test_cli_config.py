@@ -424,8 +424,11 @@ def test_unexpected_exception_is_an_internal_error(capsys, monkeypatch):
 @pytest.mark.parametrize(("sig", "code", "word"), [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")])
 def test_signals_exit_cleanly(usermod, tmp_path, sig, code, word):
     env = dict(os.environ, PYTHONPATH=f"{SRC}{os.pathsep}{tmp_path}")
+    # SIGINT at its default in the child: a test run started in the background (`cmd &` in a script) inherits
+    # SIGINT ignored, and Python then keeps it ignored, which is not what this test is about.
     p = subprocess.Popen([sys.executable, "-m", "recstack", "profile", f"{usermod}:sleeps", "-o", "p.json"],
-                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not (tmp_path / "started").exists() and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.05)
