@@ -9,7 +9,6 @@ repeating the proposal's figures with the config written as YAML. Columns: docs/
 
 from __future__ import annotations
 
-import json
 import socket
 import uuid
 from pathlib import Path
@@ -33,15 +32,7 @@ class CompileStore:
     def write(self, row: dict[str, Any]) -> None:
         """One row; missing columns are NULL, ``created_at`` is the commit's clock."""
         row = {"search_id": self.search_id, "host": self.host, "recstack_version": __version__, **row}
-        names = [n for n, _ in COMPILE_COLUMNS]
-        marks = ", ".join("current_timestamp" if n == "created_at" else "?" for n in names)
-        values = [_cell(row.get(n)) for n in names if n != "created_at"]
-        with db.transaction(self.path) as con:
-            con.execute(f"INSERT INTO compile ({', '.join(names)}) VALUES ({marks})", values)
-
-
-def _cell(v: Any) -> Any:
-    return json.dumps(v, default=str) if isinstance(v, (dict, list)) else v
+        db.append_row(self.path, "compile", COMPILE_COLUMNS, row)
 
 
 def candidate_row(index: int, kind: str, cand: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:

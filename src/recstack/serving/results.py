@@ -11,7 +11,6 @@ docs/serving.md and docs/sweeps.md; ``result_json`` holds the whole summary (his
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +34,7 @@ class ServingStore:
 
     def write(self, row: dict[str, Any]) -> None:
         """One row, in its own transaction; missing columns are NULL, ``created_at`` is the commit's clock."""
-        names = [n for n, _ in COLUMNS]
-        marks = ", ".join("current_timestamp" if n == "created_at" else "?" for n in names)
-        values = [_cell(row.get(n)) for n in names if n != "created_at"]
-        with db.transaction(self.path) as con:
-            con.execute(f"INSERT INTO serving ({', '.join(names)}) VALUES ({marks})", values)
-
-
-def _cell(v: Any) -> Any:
-    return json.dumps(v, default=str) if isinstance(v, (dict, list)) else v
+        db.append_row(self.path, "serving", COLUMNS, row)
 
 
 def probe_row(search_id: str, index: int, kind: str, point: dict[str, Any], result: dict[str, Any] | None,

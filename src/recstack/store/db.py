@@ -153,6 +153,20 @@ def write_sweep(path: str | Path, row: dict[str, Any]) -> None:
         insert(con, "sweeps", row)
 
 
+def append_row(path: str | Path, table: str, columns: list[tuple[str, str]], row: dict[str, Any]) -> None:
+    """One row of ``table`` (its ``columns`` as the migrations declare them) in its own transaction: columns
+    missing from ``row`` are NULL, ``created_at`` is the commit's clock, dicts and lists are stored as JSON."""
+    names = [n for n, _ in columns]
+    marks = ", ".join("current_timestamp" if n == "created_at" else "?" for n in names)
+    values = [_json_cell(row.get(n)) for n in names if n != "created_at"]
+    with transaction(path) as con:
+        con.execute(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks})", values)
+
+
+def _json_cell(v: Any) -> Any:
+    return json.dumps(v, default=str) if isinstance(v, (dict, list)) else v
+
+
 def insert(con: Any, table: str, row: dict[str, Any]) -> None:
     cols = list(row)
     vals = [json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for v in row.values()]
