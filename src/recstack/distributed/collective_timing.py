@@ -57,6 +57,43 @@ def _nbytes(x: Any) -> int:
     return int(x.numel() * x.element_size()) if hasattr(x, "numel") else 0
 
 
+_SIGNATURES = {  # positional parameters of each wrapped collective, as torch.distributed declares them
+    "all_to_all_single": ("output", "input", "output_split_sizes", "input_split_sizes", "group", "async_op"),
+    "reduce_scatter_tensor": ("output", "input", "op", "group", "async_op"),
+    "all_gather_into_tensor": ("output_tensor", "input_tensor", "group", "async_op"),
+    "reduce_scatter": ("output", "input_list", "op", "group", "async_op"),
+    "all_gather": ("tensor_list", "tensor", "group", "async_op"),
+    "all_reduce": ("tensor", "op", "group", "async_op"),
+}
+_OUTPUT_ARG = {"all_to_all_single": "output", "reduce_scatter_tensor": "output",
+               "all_gather_into_tensor": "output_tensor", "reduce_scatter": "output", "all_gather": "tensor_list",
+               "all_reduce": "tensor"}
+
+
+def _numels(x: Any) -> list[int]:
+    if isinstance(x, (list, tuple)):
+        return [int(t.numel()) for t in x]
+    return [int(x.numel())] if hasattr(x, "numel") else []
+
+
+def describe(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What a replay needs to issue the same collective again: element counts of the input and output
+    (one per tensor of a list), dtype, per-peer split sizes (all_to_all_single), reduce op and whether the
+    caller issued it asynchronously."""
+    bound = dict(zip(_SIGNATURES[name], args, strict=False)) | kwargs
+    x = bound.get(_INPUT_ARG[name][0])
+    first = x[0] if isinstance(x, (list, tuple)) and x else x
+    op = bound.get("op")
+
+    def splits(v: Any) -> list[int] | None:
+        return None if v is None else [int(n) for n in v]
+
+    return {"dtype": str(getattr(first, "dtype", "")).removeprefix("torch."), "in_numel": _numels(x),
+            "out_numel": _numels(bound.get(_OUTPUT_ARG[name])), "in_splits": splits(bound.get("input_split_sizes")),
+            "out_splits": splits(bound.get("output_split_sizes")), "async": bool(bound.get("async_op", False)),
+            "op": None if op is None else str(op).rsplit(".", 1)[-1]}
+
+
 def phase_of_caller(collective: str, qualnames: list[str]) -> str:
     """The communication phase of a collective from the qualified names of its Python callers."""
     joined = " ".join(qualnames)
@@ -92,9 +129,10 @@ def recording(records: list[dict[str, Any]]) -> Iterator[None]:
         def timed(*args: Any, **kwargs: Any) -> Any:
             x = kwargs.get(kw, args[pos] if len(args) > pos else None)
             rec = {"collective": name, "phase": phase_of_caller(name, _callers()), "bytes": _nbytes(x),
-                   "start": time.perf_counter(), "finish": None}
+                   **describe(name, args, kwargs), "start": time.perf_counter(), "finish": None}
             records.append(rec)
             work = fn(*args, **kwargs)
+            rec["issued"] = time.perf_counter()
             if work is not None and hasattr(work, "wait"):
                 work.wait()  # blocking, as the benchmark runs it: the rank sleeps while gloo's thread works
             rec["finish"] = time.perf_counter()
@@ -204,23 +242,38 @@ def stage_split(timing: dict[str, Any], roots: list[Any]) -> list[dict[str, Any]
     return out
 
 
+def benchmark_of(collectives: dict[str, Any] | None, collective: str, world_size: int) -> str:
+    """The size-sweep benchmark a recorded collective is compared with: its own kind where the machine file
+    measured it (reduce-scatter since the benchmark has one), else the all-to-all."""
+    name = {"all_to_all_single": "all_to_all", "all_reduce": "all_reduce", "reduce_scatter_tensor": "reduce_scatter",
+            "reduce_scatter": "reduce_scatter"}.get(collective, "all_to_all")
+    by_ws = (collectives or {}).get("by_world_size") or {}
+    have = {k for v in by_ws.values() for k, rows in v.items() if rows}
+    return name if name in have else "all_to_all"
+
+
 def transfer_vs_benchmark(timing: dict[str, Any], collectives: dict[str, Any] | None,
                           world_size: int) -> dict[str, dict[str, Any]]:
-    """Per phase: the slowest rank's transfer (see :func:`split`) against the benchmark at each collective's
-    own bytes (the largest rank's input), summed (gloo runs them one after another); ratio = transfer /
-    benchmark."""
+    """Per phase: the slowest rank's transfer (see :func:`split`) against (a) the size-sweep benchmark at each
+    collective's own bytes (the largest rank's input), summed (gloo runs them one after another; named in
+    ``transfer_benchmark``), and (b) the replay of the model's own collectives (``timing["replay"]``, see
+    :mod:`recstack.distributed.replay`); ratio = transfer / benchmark."""
     from recstack.distributed.comm_model import collective_time
 
-    bench_name = {"all_to_all_single": "all_to_all", "all_reduce": "all_reduce"}
+    replay = (timing.get("replay") or {}).get("phases") or {}
     out = {}
     for phase, got in timing["phases"].items():
         rows, transfer = got["collectives"], got["transfer_s"]
         bench: float | None = None
+        names = sorted({benchmark_of(collectives, r["collective"], world_size) for r in rows})
         if collectives:
-            times = [collective_time(collectives, bench_name.get(r["collective"], "all_to_all"), max(r["bytes"]),
-                                     world_size) for r in rows]
+            times = [collective_time(collectives, benchmark_of(collectives, r["collective"], world_size),
+                                     max(r["bytes"]), world_size) for r in rows]
             bench = None if any(t is None for t in times) else sum(t for t in times if t is not None)
+        rep = replay.get(phase, {}).get("replay_s")
         out[phase] = {"transfer_s": transfer, "collectives": len(rows), "bytes": float(sum(max(r["bytes"])
                                                                                           for r in rows)),
-                      "transfer_benchmark_s": bench, "transfer_ratio": transfer / bench if bench else None}
+                      "transfer_benchmark_s": bench, "transfer_ratio": transfer / bench if bench else None,
+                      "transfer_benchmark": "size sweep: " + "+".join(names),
+                      "replay_s": rep, "replay_ratio": transfer / rep if rep else None}
     return out

@@ -123,6 +123,7 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
                       "(time.perf_counter, one clock per host); wait = start until the last rank's start, "
                       "transfer = then until it finished; other = the stage's time beyond both (see "
                       "docs/distributed.md)"},
+        "collective_replay": None if timing is None else timing.get("replay"),
     }
     if "embedding_tables" not in top.extra and infos[0].get("tables"):
         top.extra["embedding_tables"] = infos[0]["tables"]
@@ -158,7 +159,9 @@ def _comm_roofline(cfg: RunConfig, root: Node, phases: dict[str, list[float]], t
         row.update({"transfer_s": got.get("transfer_s"), "transfer_bytes": got.get("bytes"),
                     "transfer_collectives": got.get("collectives"),
                     "transfer_benchmark_s": got.get("transfer_benchmark_s"),
-                    "transfer_ratio": got.get("transfer_ratio"), "wait_s": mine.get("wait_s"),
+                    "transfer_ratio": got.get("transfer_ratio"),
+                    "transfer_benchmark": got.get("transfer_benchmark"), "replay_s": got.get("replay_s"),
+                    "replay_ratio": got.get("replay_ratio"), "wait_s": mine.get("wait_s"),
                     "other_s": mine.get("other_s")})
     return rows
 

@@ -111,9 +111,23 @@ def _time_collectives(model: Any, batches: list[Any], cfg: Any) -> dict[str, Any
 
     records = time_collectives(Step(model, ProfileOptions(cfg), None), batches)
     try:
-        return split(records)
+        timing = split(records)
     except ValueError:
         return None
+    timing["replay"] = _replay(records)
+    return timing
+
+
+def _replay(records: list[Any]) -> dict[str, Any]:
+    """The pass's collectives replayed bare on every rank (:mod:`recstack.distributed.replay`)."""
+    import torch.distributed as dist
+
+    from recstack.distributed.replay import MODES, REPEATS, compare, replay, skew
+
+    rank = dist.get_rank()
+    delays = skew(records, rank)
+    return {"repeats": REPEATS, **compare(records, {m: replay(records[rank], m, delays=delays if m == "skewed"
+                                                              else None) for m in MODES})}
 
 
 def _dense_param_bytes(model: Any) -> int:

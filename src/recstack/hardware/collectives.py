@@ -1,4 +1,4 @@
-"""Collective benchmark: all-to-all and all-reduce time per message size, per world size (gloo on CPU).
+"""Collective benchmark: all-to-all, reduce-scatter and all-reduce time per message size, per world size (gloo on CPU).
 
 ``recstack machine --collectives [--world-sizes 2,4]`` runs it (it is not part
 of the normal measurement, which stays as fast as it was) and stores the
@@ -8,12 +8,13 @@ figures in the machine file under ``collectives``::
       backend: gloo
       by_world_size:
         "2": {all_to_all: [{bytes, time_s, min_s, max_s, repeats, bandwidth_bytes_per_s}, ...],
-              all_reduce: [...]}
+              reduce_scatter: [...], all_reduce: [...]}
 
 Each world size is one torchrun launch of ``python -m recstack.hardware.collectives``
 (one thread per rank). ``bytes`` is the size of each rank's input tensor
-(what ``all_to_all_single`` sends, its own part included; what ``all_reduce``
-reduces); per repeat the ranks meet at a barrier, then time one collective,
+(what ``all_to_all_single`` sends, its own part included; what
+``reduce_scatter_tensor`` reduces, each rank keeping 1/W of it, as row-wise
+sharding's output_dist does; what ``all_reduce`` reduces); per repeat the ranks meet at a barrier, then time one collective,
 and the slowest rank's time counts (an all-reduce of the times with MAX);
 ``time_s`` is the median over repeats. The sizes span what the zoo models
 send per step at their usual batch sizes (KJT ids, pooled embeddings, dense
@@ -55,12 +56,14 @@ def _bench(sizes: list[int], repeats: int) -> dict[str, Any]:
     import torch.distributed as dist
 
     ws = dist.get_world_size()
-    out: dict[str, Any] = {"all_to_all": [], "all_reduce": []}
+    out: dict[str, Any] = {"all_to_all": [], "reduce_scatter": [], "all_reduce": []}
     for nbytes in sizes:
         n = max(ws, (nbytes // 4) // ws * ws)  # float32 elements, divisible by the world size
         x = torch.ones(n)
         y = torch.empty(n)
+        part = torch.empty(n // ws)
         ops = {"all_to_all": lambda x=x, y=y: dist.all_to_all_single(y, x),
+               "reduce_scatter": lambda x=x, part=part: dist.reduce_scatter_tensor(part, x),
                "all_reduce": lambda x=x: dist.all_reduce(x)}
         for name, op in ops.items():
             times = []

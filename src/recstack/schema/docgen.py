@@ -65,6 +65,8 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("`distributed.planner.shards[]`", pm.PlannerShard, "`distributed.planner`"),
     ("`distributed.planner.communication_by_rank[]`", pm.PlannerComm, "`distributed.planner`"),
     ("`distributed.communication_roofline[]`", pm.CommClass, "`distributed`"),
+    ("`distributed.collective_replay.per_collective[]`", pm.ReplayCollective, "`distributed`"),
+    ("`distributed.collective_replay.phases{}`", pm.ReplayPhase, "`distributed`"),
     ("`import`", pm.ImportInfo, "`import` (imported profiles)"),
     ("`import.files[]`", pm.ImportedFile, "`import`"),
 ]

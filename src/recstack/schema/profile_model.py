@@ -810,6 +810,13 @@ class CommClass(_M):
     transfer_benchmark_s: Seconds | None = F("the benchmark at each of those collectives' bytes, summed "
                                              "(measured)", None, unit="s", producer=_DI)
     transfer_ratio: Ratio | None = F("transfer_s / transfer_benchmark_s", None, producer=_DI)
+    transfer_benchmark: str | None = F("which benchmark transfer_benchmark_s is: ``size sweep: <collective>`` "
+                                       "(the machine file's even-split benchmark of that kind)", None,
+                                       producer=_DI)
+    replay_s: Seconds | None = F("the replay of the model's own collectives of the phase (same kinds, per-peer "
+                                 "splits, dtypes, order; blocking), timed as transfer_s (measured; "
+                                 "``distributed.collective_replay``)", None, unit="s", producer=_DI)
+    replay_ratio: Ratio | None = F("transfer_s / replay_s", None, producer=_DI)
     wait_s: Seconds | None = F("collective pass: the critical rank's wait for the last rank (measured)", None,
                                unit="s", producer=_DI)
     other_s: Seconds | None = F("measured_s - wait_s - transfer on the critical rank, at least 0 (derived)",
@@ -843,6 +850,56 @@ class CollectiveSplit(_M):
     method: str = F("how it is measured", producer=_DI)
 
 
+class ReplayCollective(_M):
+    """One collective of a step, recorded by the timing pass and replayed (``collective_replay.per_collective``)."""
+
+    index: NonNegInt = F("its place in the step's collective sequence", producer=_DI)
+    collective: str = F("torch.distributed function (all_to_all_single, reduce_scatter_tensor, ...)", producer=_DI)
+    phase: str = F("communication phase", producer=_DI)
+    dtype: str = F("element type", producer=_DI)
+    async_: bool = F("issued with async_op=True by the model", alias="async", producer=_DI)
+    bytes: list[Bytes] = F("per rank: input bytes (step 0, measured from the tensors)", unit="bytes", producer=_DI)
+    in_splits: list[list[NonNegInt] | None] = F("per rank: per-peer input split sizes in elements (null: even)",
+                                               producer=_DI)
+    transfer_s: Seconds = F("in the model: last rank's call until the slowest rank's finish, median over steps "
+                            "(measured)", unit="s", producer=_DI)
+    replay_s: Seconds = F("the same in the blocking replay, buffers allocated beforehand (measured)", unit="s",
+                          producer=_DI)
+    replay_skewed_s: Seconds | None = F("the same with every rank spinning, before each call, as long as it "
+                                        "computed before it in the model (measured)", None, unit="s",
+                                        producer=_DI)
+    replay_fresh_s: Seconds | None = F("the same with new buffers per call, as TorchRec allocates them "
+                                       "(measured)", None, unit="s", producer=_DI)
+    issue_s: Seconds | None = F("in the model: time inside the torch.distributed call until it returned, median "
+                                "over ranks and steps (measured)", None, unit="s", producer=_DI)
+    replay_issue_s: Seconds | None = F("the same in the blocking replay (measured)", None, unit="s", producer=_DI)
+    ratio: Ratio | None = F("transfer_s / replay_s", None, producer=_DI)
+
+
+class ReplayPhase(_M):
+    """A phase's collectives in the model and replayed (``collective_replay.phases``)."""
+
+    transfer_s: Seconds = F("in the model: the union over the phase's collectives of last call until slowest "
+                            "finish, median over steps (measured)", unit="s", producer=_DI)
+    replay_s: Seconds | None = F("the same, blocking replay (measured)", None, unit="s", producer=_DI)
+    replay_issued_s: Seconds | None = F("the same, async collectives issued together as the model issues them "
+                                        "(measured)", None, unit="s", producer=_DI)
+    replay_skewed_s: Seconds | None = F("the same, with the model's per-rank compute gaps before each call "
+                                        "(measured)", None, unit="s", producer=_DI)
+    replay_fresh_s: Seconds | None = F("the same, new buffers per call (measured)", None, unit="s", producer=_DI)
+    collectives: NonNegInt = F("collectives per step", producer=_DI)
+    ratio: Ratio | None = F("transfer_s / replay_s", None, producer=_DI)
+
+
+class CollectiveReplay(_M):
+    """The timing pass's collectives replayed bare (``distributed.collective_replay``): docs/distributed.md."""
+
+    repeats: NonNegInt = F("replays of every recorded step per mode", producer=_DI)
+    per_collective: list[ReplayCollective] = F("one entry per collective the pass recorded in a step",
+                                               producer=_DI)
+    phases: dict[str, ReplayPhase] = F("phase -> its collectives together", producer=_DI)
+
+
 class Distributed(_M):
     """A multi-rank run (``distributed``): see docs/distributed.md."""
 
@@ -871,6 +928,9 @@ class Distributed(_M):
     collective_split: CollectiveSplit | None = F("the communication stage split into waiting, transfer and other "
                                                  "(null: the ranks' collectives did not line up)", None,
                                                  producer=_DI)
+    collective_replay: CollectiveReplay | None = F("the model's own collective sequence replayed with bare "
+                                                   "torch.distributed calls (null: no timing pass)", None,
+                                                   producer=_DI)
 
 
 class Profile(_M):
