@@ -82,6 +82,10 @@ def _row(prof: Profile, machine: dict[str, Any]) -> dict[str, Any]:
                       "communication": imb["totals"].get("communication_s"), "lookups": imb["totals"].get("lookups")},
         "planner_error": (dist.get("planner") or {}).get("error_by_sharding"),
         "planner_comm": (dist.get("planner") or {}).get("communication_by_rank"),
+        "planner_bandwidth": [(dist.get("planner") or {}).get(k) for k in ("comms_bandwidth_bytes_per_s",
+                                                                           "replay_bandwidth_bytes_per_s")],
+        "replay": dist.get("collective_replay"),
+        "sim_comm_model": pred.get("comm_model"),
         "communication_roofline": dist.get("communication_roofline"),
         "stage_pass_overhead": prof.overhead.get("stage_pass_ratio"),
         "sim": check["per_rank"],
@@ -107,24 +111,59 @@ def _tables(rows: list[dict[str, Any]], scaled: dict[str, Any] | None) -> str:
     for r in rows:
         out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {r['peer_wait_ms']} | {r['transfer_ms']} | "
                    f"{r['other_ms']} |")
-    out += ["", "| model | sharding | ranks | phase | bytes | stage ms | benchmark ms | stage/benchmark | waiting ms | "
-            "transfer ms | other ms | benchmark at those bytes ms | transfer/benchmark | bound |", "|" + "---|" * 14]
     f = (lambda v, d=3: "-" if v is None else f"{v * 1e3:.{d}f}")  # noqa: E731
+    x = (lambda v: "-" if v is None else f"{v:.2f}")  # noqa: E731
+    us = (lambda v: "-" if v is None else f"{v * 1e6:.0f}")  # noqa: E731
+    out += ["", "| model | sharding | ranks | phase | bytes | stage ms | size-sweep benchmark ms | stage/size sweep | "
+            "waiting ms | transfer ms | other ms | size sweep at those bytes ms (kind) | transfer/size sweep | "
+            "replay ms | transfer/replay | bound |", "|" + "---|" * 16]
     for r in rows:
         for c in r["communication_roofline"] or []:
-            ratio = c.get("transfer_ratio")
             out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {c['phase']} | {c['bytes']:.0f} | "
                        f"{f(c['measured_s'])} | {f(c['benchmark_s'])} | {c['ratio'] or 0:.1f} | {f(c.get('wait_s'))} | "
-                       f"{f(c.get('transfer_s'))} | {f(c.get('other_s'))} | {f(c.get('transfer_benchmark_s'))} | "
-                       f"{'-' if ratio is None else f'{ratio:.2f}'} | {c['bound']} |")
+                       f"{f(c.get('transfer_s'))} | {f(c.get('other_s'))} | {f(c.get('transfer_benchmark_s'))} "
+                       f"({(c.get('transfer_benchmark') or '-').removeprefix('size sweep: ')}) | "
+                       f"{x(c.get('transfer_ratio'))} | {f(c.get('replay_s'))} | {x(c.get('replay_ratio'))} | "
+                       f"{c['bound']} |")
+    out += ["", "Per collective (the timing pass's records, replayed bare; ms, medians over steps): in the model, "
+            "replayed blocking, replayed with the model's compute gaps (skewed), replayed on fresh buffers; "
+            "time inside the call in the model / replay", "",
+            "| model | sharding | ranks | # | collective | phase | dtype | bytes | in model | replay | transfer/replay | "
+            "skewed | fresh | issue model / replay |", "|" + "---|" * 14]
+    for r in rows:
+        for c in (r["replay"] or {}).get("per_collective", []):
+            out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {c['index']} | {c['collective']} | "
+                       f"{c['phase']} | {c['dtype']} | {max(c['bytes']):.0f} | {f(c['transfer_s'])} | "
+                       f"{f(c['replay_s'])} | {x(c['ratio'])} | {f(c.get('replay_skewed_s'))} | "
+                       f"{f(c.get('replay_fresh_s'))} | {f(c.get('issue_s'))} / {f(c.get('replay_issue_s'))} |")
+    out += ["", "Per phase: in-model transfer against the replay modes (ms):", "",
+            "| model | sharding | ranks | phase | in model | replay blocking | issued together | skewed | fresh | "
+            "transfer/replay |", "|" + "---|" * 10]
+    for r in rows:
+        for ph, c in ((r["replay"] or {}).get("phases") or {}).items():
+            out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {ph} | {f(c['transfer_s'])} | "
+                       f"{f(c.get('replay_s'))} | {f(c.get('replay_issued_s'))} | {f(c.get('replay_skewed_s'))} | "
+                       f"{f(c.get('replay_fresh_s'))} | {x(c.get('ratio'))} |")
     out += ["", "| model | sharding | ranks | rank | step measured / predicted ms (error) | "
-            "compute measured / predicted ms (error) | sim fixed comm ms |", "|" + "---|" * 7]
+            "compute measured / predicted ms (error) | wait measured / predicted ms | "
+            "transfer in model / predicted ms | sim fixed comm ms | comm model |", "|" + "---|" * 10]
     for r in rows:
         for s in r["sim"]:
             out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {s['rank']} | "
                        f"{s['time_s_measured_s'] * 1e3:.3f} / {s['time_s_predicted_s'] * 1e3:.3f} "
                        f"({s['time_s_error']:+.0%}) | {s['compute_s_measured_s'] * 1e3:.3f} / "
-                       f"{s['compute_s_predicted_s'] * 1e3:.3f} ({s['compute_s_error']:+.0%}) | {r['sim_fixed_ms']} |")
+                       f"{s['compute_s_predicted_s'] * 1e3:.3f} ({s['compute_s_error']:+.0%}) | "
+                       f"{f(s.get('wait_measured_s'))} / {f(s.get('wait_predicted_s'))} | "
+                       f"{f(s.get('transfer_measured_s'))} / {f(s.get('transfer_predicted_s'))} | "
+                       f"{r['sim_fixed_ms']} | {r['sim_comm_model']} |")
+    out += ["", "| model | sharding | ranks | rank | planner comm estimate us | at the replay's bandwidth us | "
+            "replay ms | communication stage ms | planner GB/s | replay GB/s |", "|" + "---|" * 10]
+    for r in rows:
+        bw = [None if v is None else f"{v / 1e9:.2f}" for v in r["planner_bandwidth"]]
+        for c in r["planner_comm"] or []:
+            out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {c['rank']} | {c['estimated_s'] * 1e6:.2f} | "
+                       f"{us(c.get('estimated_at_replay_bandwidth_s'))}"
+                       f" | {f(c.get('replay_s'))} | {f(c['measured_s'])} | {bw[0]} | {bw[1]} |")
     if scaled:
         out += ["", f"shard-sim from the 2-rank table-wise RMC1 profile to 4 ranks: {scaled}"]
     return "\n".join(out)

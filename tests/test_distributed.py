@@ -85,7 +85,7 @@ def profiles(tmp_path_factory, collectives) -> dict[tuple[str, str], Path]:
 
 def test_collective_benchmark_structure(collectives) -> None:
     rows = collectives["by_world_size"]["2"]
-    for name in ("all_to_all", "all_reduce"):
+    for name in ("all_to_all", "reduce_scatter", "all_reduce"):
         sizes = [r["bytes"] for r in rows[name]]
         assert sizes == sorted(sizes) and len(sizes) >= 3
         for r in rows[name]:
@@ -193,6 +193,36 @@ def _check_collective_split(dist: dict, ranks: list[dict], mode: str) -> None:
     crit = dist["critical_rank"]
     out = split["per_rank"][crit]["phases"]["output_dist"]
     assert out["bytes"] == pytest.approx(dist["communication_bytes"]["output_dist"])  # B x W x columns x 4
+    _check_collective_replay(dist)
+
+
+_ELEMENT = {"int64": 8, "int32": 4, "float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def _check_collective_replay(dist: dict) -> None:
+    """The replay: one entry per collective the pass recorded in a step, in order, with the recorded sizes."""
+    rep = dist["collective_replay"]
+    split = dist["collective_split"]["per_rank"]
+    rows = rep["per_collective"]
+    assert [r["index"] for r in rows] == list(range(len(rows)))
+    for phase in rep["phases"]:  # as many entries per phase as the pass saw collectives in a step
+        n = [r for r in rows if r["phase"] == phase]
+        assert len(n) == rep["phases"][phase]["collectives"] == round(split[0]["phases"][phase]["collectives"])
+    for r in rows:
+        assert len(r["bytes"]) == len(split) and r["replay_s"] > 0 and r["transfer_s"] >= 0
+        for nbytes, splits in zip(r["bytes"], r["in_splits"], strict=True):
+            if splits is not None:  # per-peer splits in elements: their sum is the input
+                assert len(splits) == len(split) and sum(splits) * _ELEMENT[r["dtype"]] == nbytes
+    out = [r for r in rows if r["phase"] == "output_dist"]
+    for rank, sp in enumerate(split):  # the output all-to-all's bytes do not change between steps
+        assert sum(r["bytes"][rank] for r in out) == pytest.approx(sp["phases"]["output_dist"]["bytes"])
+    for ph in rep["phases"].values():
+        assert ph["ratio"] == pytest.approx(ph["transfer_s"] / ph["replay_s"])
+    for row in dist["communication_roofline"] or []:
+        if row.get("replay_s"):
+            assert row["transfer_benchmark"].startswith("size sweep: ")
+            assert row["replay_ratio"] == pytest.approx(row["transfer_s"] / row["replay_s"])
+            assert row["replay_s"] == rep["phases"][row["phase"]]["replay_s"]
 
 
 def test_shard_sim_predicts_every_rank_and_compares_at_the_measured_size(profiles, capsys) -> None:
@@ -206,8 +236,13 @@ def test_shard_sim_predicts_every_rank_and_compares_at_the_measured_size(profile
         assert r["time_s"] == pytest.approx(pred["step_s"])
     # the step: the slowest compute, the slowest transfer, and the measured communication that is neither
     d = json.loads(path.read_text())["distributed"]
-    fixed = min(max(0.0, r["communication_s"] - r["transfer_measured_s"]) for r in d["per_rank"])
+    # the transfer at the measured world size is the replay of the model's own collectives; fixed is what the
+    # least-waiting rank's communication holds beyond it
+    replay_s = sum(p["replay_s"] for p in d["collective_replay"]["phases"].values())
+    assert sum(r["transfer_s"] for r in pred["per_rank"]) == pytest.approx(2 * replay_s)
+    fixed = max(0.0, min(r["communication_s"] for r in d["per_rank"]) - replay_s)
     assert pred["communication_fixed_s"] == pytest.approx(fixed) and fixed >= 0
+    assert pred["comm_model"] == "the profile's replay of its own collectives"
     assert pred["step_s"] == pytest.approx(max(r["compute_s"] for r in pred["per_rank"])
                                            + max(r["transfer_s"] for r in pred["per_rank"]) + fixed)
     assert len(out["measured_vs_predicted"]["per_rank"]) == 2
@@ -318,6 +353,40 @@ def test_report_shows_ranks_and_switches_the_tree(browser, profiles, tmp_path: P
     shown = drv.find_element(By.ID, "stages").text
     want = prof.ranks[other]["root"]
     assert any(c["name"] == "communication" for c in want["children"]) and "communication" in shown
+
+
+def test_replay_issues_every_recorded_collective_again_with_its_kind_and_sizes(tmp_path: Path) -> None:
+    """In a one-rank gloo group: the pass's recorder sees each kind, the replay issues each again."""
+    import torch
+    import torch.distributed as dist
+
+    from recstack.distributed.collective_timing import recording
+    from recstack.distributed.replay import MODES, build, replay
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        records: list[dict] = []
+        with recording(records):
+            dist.all_to_all_single(torch.empty(6, dtype=torch.int32), torch.arange(6, dtype=torch.int32), [6], [6])
+            dist.reduce_scatter_tensor(torch.empty(4), torch.ones(4), async_op=True).wait()
+            dist.all_gather_into_tensor(torch.empty(3, dtype=torch.int64), torch.ones(3, dtype=torch.int64))
+            dist.all_reduce(torch.ones(5, dtype=torch.float64), op=dist.ReduceOp.MAX)
+        assert [r["collective"] for r in records] == ["all_to_all_single", "reduce_scatter_tensor",
+                                                      "all_gather_into_tensor", "all_reduce"]
+        assert [r["dtype"] for r in records] == ["int32", "float32", "int64", "float64"]
+        assert [r["async"] for r in records] == [False, True, False, False]
+        assert records[0]["in_splits"] == [6] and records[0]["out_numel"] == [6]
+        assert [r["bytes"] for r in records] == [24, 16, 24, 40] and records[3]["op"] == "MAX"
+        for rec in records:  # each rebuilt call issues a real collective that completes
+            build(rec)().wait()
+        for mode in MODES:
+            got = replay([records], mode, repeats=2, delays=[[0.0] * 4] if mode == "skewed" else None)
+            assert len(got) == 1 and len(got[0]) == 2  # one rank; two repeats of the one step
+            for step in got[0]:
+                assert [(r["collective"], r["bytes"]) for r in step] == [(r["collective"], r["bytes"]) for r in records]
+                assert all(r["finish"] >= r["issued"] >= r["start"] for r in step)
+    finally:
+        dist.destroy_process_group()
 
 
 def test_collective_split_takes_waiting_until_the_last_rank_and_counts_overlap_once() -> None:

@@ -58,6 +58,9 @@ def _format(pred: dict[str, Any], check: dict[str, Any] | None) -> str:
             out.append("  rank {}: step {} vs {} ms ({}), compute {} vs {} ms ({})".format(
                 r["rank"], _ms(r["time_s_measured_s"]), _ms(r["time_s_predicted_s"]), _pct(r["time_s_error"]),
                 _ms(r["compute_s_measured_s"]), _ms(r["compute_s_predicted_s"]), _pct(r["compute_s_error"])))
+            out.append("          wait {} vs {} ms, transfer {} (in the model) vs {} ms, fixed {} ms".format(
+                _ms(r.get("wait_measured_s")), _ms(r.get("wait_predicted_s")), _ms(r.get("transfer_measured_s")),
+                _ms(r.get("transfer_predicted_s")), _ms(r.get("fixed_predicted_s"))))
     return "\n".join(out)
 
 

@@ -125,9 +125,34 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
                       "docs/distributed.md)"},
         "collective_replay": None if timing is None else timing.get("replay"),
     }
+    _planner_communication(top.extra["distributed"], estimates)
     if "embedding_tables" not in top.extra and infos[0].get("tables"):
         top.extra["embedding_tables"] = infos[0]["tables"]
     return top
+
+
+def _planner_communication(dist: dict[str, Any], estimates: list[dict[str, Any]]) -> None:
+    """The planner's communication estimate beside the measurement, with why they differ: the bandwidth it
+    assumed (TorchRec's default intra-host figure, whatever the compute device) against the replay's
+    (the model's own collectives, bytes / time), and its estimate re-scaled to the replay's bandwidth
+    (what is left is the per-collective latency the planner does not model)."""
+    planner, rep = dist.get("planner"), dist.get("collective_replay")
+    assumed = next((e.get("comms_bandwidth_bytes_per_s") for e in estimates), None)
+    if not planner or not assumed:
+        return
+    replay_s = sum(p["replay_s"] or 0.0 for p in rep["phases"].values()) if rep else 0.0
+    replay_bytes = float(sum(max(r["bytes"]) for r in rep["per_collective"])) if rep else 0.0
+    measured_bw = replay_bytes / replay_s if replay_s > 0 else None
+    planner["comms_bandwidth_bytes_per_s"] = assumed
+    planner["replay_bandwidth_bytes_per_s"] = measured_bw
+    for row in planner["communication_by_rank"]:
+        row["replay_s"] = replay_s or None
+        row["estimated_at_replay_bandwidth_s"] = row["estimated_s"] * assumed / measured_bw if measured_bw else None
+    planner["communication_note"] = (
+        f"units agree (TorchRec's perf is in ms, converted to s); the planner assumes {assumed / 1e9:.0f} GB/s "
+        "between ranks of one host (its default intra-host bandwidth, a GPU interconnect figure, used for compute "
+        "device cpu too) and no per-collective latency" + (
+            f"; the replay of this run's collectives moved {measured_bw / 1e9:.2f} GB/s" if measured_bw else ""))
 
 
 def _phase_messages(cfg: RunConfig, shards: list[dict[str, Any]], info: dict[str, Any]) -> dict[str, list[float]]:

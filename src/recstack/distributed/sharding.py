@@ -117,10 +117,12 @@ def make_plan(model: Any, sharding: str, *, world_size: int, batch_size: int, po
     only = None if sharding == "auto" else [sharding]
     constraints = {t: ParameterConstraints(sharding_types=only, pooling_factors=[max(pf, 1e-3)])
                    for t, pf in pooling.items()}
-    planner = EmbeddingShardingPlanner(topology=Topology(world_size=world_size, compute_device=device),
-                                       batch_size=batch_size, constraints=constraints)
+    topology = Topology(world_size=world_size, compute_device=device)
+    planner = EmbeddingShardingPlanner(topology=topology, batch_size=batch_size, constraints=constraints)
     plan = planner.collective_plan(model, [sharder], pg)
-    return plan, _estimates(getattr(planner, "_best_plan", None) or [])
+    bandwidth = float(topology.comms_bandwidths.intra_host_bw) * 1e3  # TorchRec's bytes/ms, as bytes/s
+    return plan, [{**e, "comms_bandwidth_bytes_per_s": bandwidth}
+                  for e in _estimates(getattr(planner, "_best_plan", None) or [])]
 
 
 def _find_ebc(model: Any) -> tuple[str, Any]:

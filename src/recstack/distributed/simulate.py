@@ -83,16 +83,40 @@ def measured_costs(prof: Profile) -> dict[str, Any]:
         "tables": [{"table": t["table"], "dim": int(t["dim"]), "rows": int(t["rows"]),
                     "lookups_per_sample": float(t["pooling_factor"])} for t in tables],
         "measured_phases": _measured_phases(prof) if dist else None,
+        "replay_phases": _replay_phases(dist),
         **_fixed_communication(dist),
     }
 
 
+def _replay_phases(dist: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Per phase the replay of the model's own collectives (``distributed.collective_replay``): its time
+    (blocking, the slowest rank) and each collective's kind and bytes (the largest rank's)."""
+    rep = (dist or {}).get("collective_replay")
+    if not rep:
+        return None
+    out: dict[str, Any] = {}
+    for row in rep["per_collective"]:
+        ph = out.setdefault(row["phase"], {"replay_s": (rep["phases"].get(row["phase"]) or {}).get("replay_s"),
+                                           "collectives": []})
+        ph["collectives"].append({"collective": row["collective"], "bytes": float(max(row["bytes"]))})
+    return {p: v for p, v in out.items() if v["replay_s"] is not None}
+
+
 def _fixed_communication(dist: dict[str, Any] | None) -> dict[str, float]:
-    """``comm_fixed_s``: what the communication of the rank that waits least holds besides its transfer
-    (min over ranks of communication_s - transfer_measured_s, from the profile's collective pass): the
-    Python/TorchRec work around the collectives and the skew every rank sees even when balanced (inside a
-    step the ranks take turns being late). 0 without a collective pass (single-rank profiles)."""
-    rows = [r for r in (dist or {}).get("per_rank") or [] if r.get("transfer_measured_s") is not None]
+    """``comm_fixed_s``: what the communication of the rank that waits least holds besides the transfer the
+    model predicts: min over ranks of communication_s minus the replay's transfer (all phases; the
+    ``distributed.collective_replay``), else minus the rank's in-model transfer (the collective pass's
+    ``transfer_measured_s``, profiles from before the replay). What it holds: TorchRec's work around the
+    collectives, the skew every rank sees even when balanced (inside a step the ranks take turns being
+    late), and the in-model transfer's excess over the replay (a woken peer, fresh output pages). 0 without
+    a collective pass (single-rank profiles)."""
+    rows = (dist or {}).get("per_rank") or []
+    rep = _replay_phases(dist)
+    if rep:
+        replay_s = sum(p["replay_s"] for p in rep.values())
+        return {"comm_fixed_s": max(0.0, min(r["communication_s"] for r in rows) - replay_s),
+                "comm_replay_s": replay_s}
+    rows = [r for r in rows if r.get("transfer_measured_s") is not None]
     return {"comm_fixed_s": min(max(0.0, r["communication_s"] - r["transfer_measured_s"]) for r in rows)
             if rows else 0.0}
 
@@ -114,8 +138,23 @@ def _measured_phases(prof: Profile) -> dict[str, Any] | None:
 
 def _transfer(costs: dict[str, Any], collectives: dict[str, Any] | None, phase: str, messages: list[float],
               k: int) -> float:
-    """A phase's modelled time at ``k`` ranks: the benchmark if there is one, else the profile's own
-    measurement of the phase (its time below its bytes, its bandwidth above, scaled by the peers)."""
+    """A phase's modelled time at ``k`` ranks: the replay of the model's own collectives if the profile has
+    it (at the profile's world size with its bytes; else the benchmark at ``messages`` times the replay /
+    benchmark ratio at the recorded sizes: the replay calibrates the benchmark), the benchmark if there is
+    one, else the profile's own measurement of the phase (its time below its bytes, its bandwidth above,
+    scaled by the peers)."""
+    rep = (costs.get("replay_phases") or {}).get(phase)
+    if rep is not None:
+        if k == costs["world_size"]:
+            return rep["replay_s"]
+        if collectives:
+            at_w = _bench_recorded(collectives, rep["collectives"], costs["world_size"])
+            at_k = phase_time(collectives, phase, messages, k)
+            if at_w and at_k is not None:
+                return rep["replay_s"] / at_w * at_k
+        nbytes = sum(c["bytes"] for c in rep["collectives"])
+        scale = peer_scale(PHASE_COLLECTIVE[phase], k, costs["world_size"])
+        return rep["replay_s"] * max(1.0, sum(messages) / nbytes if nbytes else 1.0) * scale
     if collectives:
         return phase_time(collectives, phase, messages, k) or 0.0
     point = (costs.get("measured_phases") or {}).get(phase)
@@ -123,6 +162,15 @@ def _transfer(costs: dict[str, Any], collectives: dict[str, Any] | None, phase: 
         return 0.0
     scale = peer_scale(PHASE_COLLECTIVE[phase], k, costs["world_size"])
     return point["time_s"] * max(1.0, sum(messages) / point["bytes"]) * scale
+
+
+def _bench_recorded(collectives: dict[str, Any], rows: list[dict[str, Any]], w: int) -> float | None:
+    """The size-sweep benchmark at the recorded collectives' own kinds and bytes, summed."""
+    from recstack.distributed.collective_timing import benchmark_of
+    from recstack.distributed.comm_model import collective_time
+
+    times = [collective_time(collectives, benchmark_of(collectives, r["collective"], w), r["bytes"], w) for r in rows]
+    return None if any(t is None for t in times) else sum(t for t in times if t is not None)
 
 
 def _shards(costs: dict[str, Any], sharding: str, k: int) -> list[dict[str, Any]]:
@@ -162,7 +210,7 @@ def simulate(costs: dict[str, Any], k: int, sharding: str, collectives: dict[str
     """Per-rank predicted times for ``k`` ranks (see the module docstring)."""
     if sharding not in SIM_SHARDINGS:
         raise ConfigError(f"must be one of {', '.join(SIM_SHARDINGS)} (got {sharding!r})", field="--sharding")
-    if k > 1 and not collectives and not costs.get("measured_phases"):
+    if k > 1 and not collectives and not costs.get("measured_phases") and not costs.get("replay_phases"):
         raise ConfigError("no communication model: give a machine file with collectives (recstack machine "
                           "--collectives) or a multi-rank profile measured against one", field="--machine")
     b, train = costs["batch_size"], costs["train"]
@@ -201,8 +249,17 @@ def simulate(costs: dict[str, Any], k: int, sharding: str, collectives: dict[str
             "communication_fixed_s": fixed,
             "imbalance_compute": max_compute / mean_compute if mean_compute > 0 else None,
             "max_wait_s": max(x["wait_s"] for x in rows),
-            "comm_model": "machine collectives" if collectives else "the profile's own communication phases",
+            "comm_model": _model_name(costs, collectives, k),
             "per_rank": rows}
+
+
+def _model_name(costs: dict[str, Any], collectives: dict[str, Any] | None, k: int) -> str:
+    if costs.get("replay_phases"):
+        if k == costs["world_size"]:
+            return "the profile's replay of its own collectives"
+        return ("the machine's collective benchmark, calibrated by the profile's replay" if collectives else
+                "the profile's replay of its own collectives, scaled by bytes and peers")
+    return "machine collectives" if collectives else "the profile's own communication phases"
 
 
 def compare(prediction: dict[str, Any], prof: Profile) -> dict[str, Any] | None:
@@ -213,7 +270,11 @@ def compare(prediction: dict[str, Any], prof: Profile) -> dict[str, Any] | None:
     meas = sorted(dist["per_rank"], key=lambda x: x["compute_s"])
     pred = sorted(prediction["per_rank"], key=lambda x: x["compute_s"])  # ranks matched by their compute order
     rows = [{"rank": m["rank"], **{f"{k}_measured_s": m[k] for k in ("time_s", "compute_s", "communication_s")},
-             **{f"{k}_predicted_s": p[k] for k in ("time_s", "compute_s", "communication_s")}}
+             **{f"{k}_predicted_s": p[k] for k in ("time_s", "compute_s", "communication_s")},
+             # the communication's terms side by side: the wait for a slower rank's compute, the transfer
+             "wait_measured_s": m.get("wait_s"), "wait_predicted_s": p["wait_s"],
+             "transfer_measured_s": m.get("transfer_measured_s"), "transfer_predicted_s": p["transfer_s"],
+             "fixed_predicted_s": prediction.get("communication_fixed_s")}
             for m, p in zip(meas, pred, strict=True)]
     for r in rows:
         for k in ("time_s", "compute_s", "communication_s"):

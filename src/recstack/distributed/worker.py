@@ -38,7 +38,10 @@ def main(argv: list[str]) -> int:
         code = getattr(exc, "exit_code", 1)
         err = {"rank": rank, "error": f"{type(exc).__name__}: {exc}", "exit_code": code,
                "traceback": traceback.format_exc(limit=12)}
-        (out / f"rank{rank}.error.json").write_text(json.dumps(err))
+        from recstack.outputs import atomic_write_text
+
+        # atomic: torchrun may stop this rank while it writes (a peer died first); a half file is never read
+        atomic_write_text(out / f"rank{rank}.error.json", json.dumps(err))
         return code if isinstance(code, int) and code else 1
     return 0
 

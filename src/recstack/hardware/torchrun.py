@@ -121,7 +121,10 @@ def _rank_failure(out: Path, nproc: int, rc: int, log_text: str) -> RecstackErro
     for r in range(nproc):
         p = out / f"rank{r}.error.json"
         if p.exists():
-            errors[r] = (p.stat().st_mtime, json.loads(p.read_text()))
+            try:
+                errors[r] = (p.stat().st_mtime, json.loads(p.read_text()))
+            except json.JSONDecodeError:  # cut short by torchrun stopping the rank (older workers): no report
+                continue
     # torchrun's summary: the root cause (first observed failure) first, then the ranks it stopped.
     root_cause = log_text.rpartition("Root Cause")[2]
     died = [(int(r), int(c)) for r, c in _SUMMARY.findall(root_cause) + _SUMMARY.findall(log_text)]

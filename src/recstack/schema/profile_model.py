@@ -775,6 +775,11 @@ class PlannerComm(_M):
     estimated_s: Seconds = F("sum of the planner's communication estimates of the rank's shards", unit="s",
                              producer=_DI)
     measured_s: Seconds = F("the rank's communication stage (measured)", unit="s", producer=_DI)
+    replay_s: Seconds | None = F("the replay of the run's collectives, all phases (measured; "
+                                 "``distributed.collective_replay``)", None, unit="s", producer=_DI)
+    estimated_at_replay_bandwidth_s: Seconds | None = F(
+        "estimated_s x the planner's bandwidth / the replay's bandwidth (derived): the estimate with the "
+        "measured bandwidth, still without per-collective latency", None, unit="s", producer=_DI)
 
 
 class Planner(_M):
@@ -784,6 +789,13 @@ class Planner(_M):
     error_by_sharding: dict[str, Ratio | None] = F("sharding type -> sum measured_s / sum estimated_s", producer=_DI)
     communication_by_rank: list[PlannerComm] = F("per rank: estimated against measured communication", producer=_DI)
     method: str = F("how measured_s is derived", producer=_DI)
+    comms_bandwidth_bytes_per_s: Ratio | None = F("the bandwidth the planner's communication estimate assumes "
+                                                  "(its topology's intra-host figure)", None,
+                                                  unit="bytes/s", producer=_DI)
+    replay_bandwidth_bytes_per_s: Ratio | None = F("the replay's bytes / time over all the run's collectives "
+                                                   "(measured)", None, unit="bytes/s", producer=_DI)
+    communication_note: str | None = F("why the communication estimate and the measurement differ", None,
+                                       producer=_DI)
 
 
 class CommClass(_M):
