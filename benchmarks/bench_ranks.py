@@ -6,9 +6,11 @@ once (on a 2-core host: planned oversubscription), each rank one torch thread, e
 against a machine file with the collective benchmark (``recstack machine --quick --collectives``).
 Then shard-sim predicts each measured run from its own profile (same world size) and the 4-rank run
 from the 2-rank table-wise profile, and the errors are printed. Each profile also carries the
-collective pass's split of its communication (waiting for the last rank, transfer, other) and the
-transfer against the benchmark at the collectives' own bytes (docs/distributed.md). Prints markdown tables; results go
-to --out as JSON.
+collective pass's split of its communication (waiting for the last rank, transfer, other), the
+transfer against the size-sweep benchmark at the collectives' own bytes and against the replay of the
+model's own collectives (per phase and per collective, with the skewed and fresh-buffer replays that
+say what the rest is), the shard-sim terms beside the measured split, and the planner's communication
+estimate beside the replay (docs/distributed.md). Prints markdown tables; results go to --out as JSON.
 
     python benchmarks/bench_ranks.py --scale 0.01 --batch-size 256 --out /tmp/ranks-bench
     python benchmarks/bench_ranks.py --scale 0.001 --batch-size 32 --iters 4 --runs rmc1:table_wise:2 --out /tmp/x

@@ -12,7 +12,9 @@ after the normal passes for a few steps, measures the first two directly:
   ``reduce_scatter``, ``all_gather``, ``all_reduce``) is wrapped and made
   blocking: the wrapper waits for its ``Work`` at once. Its start is the call,
   its finish the wait's return, its bytes the input tensor's (what the
-  collective benchmark's ``bytes`` means). Blocking is what makes the transfer
+  collective benchmark's ``bytes`` means); ``issued`` is the call's return,
+  and :func:`describe` adds what :mod:`recstack.distributed.replay` needs to
+  issue it again (dtype, element counts, per-peer splits, op, async). Blocking is what makes the transfer
   comparable with the benchmark: TorchRec issues some collectives
   asynchronously and computes while they run, and on a host with a core per
   rank that compute shares the core with gloo's thread, so an overlapped

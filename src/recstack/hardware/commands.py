@@ -188,7 +188,7 @@ def _with_collectives(machine: dict[str, Any], sizes: list[int], quick: bool) ->
     from recstack.hardware.collectives import measure_collectives
     from recstack.hardware.machine import cache_path, save_machine
 
-    sys.stderr.write(f"  measuring: all-to-all and all-reduce (gloo) at world sizes {sizes}\n")
+    sys.stderr.write(f"  measuring: all-to-all, reduce-scatter and all-reduce (gloo) at world sizes {sizes}\n")
     machine = {**machine, "collectives": measure_collectives(sizes, quick=quick)}
     save_machine(machine, cache_path())
     return machine
@@ -272,7 +272,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--refresh", action="store_true", help="re-measure even if a current cache exists")
     p.add_argument("--quick", action="store_true", help="smaller arrays and fewer repeats (under a minute)")
     p.add_argument("--collectives", action="store_true",
-                   help="also measure gloo all-to-all and all-reduce per message size (communication roofline)")
+                   help="also measure gloo all-to-all, reduce-scatter and all-reduce per message size (communication roofline)")
     p.add_argument("--world-sizes", default="2", metavar="N[,N...]",
                    help="world sizes of --collectives (default: 2; ranks run one thread each)")
     p.add_argument(

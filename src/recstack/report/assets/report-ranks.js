@@ -63,23 +63,28 @@ REPORT.section("ranks", (ctx) => {
         { key: "err", label: "measured / estimated", num: true, get: (r) => (r.estimated_s > 0 ? r.measured_s / r.estimated_s : null), fmt: (r) => ratio(r.estimated_s > 0 ? r.measured_s / r.estimated_s : null) },
         { key: "st", label: "storage est. / tensor", num: true, get: (r) => r.estimated_storage_bytes, fmt: (r) => (isNum(r.estimated_storage_bytes) ? U.bytes(r.estimated_storage_bytes) : "-") + " / " + (isNum(r.table_bytes) ? U.bytes(r.table_bytes) : "-") },
       ], planner.shards, { sortKey: null })));
+    if (planner.communication_note) {
+      kids.push(RS.note("Planner communication estimate: " + planner.communication_note + ".", "info"));
+    }
   } else {
     kids.push(RS.note("No planner estimates: the sharding plan was built by hand (a plan file, or row-wise on CPU).", "info"));
   }
   if (dist.communication_roofline) {
-    kids.push(el("h3", { text: "Communication against the collective benchmark" }),
+    kids.push(el("h3", { text: "Communication against the collective benchmarks (size sweep and replay)" }),
       el("div", { class: "scroll" }, RS.sortableTable([
         { key: "phase", label: "phase", get: (r) => r.phase, fmt: (r) => r.phase },
         { key: "coll", label: "benchmark", get: (r) => r.collective, fmt: (r) => r.collective },
         { key: "bytes", label: "bytes sent", num: true, get: (r) => r.bytes, fmt: (r) => c(r.bytes, U.bytes) },
         { key: "meas", label: "measured", num: true, get: (r) => r.measured_s, fmt: (r) => t(r.measured_s) },
-        { key: "bench", label: "benchmark", num: true, get: (r) => r.benchmark_s, fmt: (r) => t(r.benchmark_s) },
-        { key: "ratio", label: "measured / benchmark", num: true, get: (r) => r.ratio, fmt: (r) => ratio(r.ratio) },
+        { key: "bench", label: "size sweep", num: true, title: "the machine's even-split size-sweep benchmark at the modelled bytes", get: (r) => r.benchmark_s, fmt: (r) => t(r.benchmark_s) },
+        { key: "ratio", label: "measured / size sweep", num: true, get: (r) => r.ratio, fmt: (r) => ratio(r.ratio) },
         { key: "wait", label: "waiting", num: true, title: "collective pass: before the last rank called them", get: (r) => r.wait_s, fmt: (r) => t(r.wait_s) },
         { key: "tr", label: "transfer", num: true, title: "collective pass: the slowest rank, after every rank had called them", get: (r) => r.transfer_s, fmt: (r) => t(r.transfer_s) },
         { key: "oth", label: "other", num: true, get: (r) => r.other_s, fmt: (r) => d(r.other_s) },
-        { key: "trb", label: "benchmark at those bytes", num: true, get: (r) => r.transfer_benchmark_s, fmt: (r) => t(r.transfer_benchmark_s) },
-        { key: "trr", label: "transfer / benchmark", num: true, get: (r) => r.transfer_ratio, fmt: (r) => ratio(r.transfer_ratio) },
+        { key: "trb", label: "size sweep at those bytes", num: true, title: "the size-sweep benchmark of the kind named, at each collective's own bytes, summed", get: (r) => r.transfer_benchmark_s, fmt: (r) => t(r.transfer_benchmark_s) + (r.transfer_benchmark ? " (" + r.transfer_benchmark.replace("size sweep: ", "") + ")" : "") },
+        { key: "trr", label: "transfer / size sweep", num: true, get: (r) => r.transfer_ratio, fmt: (r) => ratio(r.transfer_ratio) },
+        { key: "rep", label: "replay", num: true, title: "the model's own collectives (kinds, per-peer splits, dtypes, order) replayed bare with torch.distributed", get: (r) => r.replay_s, fmt: (r) => t(r.replay_s) },
+        { key: "repr", label: "transfer / replay", num: true, get: (r) => r.replay_ratio, fmt: (r) => ratio(r.replay_ratio) },
         { key: "bound", label: "bound", get: (r) => r.bound || "", fmt: (r) => r.bound || "-" },
       ], dist.communication_roofline, { sortKey: null })));
   }
