@@ -52,6 +52,8 @@ def build(rec: dict[str, Any]) -> Any:
     name, dtype = rec["collective"], rec["dtype"]
     ins = [_tensor(n, dtype, touched=True) for n in rec["in_numel"]]
     outs = [_tensor(n, dtype, touched=False) for n in rec["out_numel"]]
+    if not ins or (name != "all_reduce" and not outs):
+        raise ValueError(f"{name}: the record has no tensor sizes to replay")
     op = getattr(dist.ReduceOp, rec.get("op") or "SUM", dist.ReduceOp.SUM)
     if name == "all_to_all_single":
         return lambda: dist.all_to_all_single(outs[0], ins[0], rec["out_splits"], rec["in_splits"], async_op=True)
