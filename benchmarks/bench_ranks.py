@@ -146,6 +146,10 @@ def _tables(rows: list[dict[str, Any]], scaled: dict[str, Any] | None) -> str:
             out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {ph} | {f(c['transfer_s'])} | "
                        f"{f(c.get('replay_s'))} | {f(c.get('replay_issued_s'))} | {f(c.get('replay_skewed_s'))} | "
                        f"{f(c.get('replay_fresh_s'))} | {x(c.get('ratio'))} |")
+        tot = (r["replay"] or {}).get("total")
+        if tot:
+            out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | all phases | {f(tot['transfer_s'])} | "
+                       f"{f(tot['replay_s'])} | | | | {x(tot['ratio'])} |")
     out += ["", "| model | sharding | ranks | rank | step measured / predicted ms (error) | "
             "compute measured / predicted ms (error) | wait measured / predicted ms | "
             "transfer in model / predicted ms | sim fixed comm ms | comm model |", "|" + "---|" * 10]

@@ -152,6 +152,19 @@ def test_two_ranks_profile(profiles, sharding: str, mode: str) -> None:
     else:
         assert set(planner["error_by_sharding"]) == {sharding}
         assert len(planner["shards"]) == sum(len(r["shards"]) for r in ranks)
+        # the planner's communication estimate: its own bandwidth (TorchRec's intra-host default, bytes/ms in
+        # TorchRec) beside the replay's, and the estimate re-scaled to the replay's bandwidth
+        from torchrec.distributed.planner.constants import INTRA_NODE_BANDWIDTH
+
+        rep = dist["collective_replay"]
+        replay_s = sum(p["replay_s"] for p in rep["phases"].values())
+        assert planner["comms_bandwidth_bytes_per_s"] == pytest.approx(INTRA_NODE_BANDWIDTH * 1e3)
+        assert planner["replay_bandwidth_bytes_per_s"] == pytest.approx(
+            sum(max(r["bytes"]) for r in rep["per_collective"]) / replay_s)
+        for row in planner["communication_by_rank"]:
+            assert row["replay_s"] == pytest.approx(replay_s)
+            assert row["estimated_at_replay_bandwidth_s"] == pytest.approx(
+                row["estimated_s"] * planner["comms_bandwidth_bytes_per_s"] / planner["replay_bandwidth_bytes_per_s"])
     if collectives:
         classes = {c["phase"]: c for c in dist["communication_roofline"]}
         assert {"input_dist", "output_dist"} <= set(classes)
@@ -218,6 +231,8 @@ def _check_collective_replay(dist: dict) -> None:
         assert sum(r["bytes"][rank] for r in out) == pytest.approx(sp["phases"]["output_dist"]["bytes"])
     for ph in rep["phases"].values():
         assert ph["ratio"] == pytest.approx(ph["transfer_s"] / ph["replay_s"])
+    assert rep["total"]["replay_s"] == pytest.approx(sum(ph["replay_s"] for ph in rep["phases"].values()))
+    assert rep["total"]["transfer_s"] == pytest.approx(sum(ph["transfer_s"] for ph in rep["phases"].values()))
     for row in dist["communication_roofline"] or []:
         if row.get("replay_s"):
             assert row["transfer_benchmark"].startswith("size sweep: ")

@@ -186,7 +186,10 @@ def compare(recorded: list[list[list[dict[str, Any]]]], replays: dict[str, list[
                          "replay_fresh_s": rep_ph.get("fresh", {}).get(phase, {}).get("transfer_s"),
                          "collectives": len(got["collectives"]),
                          "ratio": got["transfer_s"] / b if b else None}
-    return {"per_collective": rows, "phases": phases}
+    got_s = sum(p["transfer_s"] for p in phases.values())
+    rep_s = sum(p["replay_s"] or 0.0 for p in phases.values())
+    total = {"transfer_s": got_s, "replay_s": rep_s, "ratio": got_s / rep_s if rep_s > 0 else None}
+    return {"per_collective": rows, "phases": phases, "total": total}
 
 
 def _median_issue(all_ranks: list[list[list[dict[str, Any]]]], i: int) -> float | None:

@@ -67,6 +67,7 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("`distributed.communication_roofline[]`", pm.CommClass, "`distributed`"),
     ("`distributed.collective_replay.per_collective[]`", pm.ReplayCollective, "`distributed`"),
     ("`distributed.collective_replay.phases{}`", pm.ReplayPhase, "`distributed`"),
+    ("`distributed.collective_replay.total`", pm.ReplayTotal, "`distributed`"),
     ("`import`", pm.ImportInfo, "`import` (imported profiles)"),
     ("`import.files[]`", pm.ImportedFile, "`import`"),
 ]

@@ -903,6 +903,14 @@ class ReplayPhase(_M):
     ratio: Ratio | None = F("transfer_s / replay_s", None, producer=_DI)
 
 
+class ReplayTotal(_M):
+    """All phases together (``collective_replay.total``)."""
+
+    transfer_s: Seconds = F("sum of the phases' in-model transfer (measured)", unit="s", producer=_DI)
+    replay_s: Seconds = F("sum of the phases' blocking replay (measured)", unit="s", producer=_DI)
+    ratio: Ratio | None = F("transfer_s / replay_s", None, producer=_DI)
+
+
 class CollectiveReplay(_M):
     """The timing pass's collectives replayed bare (``distributed.collective_replay``): docs/distributed.md."""
 
@@ -910,6 +918,7 @@ class CollectiveReplay(_M):
     per_collective: list[ReplayCollective] = F("one entry per collective the pass recorded in a step",
                                                producer=_DI)
     phases: dict[str, ReplayPhase] = F("phase -> its collectives together", producer=_DI)
+    total: ReplayTotal | None = F("all phases: the sums", None, producer=_DI)
 
 
 class Distributed(_M):
