@@ -19,11 +19,14 @@ above theory in the 10^5 quiet run) instead of showing independent errors.
 The measured queueing time includes the dispatcher's release lateness and
 hand-off (a batch's service starts when it is handed over to a free worker;
 the spin worker's wake-up and messages are inside its D, see
-recstack.serving.worker). With one worker the default depth 2 lets the next
-batch wait in the worker's pipe: still one FIFO queue served in order, so the
-exact M/D/1 system, without a completion + hand-off round trip per queued
-batch; c > 1 runs depth 1 (one central queue: M/D/c), where that round trip
-lengthens every queued batch's effective service.
+recstack.serving.worker). With one worker any depth is still one FIFO queue
+served in order (the pipe is its head), so the exact M/D/1 system; the
+default depth 64 puts every released batch in the worker's pipe at once, so a
+batch queued behind a busy worker starts exactly at its predecessor's end
+even when the dispatcher is late to read a completion (at depth 2 such a
+late dispatcher left the worker idle with batches queued: the "busy gaps"
+below). c > 1 runs depth 1 (one central queue: M/D/c), where the completion +
+hand-off round trip lengthens every queued batch's effective service.
 
 Per run, the same arrivals are replayed through an ideal FIFO c-server queue
 (each arrival in order to the earliest free server; Lindley's recursion for
@@ -44,7 +47,7 @@ worker idle (release lateness + hand-over) and "busy gaps" = the share of
 batches queued behind a busy worker that did not start at their predecessor's
 end (their hand-over came after it), with the total of those gaps.
 
-    PYTHONPATH=src python benchmarks/bench_mdl.py [--service-ms 2] [--requests-at-09 60000] [--seeds 2] [--workers 1]
+    PYTHONPATH=src python benchmarks/bench_mdl.py [--service-ms 2] [--requests-at-09 60000] [--seeds 2] [--workers 1] [--depth 64]
 """
 
 from __future__ import annotations
@@ -161,7 +164,7 @@ def main() -> int:
     ap.add_argument("--service-ms", type=float, default=2.0)
     ap.add_argument("--requests-at-09", type=int, default=60_000, help="requests per run at rho 0.9 (fewer at lower rho)")
     ap.add_argument("--seeds", type=int, default=2, help="independent runs (arrival seeds) per rho")
-    ap.add_argument("--depth", type=int, default=2, help="c = 1 only (c > 1 runs depth 1)")
+    ap.add_argument("--depth", type=int, default=64, help="c = 1 only (c > 1 runs depth 1)")
     ap.add_argument("--workers", default="1", help="c values, comma-separated (c = 2 needs more than 2 cores)")
     ap.add_argument("--seed", type=int, default=0, help="root of the per-run seeds (numpy SeedSequence)")
     args = ap.parse_args()

@@ -386,3 +386,30 @@ def test_profile_with_query_batches_reports_declared_step_times_per_bucket():
         assert r.low <= r.batch_size_mean <= r.high <= 64 and r.mean_s > 0
     with pytest.raises(ConfigError, match="workload_batches"):
         recstack.profile(torch.nn.Linear(2, 1), [torch.zeros(4, 2)], workload_batches="query", machine=None)
+
+
+@pytest.mark.parametrize("depth", [2, 8])
+def test_one_worker_holds_depth_batches_of_a_burst_and_serves_them_back_to_back(tmp_path, depth):
+    """Eight requests due at once (a CSV schedule) on one spin worker of D = 0.2 s: the dispatcher hands over
+    ``depth`` of them at once (the rest only after a completion, which comes no earlier than D after the
+    first start), and a batch waiting in the pipe starts exactly at its predecessor's end (stamped by the
+    worker: no gap in a busy period)."""
+    d, n = 0.2, 8
+    (tmp_path / "burst.csv").write_text("0\n" * n)
+    cfg = RunConfig(model="spin")
+    opts = ServeOptions(workers=1, query_size=1, max_batch=1, service_ms=d * 1e3, depth=depth, grace_s=5.0,
+                        arrivals=parse_arrivals(str(tmp_path / "burst.csv")))
+    plan = build_plan(cfg, opts)
+    runs = []
+    with pool_for(cfg, opts, plan_sizes(plan)) as pool:
+        pool.start()
+        out = probe(pool, plan, opts, on_run=runs.append)
+    run = runs[0]
+    assert out["completed"] == n and out["failed"] == out["late"] == 0
+    sent, start, end = run.t_sent, run.t_start, run.t_end
+    assert np.all(sent[:depth] < end[0])  # handed over together, before the first batch ended
+    assert np.all(sent[depth:] >= start[0] + d - 1e-9)  # later ones only after a completion came back
+    queued = sent[1:] < end[:-1]  # in the pipe before its predecessor ended: it starts at that end
+    assert queued[:depth - 1].all()
+    assert np.array_equal(start[1:][queued], end[:-1][queued])
+    assert np.all(start[1:] >= end[:-1])

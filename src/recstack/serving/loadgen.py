@@ -431,13 +431,20 @@ class LoadRun:
             self.spun_s += clock() - t0 - now
 
     def _hand_out(self) -> None:
-        """Breadth first: every idle worker gets a batch before any worker gets its second."""
-        for level in range(self.depth):
-            for w in self.pool.workers:
-                if w.alive and w.ready and len(w.inflight) == level and self.queues[w.cls]:
-                    self._send_next(w)
+        """Breadth first: each queued batch to the worker of its class holding the fewest (below ``depth``;
+        the first such worker on ties), so every idle worker gets a batch before any gets its second."""
+        for cls, q in self.queues.items():
+            while q:
+                best = None
+                for w in self.pool.workers:
+                    if w.cls == cls and w.alive and w.ready and len(w.inflight) < self.depth and (
+                            best is None or len(w.inflight) < len(best.inflight)):
+                        best = w
+                if best is None or not self._send_next(best):
+                    break
 
-    def _send_next(self, w: Worker) -> None:
+    def _send_next(self, w: Worker) -> bool:
+        """Hand the next live batch of ``w``'s queue to ``w``; whether the loop may go on handing out."""
         q = self.queues[w.cls]
         req, failed = self._batch_request, self.failed
         while q:
@@ -450,12 +457,13 @@ class LoadRun:
             except OSError:
                 q.appendleft(b)
                 self._died(w)
-                return
+                return True  # another worker may take it
             w.inflight.append(b)
             self._inflight += 1
             self.batch_worker[b] = w.wid
             self.t_sent[b] = sent - self.t0
-            return
+            return True
+        return False
 
     def _take_results(self) -> None:
         """Read the results that came while the loop slept without watching the pipes (one zero-timeout
