@@ -388,13 +388,13 @@ def test_profile_with_query_batches_reports_declared_step_times_per_bucket():
         recstack.profile(torch.nn.Linear(2, 1), [torch.zeros(4, 2)], workload_batches="query", machine=None)
 
 
-@pytest.mark.parametrize("depth", [2, 8])
+@pytest.mark.parametrize("depth", [2, 4])
 def test_one_worker_holds_depth_batches_of_a_burst_and_serves_them_back_to_back(tmp_path, depth):
-    """Eight requests due at once (a CSV schedule) on one spin worker of D = 0.2 s: the dispatcher hands over
+    """Six requests due at once (a CSV schedule) on one spin worker of D = 0.2 s: the dispatcher hands over
     ``depth`` of them at once (the rest only after a completion, which comes no earlier than D after the
     first start), and a batch waiting in the pipe starts exactly at its predecessor's end (stamped by the
     worker: no gap in a busy period)."""
-    d, n = 0.2, 8
+    d, n = 0.2, 6
     (tmp_path / "burst.csv").write_text("0\n" * n)
     cfg = RunConfig(model="spin")
     opts = ServeOptions(workers=1, query_size=1, max_batch=1, service_ms=d * 1e3, depth=depth, grace_s=5.0,
