@@ -394,13 +394,6 @@ class LoadRun:
         for v, c in zip(values.tolist(), counts.tolist(), strict=True):
             self.lateness.record_value(v, c)
 
-    def _has_room(self, cls: int) -> bool:
-        depth = self.depth
-        for w in self.pool.workers:
-            if w.alive and w.ready and w.cls == cls and len(w.inflight) < depth:
-                return True
-        return False
-
     def _could_start(self, cls: int, wake: float) -> bool:
         """Whether a batch of class ``cls`` arriving at ``wake`` might start within the wake margin of it: a
         worker of its class is idle, or its in-flight batches may all have ended by then (each lasts at
