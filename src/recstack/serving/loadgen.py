@@ -18,12 +18,15 @@ with batches queued (``benchmarks/bench_mdl.py`` runs depth 64); with c > 1
 only depth 1 is one central queue.
 
 The loop sleeps in ``select`` (microsecond timeouts) on the workers' process
-sentinels, and on their pipes only while a batch is queued for room: a
-completion then matters at once (the next hand-over waits for it); otherwise
-the loop sleeps through completions and reads them (one zero-timeout
-``select``) on its next wake-up, so a request costs one wake-up, not two
-(each cost tens of us of CPU on a VM). A sleeping process wakes late (on a VM
-by 0.05-0.3 ms, more on a busy host), and a request's latency counts from its
+sentinels, and on their pipes only while a batch is queued for room (a
+completion then matters at once: the next hand-over waits for it) or before
+an arrival it will spin for (below); otherwise it sleeps through completions
+and reads them (one zero-timeout ``select``) on its next wake-up, so such a
+request costs one wake-up, not two (each cost tens of us of CPU on a VM).
+Before a spun arrival it still wakes for completions: sleeping through them
+there doubled the median delay of batches that found their worker idle
+(docs/benchmarks.md). A sleeping process wakes late (on a VM by 0.05-0.3 ms,
+more on a busy host), and a request's latency counts from its
 scheduled arrival, so when the next arrival might start at once (a worker of
 its class is idle, or the lower bound of its in-flight work -- each batch at
 least 0.9 x its fastest warm-up time, from the later of its hand-over and the
@@ -413,15 +416,15 @@ class LoadRun:
 
     def _approach(self, wake: float, now: float, cls: int, *, results: bool) -> None:
         """Towards an arrival at ``wake`` (run time). If it might start at once (:meth:`_could_start`) and
-        spinning has not had its share of the run: sleep until the wake margin before it, take the results
-        that came, and spin to it; else sleep to it (one wake-up). The sleeps are woken by results only when
-        ``results`` (a batch is queued for room); returns early when a watched descriptor has news (the
-        loop then looks again)."""
+        spinning has not had its share of the run: sleep until the wake margin before it (woken by results
+        too: a dispatcher that slept through them woke later, see docs/benchmarks.md), take the results that
+        came, and spin to it; else sleep to it in one go, woken by results only when ``results`` (a batch is
+        queued for room). Returns early when a watched descriptor has news (the loop then looks again)."""
         spin = self.spun_s <= SPIN_SHARE * max(now, 1.0) and self._could_start(cls, wake)
         sleep = wake - now - (self.margin.value if spin else 0.0)
         if sleep > 0:
             timeout = min(sleep, MAX_WAIT_S)
-            if not self._wait(timeout, results=results):
+            if not self._wait(timeout, results=results or spin):
                 self.margin.observe(time.perf_counter() - self.t0 - now - timeout)
             return
         if not spin:
