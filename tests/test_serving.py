@@ -386,3 +386,57 @@ def test_profile_with_query_batches_reports_declared_step_times_per_bucket():
         assert r.low <= r.batch_size_mean <= r.high <= 64 and r.mean_s > 0
     with pytest.raises(ConfigError, match="workload_batches"):
         recstack.profile(torch.nn.Linear(2, 1), [torch.zeros(4, 2)], workload_batches="query", machine=None)
+
+
+@pytest.mark.parametrize("depth", [2, 4])
+def test_one_worker_holds_depth_batches_of_a_burst_and_serves_them_back_to_back(tmp_path, depth):
+    """Six requests due at once (a CSV schedule) on one spin worker of D = 0.2 s: the dispatcher hands over
+    ``depth`` of them at once (the rest only after a completion, which comes no earlier than D after the
+    first start), and a batch waiting in the pipe starts exactly at its predecessor's end (stamped by the
+    worker: no gap in a busy period)."""
+    d, n = 0.2, 6
+    (tmp_path / "burst.csv").write_text("0\n" * n)
+    cfg = RunConfig(model="spin")
+    opts = ServeOptions(workers=1, query_size=1, max_batch=1, service_ms=d * 1e3, depth=depth, grace_s=5.0,
+                        arrivals=parse_arrivals(str(tmp_path / "burst.csv")))
+    plan = build_plan(cfg, opts)
+    runs = []
+    with pool_for(cfg, opts, plan_sizes(plan)) as pool:
+        pool.start()
+        out = probe(pool, plan, opts, on_run=runs.append)
+    run = runs[0]
+    assert out["completed"] == n and out["failed"] == out["late"] == 0
+    sent, start, end = run.t_sent, run.t_start, run.t_end
+    assert np.all(sent[:depth] < end[0])  # handed over together, before the first batch ended
+    assert np.all(sent[depth:] >= start[0] + d - 1e-9)  # later ones only after a completion came back
+    queued = sent[1:] < end[:-1]  # in the pipe before its predecessor ended: it starts at that end
+    assert queued[:depth - 1].all()
+    assert np.array_equal(start[1:][queued], end[:-1][queued])
+    assert np.all(start[1:] >= end[:-1])
+
+
+def test_the_dispatcher_spins_only_before_arrivals_that_might_start_at_once():
+    """The spin decision's lower bound: a worker that is idle, or whose in-flight batches (each at least its
+    min_service_s, from the later of the hand-over and the last result) may have ended by the arrival plus
+    the wake margin, might start it; one still busy beyond that cannot. No processes: the pool is not started."""
+    from recstack.serving.loadgen import LoadRun, Worker
+
+    cfg = RunConfig(model="spin")
+    opts = ServeOptions(qps=100, duration_s=1.0, workers=1, query_size=1, max_batch=1, service_ms=2.0)
+    plan = build_plan(cfg, opts)
+    pool = pool_for(cfg, opts, plan_sizes(plan))
+    w = Worker(0, CPU, proc=None, conn=None, ready=True, min_service_s=0.0018)
+    pool.workers.append(w)
+    run = LoadRun(plan, pool, depth=2)
+    margin = run.margin.value
+    assert run._could_start(CPU, 0.5)  # idle
+    assert not run._could_start(ACCEL, 0.5)  # no worker of that class
+    w.inflight.extend([0, 1])
+    run.t_sent[0] = 0.100  # both handed over at 0.1 s, the last result ended before
+    w.last_end = 0.050
+    assert not run._could_start(CPU, 0.100 + 2 * 0.0018 - margin - 1e-4)  # both cannot have ended yet
+    assert run._could_start(CPU, 0.100 + 2 * 0.0018 - margin + 1e-6)
+    w.last_end = 0.101  # the first ended later than its hand-over: the bound starts there
+    assert not run._could_start(CPU, 0.100 + 2 * 0.0018 - margin + 1e-6)
+    w.alive = False
+    assert not run._could_start(CPU, 10.0)

@@ -12,26 +12,41 @@ worker's pipe, so a busy worker goes on at once, at the cost of committing
 that batch to the worker one batch early. With one worker that commitment
 changes nothing (every batch goes to it, in order: the pipe is the head of
 the one FIFO queue), so depth 2 with one worker is the textbook M/D/1 queue
-without the round trip; with c > 1 only depth 1 is one central queue.
+without the round trip, and so is any deeper pipe, which also keeps a
+dispatcher that is late to read a completion from leaving the worker idle
+with batches queued (``benchmarks/bench_mdl.py`` runs depth 64); with c > 1
+only depth 1 is one central queue.
 
-The loop sleeps in ``select`` (microsecond timeouts) on the workers' pipes and
-process sentinels, so it wakes for arrivals, completions and worker deaths
-alike and uses little CPU between them. A sleeping process wakes late (on a
-VM by 0.05-0.3 ms, more on a busy host), and a request's latency counts from
-its scheduled arrival, so when the next arrival could be handed out at once
-(a worker of its class has room) the loop sleeps only until shortly before it
-and spins (``select`` with no timeout, so completions are still taken) for
-the rest: a running estimate of the wake-up lateness (:class:`WakeMargin`),
-at most :data:`SPIN_MAX_S` per arrival and :data:`SPIN_SHARE` of the run's
-time in all (beyond it the loop sleeps to each arrival), so that the load
-generator stays cheap at high rates. Timer slack is 1 ns while the load
-runs (Linux ``PR_SET_TIMERSLACK``; the default 50 us would add to every
-wake-up). Hand-offs and results are fixed-size frames
+The loop sleeps in ``select`` (microsecond timeouts) on the workers' process
+sentinels, and on their pipes only while a batch is queued for room (a
+completion then matters at once: the next hand-over waits for it) or before
+an arrival it will spin for (below); otherwise it sleeps through completions
+and reads them (one zero-timeout ``select``) on its next wake-up, so such a
+request costs one wake-up, not two (each cost tens of us of CPU on a VM).
+Before a spun arrival it still wakes for completions: sleeping through them
+there doubled the median delay of batches that found their worker idle
+(docs/benchmarks.md). A sleeping process wakes late (on a VM by 0.05-0.3 ms,
+more on a busy host), and a request's latency counts from its
+scheduled arrival, so when the next arrival might start at once (a worker of
+its class is idle, or the lower bound of its in-flight work -- each batch at
+least 0.9 x its fastest warm-up time, from the later of its hand-over and the
+last result -- ends within the margin; see :meth:`LoadRun._could_start`) the
+loop sleeps only until shortly before it and spins (``select`` with no
+timeout, so completions are still taken) for the rest: a running estimate of
+the wake-up lateness (:class:`WakeMargin`), at most :data:`SPIN_MAX_S` per
+arrival and :data:`SPIN_SHARE` of the run's time in all (beyond it the loop
+sleeps to each arrival), so that the load generator stays cheap at high
+rates. An arrival that cannot start at once (its worker busy beyond it) is
+slept to in one go: its release time cannot change its start. Timer slack is
+1 ns while the load runs (Linux ``PR_SET_TIMERSLACK``; the default 50 us would
+add to every wake-up). Hand-offs and results are fixed-size frames
 (:data:`~recstack.serving.worker.BATCH`, :data:`~recstack.serving.worker.RESULT`)
 written and read on the pipe's descriptor directly (no pickling per request;
 all waiting results in one ``os.read``), and lateness goes into its
 histogram in bulk after the loop. ``select``, not ``epoll``: Python rounds
-epoll and poll timeouts to milliseconds.
+epoll and poll timeouts to milliseconds. Python's cyclic GC is left on: the
+loop keeps no new container objects, and no collection ran during 3-s runs at
+1,000 and 20,000 req/s (docs/benchmarks.md).
 
 A worker that dies is replaced (a fresh process; it serves once it says
 ready); the requests of its in-flight batches count as failed. SIGINT (or
@@ -43,6 +58,7 @@ schedule plus ``grace_s``: requests unfinished then are late.
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing as mp
 import os
 import pickle
@@ -76,8 +92,9 @@ START_TIMEOUT_S = 600.0
 RETURN_TIMEOUT_S = 60.0  # after a run: how long in-flight batches may take to come back
 MAX_WAIT_S = 0.05  # the loop looks at the stop flag at least this often
 SPIN_MAX_S = 200e-6  # the most the loop spins before an arrival
-SPIN_MIN_S = 20e-6
+SPIN_MIN_S = 5e-6
 SPIN_SHARE = 0.03  # spinning stops (the loop sleeps to each arrival) once it took this share of the run
+MIN_SERVICE_SHARE = 0.9  # a batch's service is taken to last at least this share of its fastest warm-up time
 READ_CHUNK = 1 << 16  # bytes per os.read of a worker's pipe (many result frames)
 HEADER_LEN = 4  # Connection framing: a 4-byte big-endian payload length
 
@@ -105,6 +122,8 @@ class Worker:
     replaced_by: int | None = None
     fd: int = -1  # the pipe's descriptor (per-batch frames are written and read on it directly)
     buf: bytearray = field(default_factory=bytearray)  # a partial frame read from the pipe
+    last_end: float = -math.inf  # run time of the last result's end
+    min_service_s: float = 0.0  # a lower bound of one batch's service (0.9 x the fastest warm-up batch)
 
 
 class WorkerPool:
@@ -157,7 +176,7 @@ class WorkerPool:
         if msg[0] == "error":
             self.close()
             raise RecstackError(f"a serving worker failed to start: {msg[1]}")
-        w.ready, w.pid, w.info = True, msg[1], msg[2]
+        _set_ready(w, msg)
 
     def live(self) -> list[Worker]:
         return [w for w in self.workers if w.alive]
@@ -183,6 +202,13 @@ class WorkerPool:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+def _set_ready(w: Worker, msg: Any) -> None:
+    """A worker's ("ready", pid, info) message: it serves from now on."""
+    w.ready, w.pid, w.info = True, msg[1], msg[2]
+    times = [t for t in (w.info.get("service_s_by_size") or {}).values() if t > 0]
+    w.min_service_s = MIN_SERVICE_SHARE * min(times) if times else 0.0
 
 
 @dataclass
@@ -299,7 +325,8 @@ class LoadRun:
         self._batch_request: list[int] = plan.batch_request.tolist()
         self._inflight = 0  # batches on live workers, all together
         self._fds: dict[int, tuple[Worker, bool]] = {}
-        self._fd_list: list[int] = []
+        self._fd_list: list[int] = []  # pipes and sentinels
+        self._sentinels: list[int] = []
         self.margin = WakeMargin()
         self.spun_s = 0.0  # time spent spinning before arrivals
 
@@ -320,7 +347,7 @@ class LoadRun:
         deadline = (plan.duration_s if n == 0 else max(plan.duration_s, arr[-1])) + self.grace_s
         clock = time.perf_counter
         for w in self.pool.workers:
-            w.busy_s, w.served = 0.0, 0
+            w.busy_s, w.served, w.last_end = 0.0, 0, -math.inf
         cpu0 = time.process_time()
         if self.announce is not None:
             self.announce()
@@ -341,17 +368,17 @@ class LoadRun:
                     i += 1
             queued = self.queues[CPU] or self.queues[ACCEL]
             if queued:
+                self._take_results()  # results the loop slept through free room first
                 self._hand_out()
                 queued = self.queues[CPU] or self.queues[ACCEL]
             if (i >= n or stop_at is not None) and not self._inflight and not queued:
                 break
             if now >= deadline or self.stop_flag.count > 1:
                 break
-            if i < n and stop_at is None and self._has_room(bcls[first[i]]):
-                self._approach(arr[i], now)
+            if i < n and stop_at is None:
+                self._approach(arr[i], now, bcls[first[i]], results=bool(queued))
             else:
-                wake = arr[i] if (i < n and stop_at is None) else deadline
-                self._wait(min(max(wake - now, 0.0), MAX_WAIT_S))
+                self._wait(min(max(deadline - now, 0.0), MAX_WAIT_S))
         elapsed = clock() - t0
         self._record_lateness(late)
         cpu = time.process_time() - cpu0
@@ -370,25 +397,39 @@ class LoadRun:
         for v, c in zip(values.tolist(), counts.tolist(), strict=True):
             self.lateness.record_value(v, c)
 
-    def _has_room(self, cls: int) -> bool:
-        depth = self.depth
+    def _could_start(self, cls: int, wake: float) -> bool:
+        """Whether a batch of class ``cls`` arriving at ``wake`` might start within the wake margin of it: a
+        worker of its class is idle, or its in-flight batches may all have ended by then (each lasts at
+        least its ``min_service_s``, from the later of its hand-over and the last result's end: a lower
+        bound, so results not yet read count as possibly done). Only then can the release time decide the
+        batch's start, and so is it worth spinning for."""
+        horizon = wake + self.margin.value
         for w in self.pool.workers:
-            if w.alive and w.ready and w.cls == cls and len(w.inflight) < depth:
+            if not (w.alive and w.ready and w.cls == cls):
+                continue
+            if not w.inflight:
+                return True
+            start = max(w.last_end, self.t_sent[w.inflight[0]])
+            if start + len(w.inflight) * w.min_service_s <= horizon:
                 return True
         return False
 
-    def _approach(self, wake: float, now: float) -> None:
-        """Towards an arrival at ``wake`` (run time): sleep until the wake margin before it, else spin to it;
-        returns early when a worker's pipe or sentinel has news (the loop then looks again)."""
-        sleep = wake - now - self.margin.value
+    def _approach(self, wake: float, now: float, cls: int, *, results: bool) -> None:
+        """Towards an arrival at ``wake`` (run time). If it might start at once (:meth:`_could_start`) and
+        spinning has not had its share of the run: sleep until the wake margin before it (woken by results
+        too: a dispatcher that slept through them woke later, see docs/benchmarks.md), take the results that
+        came, and spin to it; else sleep to it in one go, woken by results only when ``results`` (a batch is
+        queued for room). Returns early when a watched descriptor has news (the loop then looks again)."""
+        spin = self.spun_s <= SPIN_SHARE * max(now, 1.0) and self._could_start(cls, wake)
+        sleep = wake - now - (self.margin.value if spin else 0.0)
         if sleep > 0:
             timeout = min(sleep, MAX_WAIT_S)
-            if not self._wait(timeout):
+            if not self._wait(timeout, results=results or spin):
                 self.margin.observe(time.perf_counter() - self.t0 - now - timeout)
             return
-        if self.spun_s > SPIN_SHARE * max(now, 1.0):  # spinning has had its share of the run: sleep
-            self._wait(max(wake - now, 0.0))
+        if not spin:
             return
+        self._take_results()
         clock, t0 = time.perf_counter, self.t0
         try:
             while clock() - t0 < wake:
@@ -398,13 +439,20 @@ class LoadRun:
             self.spun_s += clock() - t0 - now
 
     def _hand_out(self) -> None:
-        """Breadth first: every idle worker gets a batch before any worker gets its second."""
-        for level in range(self.depth):
-            for w in self.pool.workers:
-                if w.alive and w.ready and len(w.inflight) == level and self.queues[w.cls]:
-                    self._send_next(w)
+        """Breadth first: each queued batch to the worker of its class holding the fewest (below ``depth``;
+        the first such worker on ties), so every idle worker gets a batch before any gets its second."""
+        for cls, q in self.queues.items():
+            while q:
+                best = None
+                for w in self.pool.workers:
+                    if w.cls == cls and w.alive and w.ready and len(w.inflight) < self.depth and (
+                            best is None or len(w.inflight) < len(best.inflight)):
+                        best = w
+                if best is None or not self._send_next(best):
+                    break
 
-    def _send_next(self, w: Worker) -> None:
+    def _send_next(self, w: Worker) -> bool:
+        """Hand the next live batch of ``w``'s queue to ``w``; whether the loop may go on handing out."""
         q = self.queues[w.cls]
         req, failed = self._batch_request, self.failed
         while q:
@@ -417,16 +465,24 @@ class LoadRun:
             except OSError:
                 q.appendleft(b)
                 self._died(w)
-                return
+                return True  # another worker may take it
             w.inflight.append(b)
             self._inflight += 1
             self.batch_worker[b] = w.wid
             self.t_sent[b] = sent - self.t0
-            return
+            return True
+        return False
 
-    def _wait(self, timeout: float) -> bool:
-        """Sleep until a pipe or a sentinel is readable or ``timeout`` passes (select: microsecond timeouts,
-        where Python's epoll and poll have milliseconds); whether anything was."""
+    def _take_results(self) -> None:
+        """Read the results that came while the loop slept without watching the pipes (one zero-timeout
+        ``select``)."""
+        self._wait(0.0)
+
+    def _wait(self, timeout: float, *, results: bool = True) -> bool:
+        """Sleep until a sentinel (and, with ``results``, a pipe) is readable or ``timeout`` passes (select:
+        microsecond timeouts, where Python's epoll and poll have milliseconds); whether anything was.
+        Without ``results`` the loop sleeps through completions (each wake-up costs tens of us of CPU) and
+        reads them on its next wake-up."""
         if self.pool.version != self._fd_version:  # rebuilt only when a worker is added or dies
             self._fds = {}
             for w in self.pool.workers:
@@ -434,10 +490,11 @@ class LoadRun:
                     self._fds[w.fd] = (w, False)
                     self._fds[w.proc.sentinel] = (w, True)
             self._fd_list = list(self._fds)
+            self._sentinels = [fd for fd, (_w, sentinel) in self._fds.items() if sentinel]
             self._fd_version = self.pool.version
         fds = self._fds
         try:
-            ready, _, _ = select.select(self._fd_list, [], [], timeout)
+            ready, _, _ = select.select(self._fd_list if results else self._sentinels, [], [], timeout)
         except InterruptedError:
             return True
         if not ready:
@@ -492,7 +549,7 @@ class LoadRun:
 
     def _control(self, w: Worker, msg: Any) -> None:
         if msg[0] == "ready":
-            w.ready, w.pid, w.info = True, msg[1], msg[2]
+            _set_ready(w, msg)
         else:  # a replacement failed to build: it is gone, and no more are started
             self.pool.replacements_left = 0
             self._died(w)
@@ -502,7 +559,7 @@ class LoadRun:
             w.inflight.popleft()
             self._inflight -= 1
         self.t_start[b] = ts - self.t0
-        self.t_end[b] = te - self.t0
+        self.t_end[b] = w.last_end = te - self.t0
         w.busy_s += te - ts
         w.served += 1
 
