@@ -85,7 +85,8 @@ def render_search(v: dict[str, Any]) -> None:
               "(measured, full probe)")
     else:
         c = v.get("closest")
-        where = f"; closest: {_conf(c)} p99 {_ms((c.get('latency_s') or {}).get('p99'))}" if c else ""
+        where = (f"; closest: {_conf(c)} p99 {_ms((c.get('latency_s') or {}).get('p99'))}"
+                 f"{' (screening probe)' if c.get('screening_probe') else ' (full probe)'}") if c else ""
         print(f"target not met by any configuration{where}")
         f = v.get("service_floor")
         if f and f["above_target"]:

@@ -9,7 +9,8 @@ The search spends its budget in three steps:
    loop), and its **service floor** = the service time of a query of the
    p99 size, its batches spread over the workers longest first, from the
    warm-up timings (an estimate from measurements: the fastest of 3 timed
-   batches per size, interpolated).
+   batches per size, interpolated). A point whose floor is above the target
+   gets no burst (it is not probed, below).
 2. **Order and prune**: points are probed in decreasing capacity. A point is
    not probed when its service floor exceeds the target (a query that size
    cannot finish in time even on idle workers: the p99 latency is at least the
@@ -21,13 +22,15 @@ The search spends its budget in three steps:
    and it cannot beat the best (the margin covers the burst's noise).
 3. **Probe** a point by bisection on QPS from 0.8 x its capacity, with the
    bracket's upper end at 1.1 x capacity (assumed to miss; dropped if a probe
-   near it meets), until the bracket is within ``rel_tol``. These probes are
+   near it meets), until the bracket is within ``rel_tol`` (at least
+   :data:`SCREEN_REL_TOL` on screening probes). These probes are
    **screening** probes of ``screen_samples`` samples beyond the percentile
    (20 by default: 2,000 requests for p99; their 95% interval is wider and is
    reported). The highest screening QPS that met is then **confirmed** by a full
    probe of ``tail_samples`` beyond the percentile (100: 10,000 requests, the
-   issue's rule); if the full probe misses, the next lower screening QPS that
-   met (or 0.9 x the missed one) is confirmed instead. A point's
+   issue's rule); if the full probe misses, the highest screening QPS that met
+   at most :data:`CONFIRM_STEP` x the missed one (or that QPS itself) is
+   confirmed instead, up to :data:`MAX_CONFIRMS_PER_POINT` full probes. A point's
    latency-bounded QPS is its highest *full* probe that met; screening alone
    never makes a result. With ``screen_samples >= tail_samples`` every probe is
    full and no confirmation is needed.
@@ -62,10 +65,12 @@ MAX_CONFIRMS_PER_POINT = 3
 QPS_FLOOR = 0.05
 LOW_UTILISATION = 0.2  # a miss at a lower mean worker utilisation ends the halving: the target is out of reach
 SCREEN_SHARE = 0.3  # of the budget, for screening every point (pool start, warm-up, burst)
-BURST_REQUESTS = (50, 300)  # requests in a capacity burst: at least, at most
-BURST_S = 5.0  # a burst's length aimed at, from the warm-up estimate
+BURST_REQUESTS = (30, 300)  # requests in a capacity burst: at least, at most
+BURST_S = 3.0  # a burst's length aimed at, from the warm-up estimate (less when the screening share runs low)
 START_FRACTION = 0.8  # the first probe, x capacity
 UPPER_FRACTION = 1.1  # the bracket's assumed upper end, x capacity
+SCREEN_REL_TOL = 0.1  # bisection on screening probes stops at this bracket (their p99 is noisier)
+CONFIRM_STEP = 0.9  # after a full probe misses, the next confirmation is at most this x its QPS
 CAPACITY_MARGIN = 0.15  # pruning: capacity x (1 + margin) below the best confirmed QPS
 
 
@@ -233,12 +238,13 @@ class Search:
     def __init__(self, cfg: RunConfig, opts: ServeOptions, target: Target, *, budget_s: float,
                  points: list[dict[str, Any]], on_probe: Callable[[str, dict[str, Any], dict[str, Any] | None], None],
                  rel_tol: float = 0.05, start_qps: float | None = None,
-                 announce: Callable[[float], None] | None = None) -> None:
+                 announce: Callable[[float], None] | None = None, screen_share: float = SCREEN_SHARE) -> None:
         self.cfg, self.opts, self.target, self.points = cfg, opts, target, points
         self.deadline = time.monotonic() + budget_s
         self.budget_s = budget_s
         self.on_probe = on_probe
         self.rel_tol = rel_tol
+        self.screen_share = screen_share
         self.start_qps = start_qps  # None: START_FRACTION x each point's capacity
         self.search_id = uuid.uuid4().hex[:12]
         self.stopped: str | None = None  # a probe was interrupted (SIGINT): the search ends there
@@ -272,19 +278,20 @@ class Search:
 
     # -- 1. screening --------------------------------------------------------------------
     def _screen_all(self) -> list[Screen]:
-        share_end = time.monotonic() + SCREEN_SHARE * self.budget_s
+        share_end = time.monotonic() + self.screen_share * self.budget_s
         screens = []
-        for point in self.points:
-            if time.monotonic() >= share_end or self._interrupted():
+        for i, point in enumerate(self.points):
+            share_left = share_end - time.monotonic()
+            if share_left <= 0 or self._interrupted():
                 screens.append(Screen(point))
-            else:
-                screens.append(self._screen(point))
+            else:  # each burst aims at most at an equal part of the share left
+                screens.append(self._screen(point, min(BURST_S, share_left / (len(self.points) - i))))
         floors = [s for s in screens if s.service_floor_s is not None]
         if floors and all(s.service_floor_s > self.target.latency_s for s in floors):
             min(floors, key=lambda s: s.service_floor_s).floor_exempt = True  # measure the closest
         return screens
 
-    def _screen(self, point: dict[str, Any]) -> Screen:
+    def _screen(self, point: dict[str, Any], burst_s: float) -> Screen:
         t0 = time.monotonic()
         cfg, opts = configure(self.cfg, self.opts, point)
         info = self._info(cfg, point)
@@ -296,8 +303,9 @@ class Search:
             sc.service_floor_s, sc.query_size = service_floor(pool, plan0, opts, self.target.pct)
             lo, hi = BURST_REQUESTS
             guess = sc.capacity_estimate_qps
-            sc.burst_requests = int(min(hi, max(lo, guess * BURST_S))) if guess else lo
-            if not self._interrupted():
+            sc.burst_requests = int(min(hi, max(lo, guess * burst_s))) if guess else lo
+            floor_out = sc.service_floor_s is not None and sc.service_floor_s > self.target.latency_s
+            if not self._interrupted() and not floor_out:  # a point its floor rules out needs no capacity
                 res = capacity_burst(pool, cfg, opts, sc.burst_requests, guess, self.target.pct)
                 if res.get("stopped"):
                     self.stopped = res["stopped"]
@@ -330,12 +338,12 @@ class Search:
     def _skip_reason(self, sc: Screen, results: list[dict[str, Any]]) -> str | None:
         if self._interrupted():
             return f"search stopped ({self.stopped})"
-        if self.left() <= 0:
-            return "budget spent"
         if self._floor_rules_out(sc):
             return (f"service floor: a p{self.target.pct:g}-sized query ({sc.query_size} candidates) needs "
                     f"{sc.service_floor_s * 1e3:.3g} ms of service on idle workers (estimate from the warm-up "
                     f"timings) > target {self.target.latency_s * 1e3:g} ms")
+        if self.left() <= 0:
+            return "budget spent"
         best = max((r["qps_at_target"] for r in results if r["qps_at_target"] is not None), default=None)
         cap = sc.capacity_qps
         if best is not None and cap is not None and cap * (1 + CAPACITY_MARGIN) < best:
@@ -367,7 +375,7 @@ class Search:
                "curve": [{"qps": t["qps"], "p99_s": (t["result"].get("latency_s") or {}).get("p99"),
                           "meets_target": t["ok"], "screening": t["screening"]}
                          for t in sorted(tried, key=lambda t: t["qps"])],
-               "closest": min(tried, key=lambda t: _miss(t["result"], self.target))["result"] if tried else None}
+               "closest": _closest(tried, self.target)}
         if not tried:
             qps = self.start_qps or (START_FRACTION * cap if cap else opts.qps)
             out["reason"] = (f"budget: a probe at {qps:.4g} QPS needs about "
@@ -409,6 +417,7 @@ class Search:
         good: float | None = None
         bad = UPPER_FRACTION * cap if cap and qps < UPPER_FRACTION * cap else None
         assumed = bad is not None  # not probed: capacity says it misses
+        tol = max(self.rel_tol, SCREEN_REL_TOL) if self.target.screens else self.rel_tol
         for _ in range(MAX_PROBES_PER_POINT):
             got = self._probe(pool, cfg, opts, info, qps, tried, screening=True)
             if got is None or self.stopped:
@@ -421,7 +430,7 @@ class Search:
             if not ok and good is None and res.get("utilisation", 1.0) < LOW_UTILISATION:
                 return good, True  # missed with the workers mostly idle: less load cannot help
             if good is not None and bad is not None:
-                if bad - good <= self.rel_tol * bad:
+                if bad - good <= tol * bad:
                     if not assumed:
                         break
                     bad, assumed = None, False  # met close to the assumed end: the capacity was low
@@ -435,7 +444,7 @@ class Search:
     def _confirm(self, pool: Any, cfg: RunConfig, opts: ServeOptions, info: dict[str, Any],
                  tried: list[dict[str, Any]]) -> float | None:
         """The highest screening QPS that met, confirmed by a full probe; on a miss, the next lower one (or
-        0.9 x the missed QPS). The confirmed QPS, or None."""
+        CONFIRM_STEP x the missed QPS, the highest screening QPS below that if any). The confirmed QPS, or None."""
         cands = sorted({t["qps"] for t in tried if t["ok"]}, reverse=True)
         for _ in range(MAX_CONFIRMS_PER_POINT):
             if not cands or self.stopped:
@@ -446,7 +455,7 @@ class Search:
                 return None
             if got[0]:
                 return q
-            cands = [c for c in cands if c < q] or [0.9 * q]
+            cands = [c for c in cands if c <= CONFIRM_STEP * q] or [CONFIRM_STEP * q]
         return None
 
     def _verdict(self, results: list[dict[str, Any]], not_probed: list[dict[str, Any]],
@@ -484,6 +493,12 @@ class Search:
         self.on_probe("best", {**(best or closest or {}), "meets_target": best is not None},
                       (best or {}).get("at_target") or (closest or {}).get("closest"))
         return verdict
+
+
+def _closest(tried: list[dict[str, Any]], target: Target) -> dict[str, Any] | None:
+    """The probe nearest the target: among the full probes if any ran (a screening probe's p99 is noisier)."""
+    pool = [t for t in tried if not t["screening"]] or tried
+    return min(pool, key=lambda t: _miss(t["result"], target))["result"] if pool else None
 
 
 def _miss(result: dict[str, Any], target: Target) -> float:
