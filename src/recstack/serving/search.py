@@ -3,7 +3,7 @@
 The search spends its budget in three steps:
 
 1. **Screen** every grid point (at most :data:`SCREEN_SHARE` of the budget):
-   start its workers, read their timed warm-up batches, and serve a burst of a
+   start its workers (one pool for the points that differ only in B), read their timed warm-up batches, and serve a burst of a
    few hundred requests back to back (all scheduled at time 0, so the workers
    never idle): its **capacity** = completed / elapsed (measured, closed
    loop), and its **service floor** = the service time of a query of the
@@ -223,7 +223,7 @@ class Screen:
     service_floor_s: float | None = None  # p99-sized query on idle workers, estimate from warm-up timings
     query_size: int | None = None  # the p99-sized query's candidates
     burst_requests: int = 0
-    seconds: float = 0.0  # wall time of the screening (pool start included)
+    seconds: float = 0.0  # wall time of the screening (the first of a pool's points: its start included)
     floor_exempt: bool = False  # probed although its floor is above the target (the lowest floor of all)
 
     def brief(self) -> dict[str, Any]:
@@ -278,39 +278,66 @@ class Search:
 
     # -- 1. screening --------------------------------------------------------------------
     def _screen_all(self) -> list[Screen]:
+        """Screen the points, one worker pool per pool shape (B changes only the plan, so the points that
+        differ in B alone share one pool start), in grid order until the screening share is spent."""
         share_end = time.monotonic() + self.screen_share * self.budget_s
-        screens = []
+        groups: dict[tuple, list[int]] = {}
         for i, point in enumerate(self.points):
+            groups.setdefault(tuple(point.get(k) for k in GRID_KEYS if k != "max_batch"), []).append(i)
+        screens: dict[int, Screen] = {}
+        done = 0
+        for members in groups.values():
             share_left = share_end - time.monotonic()
             if share_left <= 0 or self._interrupted():
-                screens.append(Screen(point))
-            else:  # each burst aims at most at an equal part of the share left
-                screens.append(self._screen(point, min(BURST_S, share_left / (len(self.points) - i))))
-        floors = [s for s in screens if s.service_floor_s is not None]
+                screens.update({i: Screen(self.points[i]) for i in members})
+                continue
+            # each burst aims at most at an equal part of the share left
+            burst_s = min(BURST_S, share_left / (len(self.points) - done))
+            screens.update(zip(members, self._screen_group([self.points[i] for i in members], burst_s),
+                               strict=True))
+            done += len(members)
+        out = [screens[i] for i in range(len(self.points))]
+        floors = [s for s in out if s.service_floor_s is not None]
         if floors and all(s.service_floor_s > self.target.latency_s for s in floors):
             min(floors, key=lambda s: s.service_floor_s).floor_exempt = True  # measure the closest
-        return screens
+        return out
 
-    def _screen(self, point: dict[str, Any], burst_s: float) -> Screen:
+    def _screen_group(self, points: list[dict[str, Any]], burst_s: float) -> list[Screen]:
         t0 = time.monotonic()
-        cfg, opts = configure(self.cfg, self.opts, point)
-        info = self._info(cfg, point)
-        plan0 = build_plan(cfg, opts, qps=opts.qps, min_requests=self.target.min_requests())
-        sc = Screen(point, screened=True)
-        with pool_for(cfg, opts, plan_sizes(plan0)) as pool:
+        confs = [configure(self.cfg, self.opts, p) for p in points]
+        plans = [build_plan(c, o, qps=o.qps, min_requests=self.target.min_requests()) for c, o in confs]
+        sizes: dict[int, set[int]] = {}
+        for plan in plans:
+            for cls, ss in plan_sizes(plan).items():
+                sizes.setdefault(cls, set()).update(ss)
+        out = []
+        with pool_for(*confs[0], {c: sorted(ss) for c, ss in sizes.items()}) as pool:
             pool.start()
-            sc.capacity_estimate_qps = capacity_estimate(pool, plan0)
-            sc.service_floor_s, sc.query_size = service_floor(pool, plan0, opts, self.target.pct)
-            lo, hi = BURST_REQUESTS
-            guess = sc.capacity_estimate_qps
-            sc.burst_requests = int(min(hi, max(lo, guess * burst_s))) if guess else lo
-            floor_out = sc.service_floor_s is not None and sc.service_floor_s > self.target.latency_s
-            if not self._interrupted() and not floor_out:  # a point its floor rules out needs no capacity
-                res = capacity_burst(pool, cfg, opts, sc.burst_requests, guess, self.target.pct)
-                if res.get("stopped"):
-                    self.stopped = res["stopped"]
-                sc.capacity_qps = res["capacity_qps"] if res["complete"] and not res["failed"] else None
-                self.on_probe("capacity", {**info, **self._screen_fields(sc), "meets_target": None}, res)
+            started_s = time.monotonic() - t0
+            for point, (cfg, opts), plan0 in zip(points, confs, plans, strict=True):
+                out.append(self._screen(pool, point, cfg, opts, plan0, burst_s))
+        out[0].seconds += started_s
+        return out
+
+    def _screen(self, pool: Any, point: dict[str, Any], cfg: RunConfig, opts: ServeOptions, plan0: Any,
+                burst_s: float) -> Screen:
+        t0 = time.monotonic()
+        sc = Screen(point, screened=True)
+        sc.capacity_estimate_qps = capacity_estimate(pool, plan0)
+        sc.service_floor_s, sc.query_size = service_floor(pool, plan0, opts, self.target.pct)
+        lo, hi = BURST_REQUESTS
+        guess = sc.capacity_estimate_qps
+        sc.burst_requests = int(min(hi, max(lo, guess * burst_s))) if guess else lo
+        floor_out = sc.service_floor_s is not None and sc.service_floor_s > self.target.latency_s
+        if not self._interrupted() and not floor_out:  # a point its floor rules out needs no capacity
+            res = capacity_burst(pool, cfg, opts, sc.burst_requests, guess, self.target.pct)
+            if res.get("stopped"):
+                self.stopped = res["stopped"]
+            sc.capacity_qps = res["capacity_qps"] if res["complete"] and not res["failed"] else None
+            self.on_probe("capacity", {**self._info(cfg, point), **self._screen_fields(sc), "meets_target": None},
+                          res)
+        else:
+            sc.burst_requests = 0
         sc.seconds = time.monotonic() - t0
         return sc
 
