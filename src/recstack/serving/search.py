@@ -5,8 +5,8 @@ The search spends its budget in three steps:
 1. **Screen** every grid point (at most :data:`SCREEN_SHARE` of the budget):
    start its workers (one pool for the points that differ only in B), read their timed warm-up batches, and serve a burst of a
    few hundred requests back to back (all scheduled at time 0, so the workers
-   never idle): its **capacity** = completed / elapsed (measured, closed
-   loop), and its **service floor** = the service time of a query of the
+   never idle; cut at 3x its aimed length if the warm-up guess was high): its
+   **capacity** = completed / elapsed (measured, closed loop), and its **service floor** = the service time of a query of the
    p99 size, its batches spread over the workers longest first, from the
    warm-up timings (an estimate from measurements: the fastest of 3 timed
    batches per size, interpolated). A point whose floor is above the target
@@ -67,6 +67,7 @@ LOW_UTILISATION = 0.2  # a miss at a lower mean worker utilisation ends the halv
 SCREEN_SHARE = 0.3  # of the budget, for screening every point (pool start, warm-up, burst)
 BURST_REQUESTS = (30, 300)  # requests in a capacity burst: at least, at most
 BURST_S = 3.0  # a burst's length aimed at, from the warm-up estimate (less when the screening share runs low)
+BURST_LIMIT_FACTOR, BURST_LIMIT_MIN_S = 3.0, 2.0  # a burst is cut at max(min, factor x its aimed length)
 START_FRACTION = 0.8  # the first probe, x capacity
 UPPER_FRACTION = 1.1  # the bracket's assumed upper end, x capacity
 SCREEN_REL_TOL = 0.1  # bisection on screening probes stops at this bracket (their p99 is noisier)
@@ -188,10 +189,11 @@ def service_floor(pool: Any, plan: Any, opts: ServeOptions, pct: float) -> tuple
     return max(loads), size
 
 
-def capacity_burst(pool: Any, cfg: RunConfig, opts: ServeOptions, requests: int, guess_qps: float | None,
+def capacity_burst(pool: Any, cfg: RunConfig, opts: ServeOptions, requests: int, limit_s: float,
                    target_pct: float) -> dict[str, Any]:
-    """Serve ``requests`` queries all scheduled at time 0 (closed loop: the workers never wait for work);
-    ``capacity_qps`` = completed / elapsed (measured)."""
+    """Serve ``requests`` queries all scheduled at time 0 (closed loop: the workers never wait for work),
+    cut at ``limit_s``; ``capacity_qps`` = completed / elapsed (measured; the workers were busy throughout,
+    so a burst cut at its limit still gives the back-to-back rate)."""
     import numpy as np
 
     from recstack.serving.plan import make_plan, query_sizes
@@ -199,11 +201,11 @@ def capacity_burst(pool: Any, cfg: RunConfig, opts: ServeOptions, requests: int,
 
     sizes = query_sizes(size_distribution(cfg, opts), requests, cfg.seed)
     plan = make_plan(np.zeros(requests), sizes, opts.max_batch, 1e-3, opts.gpu_threshold)
-    grace = max(10.0, 10 * requests / guess_qps) if guess_qps else 120.0  # generous: a burst is never cut
-    res = probe(pool, plan, replace(opts, grace_s=grace), target_pct=target_pct)
+    res = probe(pool, plan, replace(opts, grace_s=limit_s), target_pct=target_pct)
     res["qps"] = None  # no scheduled rate: a burst
     res["burst"] = True
-    res["capacity_qps"] = res["completed"] / res["elapsed_s"] if res["elapsed_s"] > 0 else None
+    ok = res["completed"] > 0 and not res["failed"] and res["elapsed_s"] > 0 and not res.get("stopped")
+    res["capacity_qps"] = res["completed"] / res["elapsed_s"] if ok else None
     return res
 
 
@@ -330,10 +332,11 @@ class Search:
         sc.burst_requests = int(min(hi, max(lo, guess * burst_s))) if guess else lo
         floor_out = sc.service_floor_s is not None and sc.service_floor_s > self.target.latency_s
         if not self._interrupted() and not floor_out:  # a point its floor rules out needs no capacity
-            res = capacity_burst(pool, cfg, opts, sc.burst_requests, guess, self.target.pct)
+            limit = max(BURST_LIMIT_MIN_S, BURST_LIMIT_FACTOR * burst_s)
+            res = capacity_burst(pool, cfg, opts, sc.burst_requests, limit, self.target.pct)
             if res.get("stopped"):
                 self.stopped = res["stopped"]
-            sc.capacity_qps = res["capacity_qps"] if res["complete"] and not res["failed"] else None
+            sc.capacity_qps = res["capacity_qps"]
             self.on_probe("capacity", {**self._info(cfg, point), **self._screen_fields(sc), "meets_target": None},
                           res)
         else:
