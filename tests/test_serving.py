@@ -184,10 +184,10 @@ def test_sigint_during_a_search_drains_the_probe_and_writes_the_partial_search(t
     assert conf["probes"] == 1  # the interrupted probe ended the search: no further probe started
     with duckdb.connect(str(store), read_only=True) as con:
         rows = con.execute("SELECT kind, requests, result_json FROM serving ORDER BY probe").fetchall()
-    assert [k for k, *_ in rows] == ["capacity", "probe", "result", "best"]  # the screening burst first
-    res = json.loads(rows[1][2])  # the drained probe, stored with its partial figures
+    assert [k for k, *_ in rows] == ["floor", "capacity", "probe", "result", "best"]  # screening first
+    res = json.loads(rows[2][2])  # the drained probe, stored with its partial figures
     assert res["complete"] is False and res["stopped"] == "SIGINT"
-    assert 0 < res["requests"] == rows[1][1] < res["planned_requests"]  # 60 s at 50 QPS: stopped long before
+    assert 0 < res["requests"] == rows[2][1] < res["planned_requests"]  # 60 s at 50 QPS: stopped long before
     assert res["completed"] + res["failed"] + res["late"] == res["requests"]
 
 

@@ -41,15 +41,18 @@ def test_search_screens_orders_by_capacity_prunes_by_floor_and_confirms_with_a_f
     v, rows = _search(target, "max_batch=1,16;workers=1,2;threads=1", budget_s=12, query_size=16)
     screens = {(s["max_batch"], s["workers"]): s for s in v["screening"]}
     assert all(s["screened"] for s in screens.values())  # bursts shrink to fit the share: every point screened
-    for (b, w), s in screens.items():
+    for (b, w), s in screens.items():  # measured alone: w workers take ceil(batches / w) busy-waits in turn
         batches = -(-16 // b)
-        assert s["query_size"] == 16 and s["service_floor_s"] >= SERVICE_S * -(-batches // w) * 0.999
+        assert s["query_size"] == 16 and s["floor_measured"]
+        assert s["service_floor_s"] >= SERVICE_S * -(-batches // w) * 0.999
         if b == 1:  # ruled out by the floor: no burst, not probed, and the output says so
             assert s["capacity_qps"] is None
         else:
             assert 0 < s["capacity_qps"] <= w / SERVICE_S * 1.001  # w workers, each busy 5 ms per query
     reasons = {(n["max_batch"], n["workers"]): n["reason"] for n in v["not_probed"]}
     assert reasons[(1, 1)].startswith("service floor") and reasons[(1, 2)].startswith("service floor")
+    floors = [r for k, _p, r in rows if k == "floor"]
+    assert len(floors) == 4 and all(r["completed"] == 5 and r["floor_query_size"] == 16 for r in floors)
     bursts = [r for k, _p, r in rows if k == "capacity"]
     assert len(bursts) == 2  # closed loop: all at time 0; a burst cut at its limit leaves some unfinished
     for r in bursts:
@@ -93,7 +96,7 @@ def test_a_target_below_the_service_time_is_reported_impossible_with_the_measure
     v, rows = _search(target, "max_batch=1;workers=1,2;threads=1", budget_s=20, start_qps=30)
     assert v["met"] is False and v["best"] is None and v["closest"] is not None
     floor = v["service_floor"]
-    assert floor["above_target"] is True and floor["service_floor_s"] >= SERVICE_S * 0.999
+    assert floor["above_target"] is True and floor["floor_measured"] and floor["service_floor_s"] >= SERVICE_S * 0.999
     assert len(v["configurations"]) == 1 and len(v["not_probed"]) == 1
     assert v["not_probed"][0]["reason"].startswith("service floor")
     assert v["closest"]["latency_s"]["p99"] >= SERVICE_S * 0.999  # latency >= the busy-wait, measured

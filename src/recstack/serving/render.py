@@ -44,15 +44,20 @@ def render_probe(kind: str, point: dict[str, Any], r: dict[str, Any] | None) -> 
         return
     if kind == "capacity":
         cap, floor = point.get("capacity_qps"), point.get("service_floor_s")
+        cut = f" of {r['requests']}, cut at its limit" if r["late"] else ""
         print(f"  screen {_conf(point)}: capacity {'n/a' if cap is None else f'{cap:.4g}'} QPS "
-              f"({r['completed']} requests back to back, measured); service floor {_ms(floor)} for a "
-              f"{point.get('query_size')}-candidate query (estimate from warm-up timings)", flush=True)
+              f"({r['completed']}{cut} requests back to back, measured); service floor {_ms(floor)} for a "
+              f"{point.get('query_size')}-candidate query ({_floor_how(point)})", flush=True)
         return
     p99 = (r.get("latency_s") or {}).get("p99")
     label = "screening" if r.get("screening") else "full"
     print(f"  probe ({label}) {_conf(point)}: offered {r['offered_qps']:.4g} QPS -> p99 {_ms(p99)}{_ci(r)} "
           f"({'meets' if point.get('meets_target') else 'misses'}; {r['requests']} requests, "
           f"{r['samples_beyond_target_percentile']:g} beyond p99, failed {r['failed']})", flush=True)
+
+
+def _floor_how(c: dict[str, Any]) -> str:
+    return "served alone, measured" if c.get("floor_measured") else "estimate from warm-up timings"
 
 
 def _outcome(c: dict[str, Any]) -> str:
@@ -92,6 +97,6 @@ def render_search(v: dict[str, Any]) -> None:
         if f and f["above_target"]:
             print(f"  impossible on this host: the p{t['percentile']:g}-sized query ({f['query_size']} candidates) "
                   f"needs {_ms(f['service_floor_s'])} of service even at the lowest-floor configuration "
-                  f"{_conf(f)} (estimate from warm-up timings) > target {_ms(t['latency_s'])}")
+                  f"{_conf(f)} ({_floor_how(f)}) > target {_ms(t['latency_s'])}")
     for n in v["not_probed"]:
         print(f"  not probed: {_conf(n)}: {n.get('reason') or 'budget spent'}")

@@ -3,14 +3,16 @@
 The search spends its budget in three steps:
 
 1. **Screen** every grid point (at most :data:`SCREEN_SHARE` of the budget):
-   start its workers (one pool for the points that differ only in B), read their timed warm-up batches, and serve a burst of a
-   few hundred requests back to back (all scheduled at time 0, so the workers
-   never idle; cut at 3x its aimed length if the warm-up guess was high): its
-   **capacity** = completed / elapsed (measured, closed loop), and its **service floor** = the service time of a query of the
-   p99 size, its batches spread over the workers longest first, from the
-   warm-up timings (an estimate from measurements: the fastest of 3 timed
-   batches per size, interpolated). A point whose floor is above the target
-   gets no burst (it is not probed, below).
+   start its workers (one pool for the points that differ only in B) and
+   measure its **service floor**: the least latency of :data:`FLOOR_QUERIES`
+   queries of the p99 size served one at a time on idle workers (measured;
+   where that fails, an estimate from the warm-up timings: the query's batches
+   spread over the workers longest first, each the fastest of 3 timed batches
+   of its size, interpolated). Then serve a burst of a few hundred requests
+   back to back (all scheduled at time 0, so the workers never idle; cut at 3x
+   its aimed length if the warm-up guess was high): its **capacity** =
+   completed / elapsed (measured, closed loop). A point whose floor is above
+   the target gets no burst (it is not probed, below).
 2. **Order and prune**: points are probed in decreasing capacity. A point is
    not probed when its service floor exceeds the target (a query that size
    cannot finish in time even on idle workers: the p99 latency is at least the
@@ -72,6 +74,7 @@ START_FRACTION = 0.8  # the first probe, x capacity
 UPPER_FRACTION = 1.1  # the bracket's assumed upper end, x capacity
 SCREEN_REL_TOL = 0.1  # bisection on screening probes stops at this bracket (their p99 is noisier)
 CONFIRM_STEP = 0.9  # after a full probe misses, the next confirmation is at most this x its QPS
+FLOOR_QUERIES = 5  # p99-sized queries served one at a time for the measured service floor
 CAPACITY_MARGIN = 0.15  # pruning: capacity x (1 + margin) below the best confirmed QPS
 
 
@@ -189,6 +192,26 @@ def service_floor(pool: Any, plan: Any, opts: ServeOptions, pct: float) -> tuple
     return max(loads), size
 
 
+def floor_probe(pool: Any, opts: ServeOptions, size: int, guess_s: float | None,
+                target_pct: float) -> dict[str, Any]:
+    """Serve :data:`FLOOR_QUERIES` queries of ``size`` candidates one at a time (spaced 3x the guessed service
+    apart, so none queues behind another): ``service_floor_s`` = the least latency among them (measured)."""
+    import numpy as np
+
+    from recstack.serving.plan import make_plan
+    from recstack.serving.summary import decode
+
+    gap = max(0.02, 3 * (guess_s or 0.02))
+    n = FLOOR_QUERIES
+    plan = make_plan(np.arange(n) * gap, np.full(n, size), opts.max_batch, n * gap, opts.gpu_threshold)
+    res = probe(pool, plan, replace(opts, grace_s=max(2.0, 10 * gap)), target_pct=target_pct)
+    res["qps"] = None  # spaced queries, not a load level
+    res["floor_query_size"] = size
+    ok = res["completed"] == n and not res["failed"]
+    res["service_floor_s"] = decode(res["histogram"]["latency_us"]).get_min_value() / 1e6 if ok else None
+    return res
+
+
 def capacity_burst(pool: Any, cfg: RunConfig, opts: ServeOptions, requests: int, limit_s: float,
                    target_pct: float) -> dict[str, Any]:
     """Serve ``requests`` queries all scheduled at time 0 (closed loop: the workers never wait for work),
@@ -222,7 +245,9 @@ class Screen:
     screened: bool = False
     capacity_qps: float | None = None  # burst, measured
     capacity_estimate_qps: float | None = None  # warm-up timings, estimate
-    service_floor_s: float | None = None  # p99-sized query on idle workers, estimate from warm-up timings
+    service_floor_s: float | None = None  # p99-sized query on idle workers: measured, else the estimate
+    floor_estimate_s: float | None = None  # the same from the warm-up timings (estimate)
+    floor_measured: bool = False
     query_size: int | None = None  # the p99-sized query's candidates
     burst_requests: int = 0
     seconds: float = 0.0  # wall time of the screening (the first of a pool's points: its start included)
@@ -230,8 +255,8 @@ class Screen:
 
     def brief(self) -> dict[str, Any]:
         return {**self.point, **{k: getattr(self, k) for k in (
-            "screened", "capacity_qps", "capacity_estimate_qps", "service_floor_s", "query_size",
-            "burst_requests", "seconds")}}
+            "screened", "capacity_qps", "capacity_estimate_qps", "service_floor_s", "floor_measured",
+            "floor_estimate_s", "query_size", "burst_requests", "seconds")}}
 
 
 class Search:
@@ -326,7 +351,15 @@ class Search:
         t0 = time.monotonic()
         sc = Screen(point, screened=True)
         sc.capacity_estimate_qps = capacity_estimate(pool, plan0)
-        sc.service_floor_s, sc.query_size = service_floor(pool, plan0, opts, self.target.pct)
+        sc.floor_estimate_s, sc.query_size = service_floor(pool, plan0, opts, self.target.pct)
+        sc.service_floor_s = sc.floor_estimate_s
+        if sc.query_size and not self._interrupted():
+            res = floor_probe(pool, opts, sc.query_size, sc.floor_estimate_s, self.target.pct)
+            if res.get("stopped"):
+                self.stopped = res["stopped"]
+            if res["service_floor_s"] is not None:
+                sc.service_floor_s, sc.floor_measured = res["service_floor_s"], True
+            self.on_probe("floor", {**self._info(cfg, point), **self._screen_fields(sc), "meets_target": None}, res)
         lo, hi = BURST_REQUESTS
         guess = sc.capacity_estimate_qps
         sc.burst_requests = int(min(hi, max(lo, guess * burst_s))) if guess else lo
@@ -347,7 +380,7 @@ class Search:
     @staticmethod
     def _screen_fields(sc: Screen) -> dict[str, Any]:
         return {k: getattr(sc, k) for k in ("capacity_qps", "capacity_estimate_qps", "service_floor_s",
-                                            "query_size")}
+                                            "floor_measured", "floor_estimate_s", "query_size")}
 
     def _info(self, cfg: RunConfig, point: dict[str, Any]) -> dict[str, Any]:
         return {**point, "model": cfg.model, "config_key": cfg.key(), "run_config": cfg.model_dump(mode="json")}
@@ -369,9 +402,11 @@ class Search:
         if self._interrupted():
             return f"search stopped ({self.stopped})"
         if self._floor_rules_out(sc):
-            return (f"service floor: a p{self.target.pct:g}-sized query ({sc.query_size} candidates) needs "
-                    f"{sc.service_floor_s * 1e3:.3g} ms of service on idle workers (estimate from the warm-up "
-                    f"timings) > target {self.target.latency_s * 1e3:g} ms")
+            how = (f"least of {FLOOR_QUERIES} served alone, measured" if sc.floor_measured
+                   else "estimate from the warm-up timings")
+            return (f"service floor: a p{self.target.pct:g}-sized query ({sc.query_size} candidates) takes "
+                    f"{sc.service_floor_s * 1e3:.3g} ms on idle workers ({how}) > target "
+                    f"{self.target.latency_s * 1e3:g} ms")
         if self.left() <= 0:
             return "budget spent"
         best = max((r["qps_at_target"] for r in results if r["qps_at_target"] is not None), default=None)
@@ -513,9 +548,9 @@ class Search:
             "closest": _brief(closest) if closest else None,
             "service_floor": None if low is None else {
                 **low.brief(), "above_target": low.service_floor_s > self.target.latency_s,
-                "formula": "lowest over the screened points of the service time of the percentile-sized query, "
-                           "its batches spread over the workers longest first, each batch's time from the "
-                           "warm-up timings (estimate from measurements)"},
+                "formula": f"lowest over the screened points of the latency of a percentile-sized query served "
+                           f"alone on idle workers (the least of {FLOOR_QUERIES}, measured; where that failed, its "
+                           "batches' warm-up timings spread over the workers longest first, an estimate)"},
             "screening": [s.brief() for s in screens],
             "configurations": [_brief(r) for r in results],
             "not_probed": not_probed,
