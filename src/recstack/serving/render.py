@@ -44,9 +44,10 @@ def render_probe(kind: str, point: dict[str, Any], r: dict[str, Any] | None) -> 
         return
     if kind == "capacity":
         cap, floor = point.get("capacity_qps"), point.get("service_floor_s")
-        cut = f" of {r['requests']}, cut at its limit" if r["late"] else ""
+        n = f"{r['completed']} of {r['requests']} requests back to back (cut at its limit)" if r["late"] \
+            else f"{r['completed']} requests back to back"
         print(f"  screen {_conf(point)}: capacity {'n/a' if cap is None else f'{cap:.4g}'} QPS "
-              f"({r['completed']}{cut} requests back to back, measured); service floor {_ms(floor)} for a "
+              f"({n}, measured); service floor {_ms(floor)} for a "
               f"{point.get('query_size')}-candidate query ({_floor_how(point)})", flush=True)
         return
     p99 = (r.get("latency_s") or {}).get("p99")
