@@ -93,7 +93,12 @@ def render_search(v: dict[str, Any]) -> None:
         c = v.get("closest")
         where = (f"; closest: {_conf(c)} p99 {_ms((c.get('latency_s') or {}).get('p99'))}"
                  f"{' (screening probe)' if c.get('screening_probe') else ' (full probe)'}") if c else ""
-        print(f"target not met by any configuration{where}")
+        print(f"target not met by any configuration (confirmed by a full probe){where}")
+        screened = [c for c in v["configurations"] if c.get("screening_qps") is not None]
+        if screened:
+            s = max(screened, key=lambda c: c["screening_qps"])
+            print(f"  unconfirmed: {_conf(s)} met the target at {s['screening_qps']:.4g} QPS in a screening probe "
+                  f"({t['screen_samples']} samples beyond the percentile); a larger --budget would confirm it")
         f = v.get("service_floor")
         if f and f["above_target"]:
             print(f"  impossible on this host: the p{t['percentile']:g}-sized query ({f['query_size']} candidates) "

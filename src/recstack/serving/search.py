@@ -34,7 +34,8 @@ The search spends its budget in three steps:
    at most :data:`CONFIRM_STEP` x the missed one (or that QPS itself) is
    confirmed instead, up to :data:`MAX_CONFIRMS_PER_POINT` full probes. A point's
    latency-bounded QPS is its highest *full* probe that met; screening alone
-   never makes a result. With ``screen_samples >= tail_samples`` every probe is
+   never makes a result. The bisection stops early rather than leave no time
+   for that full probe. With ``screen_samples >= tail_samples`` every probe is
    full and no confirmation is needed.
 
 A probe meets the target when its latency percentile is at most the target and
@@ -484,6 +485,9 @@ class Search:
         assumed = bad is not None  # not probed: capacity says it misses
         tol = max(self.rel_tol, SCREEN_REL_TOL) if self.target.screens else self.rel_tol
         for _ in range(MAX_PROBES_PER_POINT):
+            if good is not None and self.target.screens and self.left() < (
+                    self._probe_time(qps, self._requests(True)) + self._probe_time(good, self._requests(False))):
+                break  # keep the time for the full probe that confirms what already met
             got = self._probe(pool, cfg, opts, info, qps, tried, screening=True)
             if got is None or self.stopped:
                 break
