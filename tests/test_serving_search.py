@@ -105,3 +105,20 @@ def test_a_target_below_the_service_time_is_reported_impossible_with_the_measure
     render_search(v)
     out = capsys.readouterr().out
     assert "target not met by any configuration" in out and "impossible on this host" in out
+
+
+def test_the_report_takes_the_qps_at_target_from_full_probes_only(tmp_path):
+    from recstack.results.serving_figures import serving_figures
+    from recstack.serving.results import ServingStore, probe_row
+    from recstack.store import db
+
+    store = ServingStore(tmp_path / "s.duckdb")
+    point = {"model": "spin", "max_batch": 1, "workers": 1, "threads": 1, "backend": "torch", "dtype": "fp32"}
+    for i, (qps, ok, screening) in enumerate([(100.0, True, False), (150.0, True, True), (200.0, False, True)]):
+        res = {"qps": qps, "latency_s": {"p99": 0.01 if ok else 0.05}, "screening": screening}
+        store.write(probe_row("s1", i, "probe", {**point, "meets_target": ok}, res, 99.0, 0.02))
+    store.write(probe_row("s1", 3, "capacity", {**point, "meets_target": None}, {"qps": None, "burst": True},
+                          99.0, 0.02))
+    (conf,) = serving_figures(db.read_table(store.path, "serving"))["configurations"]
+    assert [(p["qps"], p["screening"]) for p in conf["points"]] == [(100.0, False), (150.0, True), (200.0, True)]
+    assert conf["qps_at_target"] == 100.0  # the screening probe that met at 150 QPS is drawn, not the answer
