@@ -184,10 +184,10 @@ def test_sigint_during_a_search_drains_the_probe_and_writes_the_partial_search(t
     assert conf["probes"] == 1  # the interrupted probe ended the search: no further probe started
     with duckdb.connect(str(store), read_only=True) as con:
         rows = con.execute("SELECT kind, requests, result_json FROM serving ORDER BY probe").fetchall()
-    assert [k for k, *_ in rows] == ["probe", "result", "best"]
-    res = json.loads(rows[0][2])  # the drained probe, stored with its partial figures
+    assert [k for k, *_ in rows] == ["floor", "capacity", "probe", "result", "best"]  # screening first
+    res = json.loads(rows[2][2])  # the drained probe, stored with its partial figures
     assert res["complete"] is False and res["stopped"] == "SIGINT"
-    assert 0 < res["requests"] == rows[0][1] < res["planned_requests"]  # 60 s at 50 QPS: stopped long before
+    assert 0 < res["requests"] == rows[2][1] < res["planned_requests"]  # 60 s at 50 QPS: stopped long before
     assert res["completed"] + res["failed"] + res["late"] == res["requests"]
 
 
@@ -214,7 +214,7 @@ def test_search_stores_every_probe_and_respects_the_physics(tmp_path, capsys):
     _v1_store(store)
     r = _serve("spin", "--service-ms", "5", "--query-size", "1", "--search", "--p99", "0.2", "--qps", "100",
                "--grid", "max_batch=1;workers=1;threads=1", "--tail-samples", "1", "--duration", "0.5",
-               "--grace", "0.5", "--budget", "0.3", "--store", str(store), "--chart", str(tmp_path / "c.png"),
+               "--grace", "0.5", "--budget", "0.6", "--store", str(store), "--chart", str(tmp_path / "c.png"),
                "--json", timeout=180)
     assert r.returncode == 0, r.stderr
     v = json.loads(r.stdout)

@@ -5,12 +5,15 @@ key and serving fields). Per configuration:
 
 * ``points``: each probe's scheduled load (``qps``) against its latency at the target percentile
   (``p99_s`` for a p99 target; measured from the scheduled arrival), in load order;
-* ``qps_at_target``: the highest scheduled QPS among its probes that met the target (formula over
-  measured probes; the search's own answer, as in its ``result`` row), ``None`` when none did.
+* ``qps_at_target``: the highest scheduled QPS among its *full* probes that met the target (formula over
+  measured probes; the search's own answer, as in its ``result`` row), ``None`` when none did. A
+  screening probe (fewer samples beyond the percentile: ``screening`` in its ``result_json``) is drawn
+  but never makes the answer.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -34,6 +37,18 @@ def _label(r: dict[str, Any], search: str | None) -> str:
     return " · ".join(parts)
 
 
+def _screening(r: dict[str, Any]) -> bool:
+    """Whether a probe row was a screening probe (``screening`` in its stored result; older rows: no)."""
+    raw = r.get("result_json")
+    if not raw:
+        return False
+    try:
+        res = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return False
+    return bool(isinstance(res, dict) and res.get("screening"))
+
+
 def serving_figures(serving: Any) -> dict[str, Any] | None:
     """Latency vs load and QPS at the target per configuration; ``None`` when the table has no probes."""
     rows = [{k: _plain(v) for k, v in r.items()} for r in serving.to_dict("records")]
@@ -53,12 +68,12 @@ def serving_figures(serving: Any) -> dict[str, Any] | None:
         c["points"].append({
             "qps": r["qps"], "achieved_qps": r.get("achieved_qps"),
             "latency_s": r.get(LATENCY_COLUMN.get(pct, "p99_s")), "meets_target": bool(r.get("meets_target")),
-            "contended": bool(r.get("contended")),
+            "contended": bool(r.get("contended")), "screening": _screening(r),
         })
     out = []
     for c in configs.values():
         c["points"].sort(key=lambda p: p["qps"])
-        met = [p["qps"] for p in c["points"] if p["meets_target"]]
+        met = [p["qps"] for p in c["points"] if p["meets_target"] and not p["screening"]]
         c["qps_at_target"] = max(met) if met else None
         c["probes"] = len(c["points"])
         out.append(c)
@@ -67,8 +82,8 @@ def serving_figures(serving: Any) -> dict[str, Any] | None:
         "targets": sorted({(c["target_pct"], c["target_s"]) for c in out if c["target_s"] is not None}),
         "formulas": {
             "latency": "latency at the target percentile of each probe, from the scheduled arrival (measured)",
-            "qps_at_target": "highest scheduled QPS among the configuration's probes that met the target "
-                             "(formula over measured probes)",
+            "qps_at_target": "highest scheduled QPS among the configuration's full (not screening) probes "
+                             "that met the target (formula over measured probes)",
         },
     }
 

@@ -25,10 +25,14 @@ def render_search_chart(verdict: dict[str, Any], path: str | Path) -> Path:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     for c in confs:
         pts = [p for p in c.get("curve") or [] if p["p99_s"] is not None]
-        if pts:
-            ax1.plot([p["qps"] for p in pts], [p["p99_s"] * 1e3 for p in pts], marker="o", label=_label(c))
+        if pts:  # filled markers: full probes; hollow: screening probes (fewer samples, wider interval)
+            (line,) = ax1.plot([p["qps"] for p in pts], [p["p99_s"] * 1e3 for p in pts], label=_label(c))
+            for screening in (False, True):
+                sel = [p for p in pts if bool(p.get("screening")) == screening]
+                ax1.scatter([p["qps"] for p in sel], [p["p99_s"] * 1e3 for p in sel], color=line.get_color(),
+                            facecolors="none" if screening else line.get_color(), zorder=3)
     ax1.axhline(target * 1e3, color="red", linestyle="--", label=f"target p99 {target * 1e3:g} ms")
-    ax1.set_xlabel("offered load (QPS, scheduled)")
+    ax1.set_xlabel("offered load (QPS, scheduled; hollow: screening probe)")
     ax1.set_ylabel("p99 latency from scheduled arrival (ms, measured)")
     ax1.set_yscale("log")
     ax1.legend(fontsize=7)
@@ -36,7 +40,7 @@ def render_search_chart(verdict: dict[str, Any], path: str | Path) -> Path:
     names = [_label(c) for c in confs]
     ax2.barh(names, [c["qps_at_target"] or 0 for c in confs], color=["tab:green" if c["meets_target"] else "tab:gray"
                                                                     for c in confs])
-    ax2.set_xlabel(f"QPS at p99 <= {target * 1e3:g} ms (measured; 0: not met)")
+    ax2.set_xlabel(f"QPS at p99 <= {target * 1e3:g} ms (measured, full probe; 0: not met)")
     ax2.tick_params(axis="y", labelsize=7)
     ax2.set_title("latency-bounded QPS per configuration")
     fig.tight_layout()

@@ -45,7 +45,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
     p.add_argument("--qps", type=positive_float("--qps"), default=None,
                    help="offered load, queries per second (default 100; --search: the starting point, "
-                        "default 0.7 x each configuration's capacity estimate)")
+                        "default 0.8 x each configuration's measured capacity)")
     p.add_argument("--duration", type=positive_float("--duration"), default=10.0,
                    help="seconds of scheduled arrivals (--search: at least; default 10)")
     p.add_argument("--max-batch", type=int_at_least("--max-batch", 1), default=256,
@@ -84,7 +84,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grid", default=None, metavar="KEY=V,V;...",
                    help="--search grid over max_batch, workers, threads, backend, dtype, gpu_threshold")
     p.add_argument("--tail-samples", type=int_at_least("--tail-samples", 1), default=100,
-                   help="--search: samples beyond the percentile every probe holds (default 100)")
+                   help="--search: samples beyond the percentile every full probe holds (default 100)")
+    p.add_argument("--screen-samples", type=int_at_least("--screen-samples", 1), default=20,
+                   help="--search: samples beyond the percentile of a screening probe (default 20; "
+                        ">= --tail-samples: every probe is full)")
     p.add_argument("--store", default=None, metavar="FILE.duckdb",
                    help="--search: write every probe and the result to this results store "
                         "(table serving; a sweep's store or a new file)")
@@ -184,7 +187,7 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
         check_writable(args.store, "--store")
     if args.chart:
         check_writable(args.chart, "--chart")
-    target = Target(99.0, args.p99, args.tail_samples)
+    target = Target(99.0, args.p99, args.tail_samples, args.screen_samples)
     points = parse_grid(args.grid, cfg, opts)
     store = ServingStore(args.store) if args.store else None  # migrated now; opened again per probe
     counter = [0]
@@ -194,8 +197,8 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
         counter[0] += 1
         if store is not None:
             store.write(probe_row(search.search_id, counter[0], kind, point, result, target.pct, target.latency_s))
-        if kind == "probe" and not args.json:
-            render_probe(point, result)
+        if kind in ("probe", "capacity") and not args.json:
+            render_probe(kind, point, result)
 
     def announce(qps: float) -> None:
         sys.stderr.write(f"serving: probe load started, {qps:.4g} QPS\n")

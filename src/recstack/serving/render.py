@@ -28,39 +28,81 @@ def render_run(r: dict[str, Any]) -> None:
         print("  warning: contended run: " + "; ".join(str(e) for e in cont.get("evidence", [])[:2]))
 
 
-def render_probe(point: dict[str, Any], r: dict[str, Any] | None) -> None:
+def _ci(r: dict[str, Any], key: str = "p99") -> str:
+    ci = (r.get("latency_ci95_s") or {}).get(key)
+    return f" [95% CI {_ms(ci[0])} .. {_ms(ci[1])}]" if ci else " [95% CI: too few samples]"
+
+
+def _conf(c: dict[str, Any]) -> str:
+    gpu = "" if c.get("gpu_threshold") is None else f" gpu>{c['gpu_threshold']}"
+    return f"B={c.get('max_batch')} workers={c.get('workers')} threads={c.get('threads')} " \
+           f"{c.get('backend')}/{c.get('dtype')}{gpu}"
+
+
+def render_probe(kind: str, point: dict[str, Any], r: dict[str, Any] | None) -> None:
     if not r:
         return
+    if kind == "capacity":
+        cap, floor = point.get("capacity_qps"), point.get("service_floor_s")
+        n = f"{r['completed']} of {r['requests']} requests back to back (cut at its limit)" if r["late"] \
+            else f"{r['completed']} requests back to back"
+        print(f"  screen {_conf(point)}: capacity {'n/a' if cap is None else f'{cap:.4g}'} QPS "
+              f"({n}, measured); service floor {_ms(floor)} for a "
+              f"{point.get('query_size')}-candidate query ({_floor_how(point)})", flush=True)
+        return
     p99 = (r.get("latency_s") or {}).get("p99")
-    print(f"  probe B={point.get('max_batch')} workers={point.get('workers')} threads={point.get('threads')} "
-          f"{point.get('backend')}/{point.get('dtype')}: offered {r['offered_qps']:.4g} QPS -> p99 {_ms(p99)} "
-          f"({'meets' if point.get('meets_target') else 'misses'}; {r['requests']} requests, failed {r['failed']})",
-          flush=True)
+    label = "screening" if r.get("screening") else "full"
+    print(f"  probe ({label}) {_conf(point)}: offered {r['offered_qps']:.4g} QPS -> p99 {_ms(p99)}{_ci(r)} "
+          f"({'meets' if point.get('meets_target') else 'misses'}; {r['requests']} requests, "
+          f"{r['samples_beyond_target_percentile']:g} beyond p99, failed {r['failed']})", flush=True)
+
+
+def _floor_how(c: dict[str, Any]) -> str:
+    return "served alone, measured" if c.get("floor_measured") else "estimate from warm-up timings"
+
+
+def _outcome(c: dict[str, Any]) -> str:
+    q = c["qps_at_target"]
+    if q is not None:
+        return f"{q:.4g} QPS at p99 {_ms((c.get('latency_s') or {}).get('p99'))}{_ci(c)} (full probe)"
+    if c.get("screening_qps") is not None:
+        return f"met at {c['screening_qps']:.4g} QPS in screening only, not confirmed by a full probe"
+    if c.get("unreachable"):
+        return "target out of reach (missed with the workers mostly idle)"
+    return "target not met"
 
 
 def render_search(v: dict[str, Any]) -> None:
     t = v["target"]
-    print(f"search: p{t['percentile']:g} <= {_ms(t['latency_s'])} ({t['tail_samples']} samples beyond the "
-          f"percentile per probe, >= {t['min_requests']} requests)")
+    screen = (f"; screening probes {t['screen_samples']} samples, >= {t['screen_requests']} requests, "
+              "then a full probe confirms" if t.get("screen_samples") else "")
+    print(f"search: p{t['percentile']:g} <= {_ms(t['latency_s'])} (full probes {t['tail_samples']} samples beyond "
+          f"the percentile, >= {t['min_requests']} requests{screen})")
     for c in v["configurations"]:
-        q = c["qps_at_target"]
-        ci = (c.get("latency_ci95_s") or {}).get("p99")
-        ci_text = f" [95% CI {_ms(ci[0])} .. {_ms(ci[1])}]" if ci else ""
-        print(f"  B={c['max_batch']} workers={c['workers']} threads={c['threads']} {c['backend']}/{c['dtype']}"
-              f"{'' if c.get('gpu_threshold') is None else ' gpu>' + str(c['gpu_threshold'])}: "
-              + (f"{q:.4g} QPS at p99 {_ms((c.get('latency_s') or {}).get('p99'))}{ci_text}" if q is not None
-                 else "target out of reach (missed with the workers mostly idle)" if c.get("unreachable")
-                 else "target not met") + f" ({c['probes']} probes{', contended' if c.get('contended') else ''}"
-              + (f"; back-to-back capacity estimate {c['capacity_estimate_qps']:.4g} QPS"
-                 if c.get("capacity_estimate_qps") else "") + ")")
+        cap = c.get("capacity_qps")
+        print(f"  {_conf(c)}: {_outcome(c)} ({c['probes']} probes, {c.get('full_probes', c['probes'])} full"
+              f"{', contended' if c.get('contended') else ''}"
+              + (f"; capacity {cap:.4g} QPS back to back, measured" if cap else "")
+              + (f"; service floor {_ms(c['service_floor_s'])}" if c.get("service_floor_s") is not None else "")
+              + ")")
     if v["best"]:
         b = v["best"]
-        print(f"best: {b['qps_at_target']:.4g} QPS at p99 <= {_ms(t['latency_s'])} with B={b['max_batch']} "
-              f"workers={b['workers']} threads={b['threads']} {b['backend']}/{b['dtype']} (measured)")
+        print(f"best: {b['qps_at_target']:.4g} QPS at p99 <= {_ms(t['latency_s'])} with {_conf(b)} "
+              "(measured, full probe)")
     else:
         c = v.get("closest")
-        where = (f"; closest: B={c['max_batch']} workers={c['workers']} threads={c['threads']} p99 "
-                 f"{_ms((c.get('latency_s') or {}).get('p99'))}") if c else ""
-        print(f"target not met by any configuration{where}")
-    if v["not_probed"]:
-        print(f"  {len(v['not_probed'])} configurations not probed (budget spent or stopped)")
+        where = (f"; closest: {_conf(c)} p99 {_ms((c.get('latency_s') or {}).get('p99'))}"
+                 f"{' (screening probe)' if c.get('screening_probe') else ' (full probe)'}") if c else ""
+        print(f"target not met by any configuration (confirmed by a full probe){where}")
+        screened = [c for c in v["configurations"] if c.get("screening_qps") is not None]
+        if screened:
+            s = max(screened, key=lambda c: c["screening_qps"])
+            print(f"  unconfirmed: {_conf(s)} met the target at {s['screening_qps']:.4g} QPS in a screening probe "
+                  f"({t['screen_samples']} samples beyond the percentile); a larger --budget would confirm it")
+        f = v.get("service_floor")
+        if f and f["above_target"]:
+            print(f"  impossible on this host: the p{t['percentile']:g}-sized query ({f['query_size']} candidates) "
+                  f"needs {_ms(f['service_floor_s'])} of service even at the lowest-floor configuration "
+                  f"{_conf(f)} ({_floor_how(f)}) > target {_ms(t['latency_s'])}")
+    for n in v["not_probed"]:
+        print(f"  not probed: {_conf(n)}: {n.get('reason') or 'budget spent'}")

@@ -145,7 +145,7 @@
       g.append(svg("polyline", { points: ok.map((p) => x(p.qps) + "," + y(p.latency_s)).join(" "), fill: "none", stroke: color, "stroke-width": 2, class: "series", data: { label: c.label } }));
       for (const p of ok) {
         const dot = svg("circle", { cx: x(p.qps), cy: y(p.latency_s), r: 4, fill: p.contended ? "#fff" : color, class: "pt", style: { stroke: color, strokeWidth: "1.6px" } });
-        RS.hover(dot, () => c.label + " · " + U.compact(p.qps) + " q/s", () => [["p" + c.target_pct, U.time(p.latency_s)], ["achieved", U.compact(p.achieved_qps) + " q/s"], ["meets target", p.meets_target ? "yes" : "no"], ["contended", p.contended ? "yes" : "no"]]);
+        RS.hover(dot, () => c.label + " · " + U.compact(p.qps) + " q/s", () => [["p" + c.target_pct, U.time(p.latency_s)], ["achieved", U.compact(p.achieved_qps) + " q/s"], ["meets target", p.meets_target ? "yes" : "no"], ["probe", p.screening ? "screening (fewer samples)" : "full"], ["contended", p.contended ? "yes" : "no"]]);
         g.append(dot);
       }
     });
