@@ -122,3 +122,33 @@ def test_op_kernel_table_matches_the_installed_torch() -> None:
     r = subprocess.run([sys.executable, str(REPO / "scripts/gen_op_kernels.py"), "--check"], capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr
+
+
+COLLECTED = ("names", "kinds", "threads", "thread_names", "shapes", "types", "paths", "path_types", "name_path",
+             "events", "torch_events", "annotate_ranges", "nn_events", "step_events")
+
+
+def _state(c: Any) -> dict[str, Any]:
+    cols = {k: getattr(c.cols, k).tolist() for k in ("ts", "end", "thr", "nid", "aux", "ty", "k_corr", "k_nid", "k_dur")}
+    return {**cols, **{k: getattr(c, k) for k in COLLECTED}}
+
+
+def _truncated(src: Path, dst: Path) -> Path:
+    data = src.read_bytes()
+    dst.write_bytes(data[: len(data) * 3 // 4])
+    return dst
+
+
+@pytest.mark.parametrize("which", ["whole", "truncated"])
+def test_a_trace_read_in_parts_collects_as_one_pass(traces: dict[str, Path], tmp_path: Path, which: str) -> None:
+    from recstack.traceimport.decode import plan_parts
+    from recstack.traceimport.parallel import collect_trace
+
+    path = traces["zoo"] if which == "whole" else _truncated(traces["zoo"], tmp_path / "cut.json")
+    part = path.stat().st_size // 5
+    assert len(plan_parts(path, 3, part)) == 3, "the golden trace did not split: the test would test nothing"
+    one, header1, trunc1 = collect_trace(path, None, None, parts=1)
+    three, header3, trunc3 = collect_trace(path, None, None, parts=3, min_part=part)
+    assert _state(three) == _state(one)
+    assert header3 == header1 and trunc3 == trunc1
+    assert (trunc1 is not None) == (which == "truncated") and one.annotate_ranges > 0
