@@ -152,3 +152,35 @@ def test_a_trace_read_in_parts_collects_as_one_pass(traces: dict[str, Path], tmp
     assert _state(three) == _state(one)
     assert header3 == header1 and trunc3 == trunc1
     assert (trunc1 is not None) == (which == "truncated") and one.annotate_ranges > 0
+
+
+def test_ops_after_a_stage_in_the_same_step_stay_in_the_tree(tmp_path: Path) -> None:
+    """zero_grad opens the optimizer stage at a step's start; the forward ops after it, outside every stage,
+    are the backward stage's caller code (they were lost when the step's segment had been merged)."""
+    import numpy as np
+
+    from recstack.traceimport import collect, decode, fold
+
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    opt = torch.optim.SGD(mlp.parameters(), lr=0.1)
+    x, y = torch.randn(8, 16), torch.randn(8, 1)
+
+    def train() -> None:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(mlp(x), y).backward()
+        opt.step()
+
+    c = collect.Collector()
+    decode.stream_events(_record(tmp_path / "train.json", train), c.add)
+    kinds = np.array(c.kinds)[np.frombuffer(c.cols.nid, dtype=np.int32)]
+    recorded = int(np.isin(kinds, (collect.OP, collect.RUNTIME, collect.PSEUDO_STAGE)).sum())
+    f = fold.fold(c, None)
+
+    def op_calls(n: Any) -> int:
+        return (n.calls if n.level == "op" else 0) + sum(op_calls(k) for k in n.children.values())
+
+    assert f.outside_steps == 0
+    assert op_calls(f.folder.root) + sum(op_calls(r) for r in f.folder.callers.values()) == recorded
+    forward = f.folder.callers["backward"].children
+    assert ("op", "aten::linear") in forward and ("op", "aten::mse_loss") in forward

@@ -253,6 +253,10 @@ class _Sweep:
                 if p_node is None:  # inside an event outside every step
                     stack.append((e, None, None, -1, False))
                     continue
+                if p_stage is None and not p_op:
+                    # outside every stage, not in an op: the parent is the step's segment, which a stage
+                    # opened since may have taken (merged into its caller code): the segment open now
+                    p_node = self.seg(step)
             else:
                 if kind == STEP:
                     step = step_of_start.get(t, -1)
