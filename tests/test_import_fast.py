@@ -184,3 +184,24 @@ def test_ops_after_a_stage_in_the_same_step_stay_in_the_tree(tmp_path: Path) -> 
     assert op_calls(f.folder.root) + sum(op_calls(r) for r in f.folder.callers.values()) == recorded
     forward = f.folder.callers["backward"].children
     assert ("op", "aten::linear") in forward and ("op", "aten::mse_loss") in forward
+
+
+def test_damage_inside_the_array_reads_as_one_pass_does(traces: dict[str, Path], tmp_path: Path) -> None:
+    from recstack.traceimport.parallel import collect_trace
+
+    data = bytearray(traces["zoo"].read_bytes())
+    at = data.index(b'"ts"', len(data) * 7 // 10)
+    data[at: at + 4] = b"@@@@"  # not JSON: the part holding it does not decode
+    path = tmp_path / "damaged.json"
+    path.write_bytes(bytes(data))
+
+    def outcome(**kw: Any) -> Any:
+        try:
+            c, header, trunc = collect_trace(path, None, None, **kw)
+        except Exception as exc:  # noqa: BLE001 (the same error either way is what is checked)
+            return repr(exc)
+        return _state(c), header, trunc
+
+    one = outcome(parts=1)
+    assert outcome(parts=3, min_part=path.stat().st_size // 5) == one
+    assert not isinstance(one, str) and one[2] is not None  # one pass: a partial import up to the damage

@@ -7,7 +7,8 @@ child maps the file, collects its part into its own :class:`Collector` and sends
 and the distinct names, shapes and types: small beside the events), and the parent, which collects
 the first part meanwhile, merges them in file order (:meth:`Collector.merge`), so ids, columns and
 counts are those of one sequential pass. A gzipped or small trace, or a host with one core, is
-read in one pass.
+read in one pass; so is a trace one of whose parts does not decode (damage inside the array: the one
+pass then reads as far as the events are complete, or reports the bad field, as without parts).
 """
 
 from __future__ import annotations
@@ -38,20 +39,31 @@ def collect_trace(path: Path, step_range: str | None, module_map: ModuleMap | No
     n = parts_for(path) if parts is None else parts
     fork = "fork" in multiprocessing.get_all_start_methods()
     starts = plan_parts(path, n, min_part) if n > 1 and fork else []
+    if len(starts) >= 2:
+        try:
+            return _in_parts(path, starts, step_range, module_map)
+        except DataError:
+            pass  # a part that does not decode (damage inside the array): one pass says how much is readable
     c = Collector(step_range=step_range, module_map=module_map)
-    if len(starts) < 2:
-        header, trunc = stream_events(path, c.add)
-        return c, header, trunc
+    header, trunc = stream_events(path, c.add)
+    return c, header, trunc
+
+
+def _in_parts(path: Path, starts: list[int], step_range: str | None,
+              module_map: ModuleMap | None) -> tuple[Collector, Header, Truncation | None]:
+    """Collect the parts beginning at ``starts``: the first here, the others in forked children."""
+    c = Collector(step_range=step_range, module_map=module_map)
     ctx = multiprocessing.get_context("fork")
     children = []
-    for i in range(1, len(starts)):
-        recv, send = ctx.Pipe(duplex=False)
-        stop = starts[i + 1] if i + 1 < len(starts) else None
-        proc = ctx.Process(target=_child, args=(send, path, starts[i], stop, step_range, module_map), daemon=True)
-        proc.start()
-        send.close()
-        children.append((proc, recv))
     try:
+        for i in range(1, len(starts)):
+            recv, send = ctx.Pipe(duplex=False)
+            stop = starts[i + 1] if i + 1 < len(starts) else None
+            proc = ctx.Process(target=_child, args=(send, path, starts[i], stop, step_range, module_map),
+                               daemon=True)
+            proc.start()
+            send.close()
+            children.append((proc, recv))
         stream_part(path, starts[0], starts[1], c.add)
         suffix, trunc = b"", None
         for proc, recv in children:
