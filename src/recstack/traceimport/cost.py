@@ -8,7 +8,8 @@ hold stays unknown: scalar arguments that ``Concrete Inputs`` does not give,
 index values (no unique rows: requested bytes only), the dtype of a tensor
 list's members (taken as fp32). Calls beyond the signatures kept are
 unpriced (``uncovered_calls_share``). Sites, sums and coverage are those of a
-live profile (:func:`recstack.costmodel.attach.attach_priced_costs`).
+live profile (:func:`recstack.costmodel.attach.attach_priced_costs`). Nothing here imports torch: the
+recorded C++ type names map to :mod:`recstack.costmodel.dtypes` (:data:`DTYPES`).
 """
 
 from __future__ import annotations
