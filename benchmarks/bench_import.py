@@ -23,7 +23,11 @@ Prints one table row per (trace, tool); times are of this host as it was (say ho
 
     python benchmarks/bench_import.py --phases TRACE
 
-times each phase of one import in one process (decode, collect, fold, torch's import, the whole call).
+times each phase of one import in one process (decode, collect in one pass and in parts, fold, the whole call).
+
+    python benchmarks/bench_import.py --ab /path/to/old/src [--ab-trace TRACE --repeats 3]
+
+runs the old tree's ``recstack import`` and this one's alternately on one trace (old/new ratio per pair).
 
     python benchmarks/bench_import.py --acceptance rmc1 [--acc-scale 0.05 --acc-batch 256]
         [--acc-threads 1 --acc-rounds 3]
@@ -52,8 +56,9 @@ try:
 except subprocess.TimeoutExpired:
     r = subprocess.CompletedProcess(sys.argv[2:], "timeout", "", f"not finished after {sys.argv[1]} s")
 wall = time.perf_counter() - t
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-print(json.dumps({"rc": r.returncode, "wall_s": wall, "peak_rss_bytes": peak, "stdout": r.stdout[-2000:],
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+peak, cpu = ru.ru_maxrss * 1024, ru.ru_utime + ru.ru_stime
+print(json.dumps({"rc": r.returncode, "wall_s": wall, "cpu_s": cpu, "peak_rss_bytes": peak, "stdout": r.stdout[-2000:],
                   "stderr": r.stderr[-2000:]}))
 """
 
@@ -238,24 +243,60 @@ def acceptance(model: str, scale: float, batch: int, out: Path, threads: int = 1
 
 
 def phases(trace: Path) -> None:
-    """Wall time of each phase of one import, in this process: decoding alone, decoding with the collector,
-    the fold, torch's import (the cost model needs it), then the whole ``import_trace``."""
+    """Wall time of each phase of one import, in this process: decoding alone, decoding with the collector
+    in one pass, the same in parts (one process per core, as the import does), the fold, then the whole
+    ``import_trace`` (torch is not imported: the cost model prices the trace's dtype names)."""
     t0 = time.perf_counter()
-    from recstack.traceimport import build, collect, decode, fold
+    from recstack.traceimport import build, collect, decode, fold, parallel
     t1 = time.perf_counter()
     decode.stream_events(trace, lambda _events: None)
     t2 = time.perf_counter()
     c = collect.Collector()
     decode.stream_events(trace, c.add)
     t3 = time.perf_counter()
-    fold.fold(c, None)
+    parallel.collect_trace(trace, None, None)
     t4 = time.perf_counter()
-    import torch  # noqa: F401
+    fold.fold(c, None)
     t5 = time.perf_counter()
     build.import_trace(trace)
     t6 = time.perf_counter()
-    print(f"modules {t1 - t0:.2f} s, decode alone {t2 - t1:.2f} s, decode + collect {t3 - t2:.2f} s, "
-          f"fold {t4 - t3:.2f} s, torch import {t5 - t4:.2f} s, import_trace (torch loaded) {t6 - t5:.2f} s")
+    print(f"modules {t1 - t0:.2f} s, decode alone {t2 - t1:.2f} s, decode + collect {t3 - t2:.2f} s, the same in "
+          f"{parallel.parts_for(trace)} part(s) {t4 - t3:.2f} s, fold {t5 - t4:.2f} s, import_trace {t6 - t5:.2f} s; "
+          f"torch imported: {'torch' in sys.modules}")
+
+
+def ab(trace: Path, old_src: Path, repeats: int, out: Path) -> None:
+    """Old (``old_src``, e.g. a checkout of main) against new (this tree) ``recstack import`` CLI on ``trace``:
+    ``repeats`` pairs, alternating old/new (who goes first alternates too), each a fresh child process;
+    wall time and peak RSS of each; the old/new ratio per pair, its median and range; whether the two
+    profiles hold the same tree (benchmarks/import_same.py)."""
+    import statistics
+
+    new_src = Path(__file__).resolve().parents[1] / "src"
+    runs: dict[str, list[dict]] = {"old": [], "new": []}
+    for i in range(repeats):
+        for who in (("old", "new") if i % 2 == 0 else ("new", "old")):
+            src = old_src if who == "old" else new_src
+            dst = out / f"ab.{who}.json"
+            env = dict(os.environ, PYTHONPATH=str(src))
+            m = measure([sys.executable, "-m", "recstack", "--quiet", "import", str(trace), "-o", str(dst)], env)
+            if m["rc"] != 0:
+                raise SystemExit(f"{who}: rc {m['rc']}: {m['stderr'][-500:]}")
+            runs[who].append(m)
+            print(f"pair {i + 1} {who}: {m['wall_s']:.2f} s wall, {m['cpu_s']:.2f} s CPU (every process), "
+                  f"{m['peak_rss_bytes'] / 1e6:.0f} MB", flush=True)
+    ratios = [o["wall_s"] / n["wall_s"] for o, n in zip(runs["old"], runs["new"], strict=True)]
+    same = subprocess.run([sys.executable, str(Path(__file__).with_name("import_same.py")), str(out / "ab.old.json"),
+                           str(out / "ab.new.json")], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    print("| | wall s per run | median | CPU s per run (all processes) | peak RSS MB (largest process) |")
+    print("|---|---|---:|---|---:|")
+    for who in ("old", "new"):
+        walls, cpus = [m["wall_s"] for m in runs[who]], [m["cpu_s"] for m in runs[who]]
+        print(f"| {who} | {', '.join(f'{w:.2f}' for w in walls)} | {statistics.median(walls):.2f} | "
+              f"{', '.join(f'{c:.2f}' for c in cpus)} | "
+              f"{max(m['peak_rss_bytes'] for m in runs[who]) / 1e6:,.0f} |")
+    print(f"old/new per pair: {', '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f}, "
+          f"range {min(ratios):.2f}-{max(ratios):.2f}); profiles: {same}")
 
 
 def main() -> int:
@@ -274,6 +315,10 @@ def main() -> int:
     ap.add_argument("--traces", default="", help="only these traces: few,many,x3,x10")
     ap.add_argument("--tools", default="", help="only these tools (prefixes): recstack,hta")
     ap.add_argument("--phases", type=Path, default=None, metavar="TRACE", help="time each phase of one import")
+    ap.add_argument("--ab", type=Path, default=None, metavar="OLD_SRC",
+                    help="old (OLD_SRC, a src/ folder of another checkout) vs new recstack import, alternating")
+    ap.add_argument("--ab-trace", type=Path, default=Path("/tmp/bench-import/few/trace.json"))
+    ap.add_argument("--repeats", type=int, default=3, help="--ab pairs")
     ap.add_argument("--acceptance", default=None, metavar="MODEL", help="compare live and imported stage shares")
     ap.add_argument("--acc-scale", type=float, default=0.05)
     ap.add_argument("--acc-batch", type=int, default=256)
@@ -283,6 +328,9 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.phases:
         phases(args.phases)
+        return 0
+    if args.ab:
+        ab(args.ab_trace, args.ab, args.repeats, args.out / "profiles")
         return 0
     if args.acceptance:
         acceptance(args.acceptance, args.acc_scale, args.acc_batch, args.out, args.acc_threads, args.acc_rounds)

@@ -45,16 +45,18 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-
-from recstack.costmodel.counter import BACKWARD, CostCounter, CostSum, OpCount
+from recstack.costmodel import op_kernels
 from recstack.costmodel.ops_memory import NO_DATA_OPS, VIEW_OPS
+from recstack.costmodel.sums import BACKWARD, CostSum, OpCount
 from recstack.tree import Node, Profile
+
+if TYPE_CHECKING:
+    from torch import nn
 
 FREE_OPS = frozenset(VIEW_OPS) | frozenset(NO_DATA_OPS)
 
@@ -137,6 +139,8 @@ def attach_model_costs(profile: Profile, model: nn.Module, run_step: Callable[[]
 
     This runs the model, so it is a collecting step (the runner calls it, outside the timed passes);
     the analyses of :mod:`recstack.analysis.pipeline` read what it wrote."""
+    from recstack.costmodel.counter import CostCounter
+
     with CostCounter(model) as counter:
         run_step()
     summary = attach_costs(profile.root, counter.counts, steps=1)
@@ -239,8 +243,19 @@ def _kernels(name: str) -> tuple[bool, bool]:
     Looks at the overloads a model calls (not ``out=`` or named-dimension
     ones). An op without a kernel of its own (CompositeImplicit, or an
     autograd-only custom op such as FBGEMM's ``split_embedding_codegen_lookup_*_function``)
-    runs above the counter: its work is done by the ops it calls.
+    runs above the counter: its work is done by the ops it calls. Torch's dispatcher answers when torch
+    is loaded (it knows the extensions loaded, FBGEMM's ops too); else the table generated from it
+    (:mod:`recstack.costmodel.op_kernels`: torch's own ops), so that pricing a trace needs no torch.
     """
+    if "torch" in sys.modules:
+        return kernels_from_torch(name)
+    return name not in op_kernels.NO_OWN_KERNEL, name in op_kernels.COMPOSITE_IMPLICIT
+
+
+def kernels_from_torch(name: str) -> tuple[bool, bool]:
+    """:func:`_kernels` as torch's dispatcher answers it (imports torch)."""
+    import torch
+
     try:
         schemas = torch._C._jit_get_schemas_for_operator(name)
     except Exception:

@@ -11,11 +11,15 @@ keyword arguments).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from recstack.costmodel.dtypes import DType, as_dtype, default_dtype, promote
+
+if TYPE_CHECKING:
+    import torch
 
 INDEX_BYTES = 8  # one int64 coordinate of a sparse COO index
 
@@ -29,11 +33,15 @@ class TensorMeta:
     """
 
     shape: tuple[int, ...]
-    dtype: torch.dtype
+    dtype: DType  # a torch.dtype given here is converted (as_dtype)
     values: torch.Tensor | None = None
     sparse_nnz: int | None = None
     sparse_dim: int = 0
     contiguous: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dtype, DType):
+            object.__setattr__(self, "dtype", as_dtype(self.dtype))
 
     @property
     def numel(self) -> int:
@@ -63,22 +71,29 @@ class TensorMeta:
         return self.shape[d if d >= 0 else d + len(self.shape)]
 
 
-def dtype_size(dtype: torch.dtype) -> int:
+def dtype_size(dtype: DType | torch.dtype) -> int:
     return int(dtype.itemsize)
 
 
 def meta_of(x: Any, keep_values: bool = True) -> Any:
-    """Replace tensors (also inside lists and tuples) by TensorMeta; leave other values as they are."""
+    """Replace tensors (also inside lists and tuples) by TensorMeta and torch dtypes by DType; leave other
+    values as they are. (A tensor or dtype means torch is loaded: it is not imported here.)"""
     if isinstance(x, TensorMeta):
         return x
-    if isinstance(x, torch.Tensor):
-        return _tensor_meta(x, keep_values)
     if isinstance(x, (list, tuple)):
         return type(x)(meta_of(v, keep_values) for v in x)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        if isinstance(x, torch.Tensor):
+            return _tensor_meta(x, keep_values)
+        if isinstance(x, torch.dtype):
+            return as_dtype(x)
     return x
 
 
 def _tensor_meta(t: torch.Tensor, keep_values: bool) -> TensorMeta:
+    import torch
+
     if t.layout == torch.sparse_coo:
         return TensorMeta(tuple(t.shape), t.dtype, None, int(t._nnz()), int(t.sparse_dim()))
     if t.layout != torch.strided:
@@ -155,16 +170,16 @@ def broadcast_shape(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def result_dtype(tensors: Sequence[TensorMeta], scalars: Sequence[Any] = ()) -> torch.dtype:
+def result_dtype(tensors: Sequence[TensorMeta], scalars: Sequence[Any] = ()) -> DType:
     """Type promotion as torch does it for the common cases (dimensioned tensors first, then scalars)."""
     dims = [t for t in tensors if t.ndim > 0] or list(tensors)
     if not dims:
-        return torch.get_default_dtype()
+        return default_dtype()
     dt = dims[0].dtype
     for t in dims[1:]:
-        dt = torch.promote_types(dt, t.dtype)
+        dt = promote(dt, t.dtype)
     if not (dt.is_floating_point or dt.is_complex) and any(isinstance(s, float) for s in scalars):
-        dt = torch.get_default_dtype()
+        dt = default_dtype()
     return dt
 
 

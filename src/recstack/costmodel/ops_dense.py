@@ -12,8 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-
+from recstack.costmodel import dtypes
+from recstack.costmodel.dtypes import DType, is_dtype
 from recstack.costmodel.meta import Call, TensorMeta, broadcast_shape, result_dtype
 from recstack.costmodel.ops_elementwise import elementwise
 from recstack.costmodel.registry import OpCost, make_cost, register
@@ -192,14 +192,14 @@ def _reduced(t: TensorMeta, dims: Sequence[int], keepdim: bool) -> tuple[int, ..
 
 
 def reduction(call: Call, k: float, dim_pos: int | None, keep_pos: int | None, per_out: float = 0.0,
-              n_outputs: int = 1, out_dtype: torch.dtype | None = None) -> OpCost | None:
+              n_outputs: int = 1, out_dtype: DType | None = None) -> OpCost | None:
     """``k`` ops per input element (+ ``per_out`` per output element); read input, write output(s)."""
     t = call.tensor(0, "self")
     if t is None:
         return None
     dims = _dims(call.arg(dim_pos, "dim") if dim_pos is not None else None, t.ndim)
     keep = bool(call.arg(keep_pos, "keepdim", False)) if keep_pos is not None else False
-    dt = call.kwargs.get("dtype") if isinstance(call.kwargs.get("dtype"), torch.dtype) else None
+    dt = call.kwargs.get("dtype") if is_dtype(call.kwargs.get("dtype")) else None
     out = call.out(0) or call.out_kwarg() or TensorMeta(_reduced(t, dims, keep), out_dtype or dt or t.dtype)
     written = out.nbytes
     if n_outputs == 2:  # values + int64 indices
@@ -221,14 +221,14 @@ def mean(call: Call) -> OpCost | None:
 
 @register("aten::amax", "aten::amin", "aten::any", "aten::all", "aten::count_nonzero")
 def extreme(call: Call) -> OpCost | None:
-    out_dtype = torch.bool if call.name in ("aten::any", "aten::all") else (
-        torch.int64 if call.name == "aten::count_nonzero" else None)
+    out_dtype = dtypes.BOOL if call.name in ("aten::any", "aten::all") else (
+        dtypes.INT64 if call.name == "aten::count_nonzero" else None)
     return reduction(call, 1, 1, 2, out_dtype=out_dtype)
 
 
 @register("aten::argmax", "aten::argmin")
 def argextreme(call: Call) -> OpCost | None:
-    return reduction(call, 1, 1, 2, out_dtype=torch.int64)
+    return reduction(call, 1, 1, 2, out_dtype=dtypes.INT64)
 
 
 @register("aten::max", "aten::min")
@@ -271,7 +271,7 @@ def cumsum(call: Call) -> OpCost | None:
     t = call.tensor(0, "self")
     if t is None:
         return None
-    dt = call.kwargs.get("dtype") if isinstance(call.kwargs.get("dtype"), torch.dtype) else None
+    dt = call.kwargs.get("dtype") if is_dtype(call.kwargs.get("dtype")) else None
     out = call.out_kwarg() or call.out(0) or TensorMeta(t.shape, dt or t.dtype)
     k = 3 if call.name == "aten::logcumsumexp" else 1
     return make_cost(k * t.numel, out.dtype, t.nbytes, out.nbytes, kind="scan")
@@ -287,9 +287,9 @@ def softmax(call: Call) -> OpCost | None:
     if t is None:
         return None
     half_to_float = call.arg(2, "half_to_float")
-    dt = call.arg(2, "dtype") if isinstance(call.arg(2, "dtype"), torch.dtype) else t.dtype
+    dt = call.arg(2, "dtype") if is_dtype(call.arg(2, "dtype")) else t.dtype
     if half_to_float is True:
-        dt = torch.float32
+        dt = dtypes.FLOAT32
     out = call.out(0) or TensorMeta(t.shape, dt)
     return make_cost(5 * t.numel, t.dtype, t.nbytes, out.nbytes, kind="softmax")
 

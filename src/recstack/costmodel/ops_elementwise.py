@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import math
 
-import torch
-
+from recstack.costmodel import dtypes
 from recstack.costmodel.meta import Call, TensorMeta, broadcast_shape, iter_tensors, result_dtype
 from recstack.costmodel.registry import Formula, OpCost, make_cost, register
 
@@ -75,7 +74,7 @@ def elementwise(call: Call, k: float) -> OpCost | None:
     scalars = [a for a in (*call.args, *call.kwargs.values()) if isinstance(a, (int, float)) and not isinstance(a, bool)]
     compute = result_dtype(ins, scalars)
     if out is None:
-        dt = torch.bool if op in COMPARE else compute
+        dt = dtypes.BOOL if op in COMPARE else compute
         out = TensorMeta(broadcast_shape([t.shape for t in ins]), dt)
     n = out.numel
     ops = k * n

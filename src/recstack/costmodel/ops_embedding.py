@@ -21,8 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
+from recstack.costmodel import dtypes
 from recstack.costmodel.meta import Call, TensorMeta, int_values, iter_tensors
 from recstack.costmodel.registry import OpCost, make_cost, register, register_pattern
 
@@ -49,7 +48,7 @@ def unique_rows(indices: TensorMeta | None, start: int = 0, end: int | None = No
     v = indices.values.reshape(-1)[start:end]
     if exclude is not None and exclude >= 0:
         v = v[v != exclude]
-    return int(torch.unique(v).numel()) if v.numel() else 0
+    return int(v.unique().numel()) if v.numel() else 0
 
 
 def _count_valid(indices: TensorMeta, padding_idx: int | None) -> int:
@@ -272,7 +271,7 @@ def tbe_inference(call: Call) -> OpCost | None:
         written = bags * sum(dims) * out_size
     extra = _tbe_extra(tables, approx)
     extra["kind"] = "embedding"
-    return make_cost(ops, torch.float32, read, written, **extra)
+    return make_cost(ops, dtypes.FLOAT32, read, written, **extra)
 
 
 # argument positions of the training TBE ops (schema order)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
-
+from recstack.costmodel import dtypes
+from recstack.costmodel.dtypes import DType, default_dtype, is_dtype
 from recstack.costmodel.meta import Call, TensorMeta, broadcast_shape, iter_tensors
 from recstack.costmodel.registry import OpCost, make_cost, register
 
@@ -140,7 +140,7 @@ def to(call: Call) -> OpCost:
         return OpCost(extra={"kind": "view"})
     target = call.tensor(1, "other")
     dtype = target.dtype if target is not None else next(
-        (a for a in (*call.args[1:], *call.kwargs.values()) if isinstance(a, torch.dtype)), t.dtype
+        (a for a in (*call.args[1:], *call.kwargs.values()) if is_dtype(a)), t.dtype
     )
     copy = bool(call.kwargs.get("copy", False))
     if dtype == t.dtype and not copy:
@@ -151,18 +151,18 @@ def to(call: Call) -> OpCost:
 # --- creation --------------------------------------------------------------------
 
 
-def _out_or(call: Call, shape: tuple[int, ...] | None, dtype: torch.dtype | None) -> TensorMeta | None:
+def _out_or(call: Call, shape: tuple[int, ...] | None, dtype: DType | None) -> TensorMeta | None:
     out = call.out(0) or call.out_kwarg()
     if out is not None:
         return out
     if shape is None:
         return None
-    return TensorMeta(tuple(int(s) for s in shape), dtype or torch.get_default_dtype())
+    return TensorMeta(tuple(int(s) for s in shape), dtype or default_dtype())
 
 
-def _dtype_kw(call: Call, default: torch.dtype | None) -> torch.dtype | None:
+def _dtype_kw(call: Call, default: DType | None) -> DType | None:
     dt = call.kwargs.get("dtype")
-    return dt if isinstance(dt, torch.dtype) else default
+    return dt if is_dtype(dt) else default
 
 
 def _size_arg(v: Any) -> tuple[int, ...] | None:
@@ -194,14 +194,14 @@ def create_other(call: Call) -> OpCost | None:
     out = call.out(0) or call.out_kwarg()
     if out is None and call.name == "aten::randint":
         size = next((_size_arg(a) for a in call.args if _size_arg(a) is not None), None)
-        out = _out_or(call, size, _dtype_kw(call, torch.int64))
+        out = _out_or(call, size, _dtype_kw(call, dtypes.INT64))
     if out is None and call.name == "aten::arange":
         nums = [a for a in call.args if isinstance(a, (int, float)) and not isinstance(a, bool)]
         if nums:
             start, end, step = (0, nums[0], 1) if len(nums) == 1 else (nums[0], nums[1], nums[2] if len(nums) > 2 else 1)
             n = max(0, math.ceil((end - start) / step))
-            out = TensorMeta((n,), _dtype_kw(call, torch.int64 if all(isinstance(x, int) for x in nums) else None)
-                             or torch.get_default_dtype())
+            out = TensorMeta((n,), _dtype_kw(call, dtypes.INT64 if all(isinstance(x, int) for x in nums) else None)
+                             or default_dtype())
     return None if out is None else OpCost(0.0, 0.0, float(out.nbytes), {"kind": "create"})
 
 
@@ -434,7 +434,7 @@ def _selected_count(self_t: TensorMeta, indices: list[Any]) -> int | None:
             d += 1
         elif not isinstance(ix, TensorMeta):
             return None
-        elif ix.dtype in (torch.bool, torch.uint8):
+        elif ix.dtype in (dtypes.BOOL, dtypes.UINT8):
             if ix.values is None:
                 return None
             idx_shapes.append((int(ix.values.count_nonzero()),))

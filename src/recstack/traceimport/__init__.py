@@ -1,10 +1,11 @@
 """Import torch.profiler (Kineto) traces into the recstack tree; ``annotate`` for recording them.
 
 :func:`import_trace` (``recstack import``) reads a trace file or a folder of per-rank traces
-(:mod:`.decode`: streaming typed decoding; :mod:`.collect`: compact columns; :mod:`.fold`: the
+(:mod:`.decode`: streaming typed decoding; :mod:`.collect`: compact columns; :mod:`.parallel`: a large
+trace in parts, one process per core; :mod:`.fold`: the
 sweep into the live op pass's structures; :mod:`.cost`: the cost model on recorded shapes;
 :mod:`.build`: the Profile). :func:`annotate` names a profiler range after every module's path
-while a model runs. See docs/import.md. Both load lazily: the CLI's registration needs no torch.
+while a model runs. See docs/import.md. Both load lazily; importing a trace never loads torch.
 """
 
 from __future__ import annotations

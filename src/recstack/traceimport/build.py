@@ -18,9 +18,10 @@ from typing import Any
 from recstack.errors import DataError
 from recstack.profiling.assemble import assign_labels, build_tree
 from recstack.profiling.rules import StageRules
-from recstack.traceimport.collect import Collector, ModuleMap
-from recstack.traceimport.decode import Header, Truncation, stream_events
+from recstack.traceimport.collect import ModuleMap
+from recstack.traceimport.decode import Header, Truncation
 from recstack.traceimport.fold import Folded, fold
+from recstack.traceimport.parallel import collect_trace
 from recstack.tree import Node, Profile
 from recstack.version import __version__
 
@@ -65,8 +66,7 @@ def read_rank(path: Path, rules: StageRules | None, step_range: str | None, modu
     """Decode and fold one trace file."""
     if path.stat().st_size == 0:
         raise DataError(f"TRACE: {path} is empty (0 bytes)")
-    c = Collector(step_range=step_range, module_map=module_map)
-    header, trunc = stream_events(path, c.add)
+    c, header, trunc = collect_trace(path, step_range, module_map)
     if c.events == 0 and trunc is None:
         raise DataError(f"TRACE: {path}: the trace has no events")
     if c.torch_events == 0:

@@ -216,3 +216,48 @@ class Collector:
             aux_a(aux)
             ty_a(-1)
         self.torch_events += torch_events
+
+    def merge(self, other: Collector) -> None:
+        """Append ``other``'s events (collected from the part of the trace after this one's): the result is
+        what one collector fed both parts in order would hold (ids in first-seen order)."""
+        import numpy as np
+
+        name_map = np.empty(len(other.names), dtype=np.int32)
+        by_cat: dict[str, dict[str, tuple[int, int]]] = self._by_cat
+        path_map = np.array([self.path_id(p, other.path_types.get(p)) for p in other.paths] or [0], dtype=np.int64)
+        seen = sorted((nid, cat, name, kind) for cat, names in other._by_cat.items()
+                      for name, (kind, nid) in names.items())
+        for nid, cat, name, kind in seen:  # in the other part's first-seen order
+            mine = by_cat.setdefault(cat, {})
+            hit = mine.get(name)
+            if hit is None:
+                hit = mine[name] = (kind, len(self.names))
+                self.names.append(name)
+                self.kinds.append(kind)
+                if nid in other.name_path:
+                    self.name_path[hit[1]] = int(path_map[other.name_path[nid]])
+            name_map[nid] = hit[1]
+        thr_map = np.array([self.threads.setdefault(k, len(self.threads)) for k in other.threads] or [0], dtype=np.int32)
+        self.thread_names.update(other.thread_names)
+        shape_map = np.array([self.shapes.setdefault(k, len(self.shapes)) for k in other.shapes] or [0], dtype=np.int64)
+        type_map = np.array([self.types.setdefault(k, len(self.types)) for k in other.types] or [0], dtype=np.int32)
+        o, c = other.cols, self.cols
+        nid = name_map[np.frombuffer(o.nid, dtype=np.int32)]
+        kind = np.array(other.kinds or [0], dtype=np.int8)[np.frombuffer(o.nid, dtype=np.int32)]
+        aux = np.frombuffer(o.aux, dtype=np.int64).copy()
+        ty = np.frombuffer(o.ty, dtype=np.int32).copy()
+        op, mod = (kind == OP) & (aux >= 0), kind == MODULE
+        aux[op] = shape_map[aux[op]]
+        aux[mod] = path_map[aux[mod]]
+        ty[ty >= 0] = type_map[ty[ty >= 0]]
+        c.ts.frombytes(o.ts.tobytes())
+        c.end.frombytes(o.end.tobytes())
+        c.thr.frombytes(thr_map[np.frombuffer(o.thr, dtype=np.int32)].astype(np.int32).tobytes())
+        c.nid.frombytes(nid.astype(np.int32).tobytes())
+        c.aux.frombytes(aux.tobytes())
+        c.ty.frombytes(ty.tobytes())
+        c.k_corr.frombytes(o.k_corr.tobytes())
+        c.k_nid.frombytes(name_map[np.frombuffer(o.k_nid, dtype=np.int32)].astype(np.int32).tobytes())
+        c.k_dur.frombytes(o.k_dur.tobytes())
+        for k in ("events", "torch_events", "annotate_ranges", "nn_events", "mapped_ranges", "step_events"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))

@@ -8,7 +8,8 @@ hold stays unknown: scalar arguments that ``Concrete Inputs`` does not give,
 index values (no unique rows: requested bytes only), the dtype of a tensor
 list's members (taken as fp32). Calls beyond the signatures kept are
 unpriced (``uncovered_calls_share``). Sites, sums and coverage are those of a
-live profile (:func:`recstack.costmodel.attach.attach_priced_costs`).
+live profile (:func:`recstack.costmodel.attach.attach_priced_costs`). Nothing here imports torch: the
+recorded C++ type names map to :mod:`recstack.costmodel.dtypes` (:data:`DTYPES`).
 """
 
 from __future__ import annotations
@@ -16,18 +17,19 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-import torch
 
+from recstack.costmodel import dtypes
 from recstack.costmodel.attach import attach_priced_costs
-from recstack.costmodel.counter import CostSum
 from recstack.costmodel.formulas import TensorMeta, op_cost
+from recstack.costmodel.sums import CostSum
 from recstack.traceimport.fold import Folded
 from recstack.tree import Node
 
-DTYPES = {"float": torch.float32, "double": torch.float64, "c10::Half": torch.float16,
-          "c10::BFloat16": torch.bfloat16, "long int": torch.int64, "int": torch.int32, "short int": torch.int16,
-          "signed char": torch.int8, "unsigned char": torch.uint8, "bool": torch.bool}
-LIST_DTYPE = torch.float32  # a TensorList's members: the trace gives their shapes only
+# The C++ type names torch.profiler records in ``Input type`` (no torch needed to price them).
+DTYPES = {"float": dtypes.FLOAT32, "double": dtypes.FLOAT64, "c10::Half": dtypes.FLOAT16,
+          "c10::BFloat16": dtypes.BFLOAT16, "long int": dtypes.INT64, "int": dtypes.INT32, "short int": dtypes.INT16,
+          "signed char": dtypes.INT8, "unsigned char": dtypes.UINT8, "bool": dtypes.BOOL}
+LIST_DTYPE = dtypes.FLOAT32  # a TensorList's members: the trace gives their shapes only
 
 
 def _is_shape(d: Any) -> bool:

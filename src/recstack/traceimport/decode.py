@@ -33,6 +33,7 @@ from recstack.errors import DataError
 CHUNK = 8 << 20  # bytes decoded per msgspec call
 BLOCK = 16 << 20  # bytes read per file read
 MAX_HEADER = 64 << 20  # a file with no ``traceEvents`` in its first 64 MiB is not a trace
+FIRST_SHARE = 0.85  # the first of plan_parts' parts, against an even share (measured: merging took the rest)
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[\s*')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
@@ -198,6 +199,98 @@ def stream_events(path: Path, on_chunk: Callable[[list[Event]], None]) -> tuple[
     return header, trunc
 
 
+def plan_parts(path: Path, parts: int, min_part: int = CHUNK) -> list[int]:
+    """Byte offsets where ``parts`` pieces of a plain trace's event array start (each the ``{`` of an event;
+    the first is the array's first event; pieces of ``min_part`` bytes at least). Fewer when the array is
+    too short to split; [] when it is empty, the file is gzipped or has no event array (read it in one
+    pass: that reports the error)."""
+    if parts < 2:
+        return []
+    with path.open("rb") as f:
+        if f.read(2) == b"\x1f\x8b" or path.stat().st_size == 0:
+            return []
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            m = _EVENTS_KEY.search(buf, 0, MAX_HEADER)
+            if m is None or _EMPTY.match(buf, m.end()):
+                return []
+            starts = [m.end()]
+            first = FIRST_SHARE / parts  # the caller's own part: it also merges the others afterwards
+            for k in range(1, parts):
+                pos = m.end() + int((len(buf) - m.end()) * (first + (k - 1) * (1 - first) / (parts - 1)))
+                s = _event_start(buf, max(pos, starts[-1] + min_part), min(1 << 20, min_part // 2))
+                if s is None:
+                    break
+                starts.append(s)
+    return starts
+
+
+def _event_start(buf: Any, pos: int, probe: int) -> int | None:
+    """The first ``{`` at or after ``pos`` that starts an event: the text from it to a cut ``probe`` bytes on
+    decodes as events (a ``{`` inside a string or a nested object leaves it unbalanced)."""
+    for _ in range(256):
+        m = _BOUNDARY.search(buf, pos)
+        if m is None:
+            return None
+        s = m.end() - 1
+        end = _BOUNDARY.search(buf, s + probe)
+        if end is None:
+            return None
+        try:
+            _decode_events(b"[" + buf[s: end.start() + 1] + b"]")
+            return s
+        except msgspec.ValidationError:
+            return s  # events (of a wrong field type: reported when that part is decoded)
+        except msgspec.DecodeError:
+            pos = s
+    return None
+
+
+def stream_part(path: Path, start: int, stop: int | None,
+                on_chunk: Callable[[list[Event]], None]) -> tuple[bytes, Truncation | None]:
+    """Decode the events of a plain trace from byte ``start`` (an event's ``{``, from :func:`plan_parts`) to
+    ``stop`` (the next part's start; None: to the array's end) into ``on_chunk``. Returns what follows the
+    array (``stop`` None) and any truncation (counting this part's events only)."""
+    source = f"TRACE: {path}"
+    with path.open("rb") as f:
+        r = _MappedReader(f, source)
+        try:
+            r.drop(start)
+            if stop is not None:
+                _range_chunks(r, stop, source, on_chunk)
+                return b"", None
+            count, suffix, trunc = 0, b"", None
+            for events, rest in _chunks(r, source):
+                if events is None:
+                    trunc = Truncation(count, r.base + r.off, path.stat().st_size)
+                    break
+                count += len(events)
+                on_chunk(events)
+                suffix = rest
+            return suffix, trunc
+        finally:
+            r.map.close()
+
+
+def _range_chunks(r: _MappedReader, stop: int, source: str, on_chunk: Callable[[list[Event]], None]) -> None:
+    """The events between ``r.off`` and ``stop`` (both event starts), chunk by chunk."""
+    while r.off < stop:
+        pos = r.off + CHUNK
+        events, end = None, stop
+        while pos < stop and (m := _BOUNDARY.search(r.buf, pos, stop + 1)) is not None:
+            events = _chunk(r.buf[r.off: m.start() + 1], source, r.off)
+            if events is not None:
+                end = m.end() - 1
+                break
+            pos = m.end() - 1
+        if events is None:  # the rest of the part: up to the comma before ``stop``
+            tail = r.buf[r.off: stop].rstrip()
+            events = _chunk(tail[:-1] if tail.endswith(b",") else tail, source, r.off)
+            if events is None:
+                raise DataError(f"{source}: traceEvents (near byte {r.off}): not JSON events")
+        on_chunk(events)
+        r.drop(end)
+
+
 def _chunks(r: _Reader, source: str) -> Iterator[tuple[list[Event] | None, bytes]]:
     """(events, b"") per chunk; the last is (events, what follows the array); (None, b"") if truncated."""
     while r.unread() < 2 and r.fill():
@@ -266,6 +359,15 @@ def _partial(r: _Reader, source: str) -> tuple[list[Event], int]:
         if events is not None:
             return events, m.start() + 1
     return [], r.off
+
+
+def header_of(path: Path, suffix: bytes, truncated: bool) -> Header:
+    """The header of a plain trace read in parts: the text before its event array + ``]`` + ``suffix``."""
+    source = f"TRACE: {path}"
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        m = _EVENTS_KEY.search(buf, 0, MAX_HEADER)
+        prefix = buf[: m.end()].rstrip() if m is not None else b"{"
+    return _header(prefix, b"}", source, strict=False) if truncated else _header(prefix, suffix, source)
 
 
 def _header(prefix: bytes, suffix: bytes, source: str, strict: bool = True) -> Header:

@@ -237,7 +237,7 @@ class _Sweep:
         starts, ends = self.steps.starts, self.steps.ends
         step_of_start = {t: i for i, t in enumerate(starts)}
         root_stage = self.root_stage
-        folder = self.folder
+        folder, segs = self.folder, self.segs
         ops_of: dict[int, dict[int, RawNode]] = {}  # id(parent) -> name id -> op child (parents live on)
         stack: list[tuple[float, RawNode | None, str | None, int, bool]] = []
         cur = -1
@@ -253,6 +253,10 @@ class _Sweep:
                 if p_node is None:  # inside an event outside every step
                     stack.append((e, None, None, -1, False))
                     continue
+                if p_stage is None and not p_op:
+                    # outside every stage, not in an op: the parent is the step's segment, which a stage
+                    # opened since may have taken (merged into its caller code): the segment open now
+                    p_node = segs.get(step) or self.seg(step)
             else:
                 if kind == STEP:
                     step = step_of_start.get(t, -1)
