@@ -320,8 +320,8 @@ import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
 from torch.profiler import ProfilerActivity, profile, schedule
 import recstack
 
-def run(rank, out, port):
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+def run(rank, out, store):
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
     x = torch.randn(4, 8)
@@ -336,21 +336,18 @@ def run(rank, out, port):
     dist.destroy_process_group()
 
 if __name__ == "__main__":
-    mp.spawn(run, args=(sys.argv[1], int(sys.argv[2])), nprocs=2)
+    mp.spawn(run, args=(sys.argv[1], sys.argv[2]), nprocs=2)
 """
 
 
 def test_two_rank_gloo_directory(tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # A file rendezvous: a TCP port picked free here can be taken by another process before the ranks bind it.
+    store = tmp_path / "rendezvous"
     script = tmp_path / "ranks.py"
     script.write_text(textwrap.dedent(RANK_SCRIPT))
     traces = tmp_path / "traces"
     traces.mkdir()
-    r = subprocess.run([sys.executable, str(script), str(traces), str(port)], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, str(script), str(traces), str(store)], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert sorted(p.name for p in traces.iterdir()) == ["rank0.json", "rank1.json"]
