@@ -13,11 +13,17 @@ def print_compile_report(r: dict[str, Any]) -> None:
     c = r["compile"]
     print(f"recstack compile: {r['model']} ({r['mode']}, batch {r['batch_size']}), {c['mode']}: "
           + ", ".join(x["path"] for x in c["regions"]))
-    print(f"{'stage':22} {'eager':>12} {'compiled':>12} {'speedup':>8}")
+    print(f"{'stage':22} {'eager':>12} {'compiled':>12} {'speedup':>8} {'library':>8} {'ceiling':>8}")
     for name, st in r["stages"].items():
         sp = "-" if st.get("speedup") is None else f"{st['speedup']:.2f}x"
-        print(f"{name:22} {_s(st.get('eager_s')):>12} {_s(st.get('compiled_s')):>12} {sp:>8}"
+        share = "" if "library_share" not in st else f"{100 * st['library_share']:.0f}%"
+        ceil = "" if "library_share" not in st else ("none" if st.get("ceiling_speedup") is None
+                                                      else f"{st['ceiling_speedup']:.2f}x")
+        print(f"{name:22} {_s(st.get('eager_s')):>12} {_s(st.get('compiled_s')):>12} {sp:>8} {share:>8} {ceil:>8}"
               + (f"  {st['unavailable']}" if st.get("unavailable") else ""))
+    if r.get("ceiling"):
+        print(f"library: share of the stage's eager time in library kernels; ceiling: {r['ceiling']['formula']} "
+              "(none: no library op ran, no bound)")
     n = r["numerics"]
     print(f"numerics: max abs err {n['max_abs_err']:.3g}, max rel err {n['max_rel_err']:.3g}: "
           f"{'ok' if n['ok'] else 'FAILED'}")
