@@ -255,9 +255,11 @@ def test_recommend_writes_one_store_row_per_candidate(tmp_path, capsys):
         assert json.loads(row["batch_sizes"]) == [1, 5] and "run" in json.loads(row["stages"])
     chosen = df[df["kind"] == "chosen"]
     assert len(chosen) == 1 and chosen.iloc[0]["name"] == report["chosen"]
-    # a compiled winner was measured again (one "verify" row); eager needs no re-measure
+    # a compiled winner was measured again ("verify" rows: one, or one per pruning round of a composite);
+    # eager needs no re-measure
     verified = report["chosen_result"].get("search_speedup") is not None
-    assert (df["kind"] == "verify").sum() == (1 if verified else 0)
+    n_verify = (df["kind"] == "verify").sum()
+    assert (1 <= n_verify <= 3) if verified else n_verify == 0
     assert json.loads(chosen.iloc[0]["compile_config"]) == report["config"]
     # A second search adds its rows beside the first one's (the store is opened, not replaced).
     rc = main(["compile", "compile_models:clean", "--recommend", "--budget", "0.001", "--compile", str(base),

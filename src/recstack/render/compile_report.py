@@ -54,6 +54,13 @@ def print_recommendation(r: dict[str, Any]) -> None:
         sp = "-" if c.get("speedup") is None else f"{c['speedup']:.2f}x"
         print(f"  {c['name']:40} run {sp:>7}  recompiles {c.get('recompiles', '-')}  "
               f"{'ok' if c.get('eligible') else 'rejected: ' + str(c.get('why'))}")
+    th = r.get("gain_thresholds") or {}
+    if th:
+        print("gain thresholds (max of 1.02 and 1 + the stage's eager-vs-eager deviation): "
+              + ", ".join(f"{k} {v:.2f}x" for k, v in th.items() if not k.startswith(("[", "other"))))
+    for d in (r.get("chosen_result") or {}).get("dropped", []):
+        sp = "no visible time" if d.get("speedup") is None else f"{d['speedup']:.2f}x"
+        print(f"  dropped {d['path']} ({d['stage']}): {sp} in the composite, round {d['round']}: runs eagerly")
     print(f"chosen: {r['chosen']}; config written to {r['written']}")
     if r.get("store"):
         st = r["store"]
