@@ -5,12 +5,15 @@ region per forward stage root) and whole-model compilation, each under the dynam
 :data:`POLICIES`. Each candidate is applied in place to one model (``torch._dynamo.reset()`` between
 candidates), checked for numerics against the eager reference, timed per stage against eager, and run
 over the workload's batch sizes for recompiles and silent fallbacks. Eligible: numerics within
-tolerance, no fallback, at most :data:`MAX_RECOMPILES_PER_REGION` recompiles per compiled region. The proposal keeps, per stage, the
-policy with the best measured stage speedup above :data:`MIN_GAIN` (regions that lose stay eager),
-verifies that composite, and takes it or the best eligible candidate, whichever has the higher
-measured run speedup; that winner is measured once more (fresh alternating rounds against eager) and
-kept only if it still gains, since the best of many noisy measurements is biased upwards; when nothing
-beats eager the config compiles nothing. The settings given with
+tolerance, no fallback, at most :data:`MAX_RECOMPILES_PER_REGION` recompiles per compiled region.
+Regions that lose fall back: each stage's gain threshold is :data:`MIN_GAIN` or, where two eager arms
+measured before the search differed by more, 1 + that deviation; the proposal composes, per stage, the
+best eligible policy past its threshold, measures the composite, drops the regions whose stage does not
+pass its threshold in it and measures the rest again (:func:`_prune`). The pruned composite or the best
+eligible whole-model candidate, whichever has the higher measured run speedup, is measured once more
+(a composite through the same pruning) and kept only if it still gains, since the best of many noisy
+measurements is biased upwards; when nothing beats eager the config compiles nothing. In inference
+with inductor, freezing (``options: {freezing: true}``) is tried too (:func:`policies_for`). The settings given with
 ``--compile`` (e.g. ``backend``) are the base of every candidate. Each result goes to ``on_result``
 as it is measured (``recstack compile --recommend --store`` writes it to the results store's
 ``compile`` table: :mod:`recstack.compilation.store`), and all of them are in the returned JSON.
@@ -53,16 +56,17 @@ FREEZING = {"freezing": True}  # inductor: weights as constants, prepacked for o
 
 
 def policies_for(mode: str, base: Settings) -> dict[str, dict[str, Any]]:
-    """The candidates' settings by name: :data:`POLICIES`, and in inference with inductor (no ``mode``
-    given) each of the first two also with freezing, tried right after it (on CPU, freezing lets
-    inductor prepack weights for oneDNN's GEMMs, which eager cannot)."""
+    """The candidates' settings by name, in the order tried: :data:`POLICIES`, and in inference with
+    inductor (no ``mode`` or ``options`` given) each of the first two also with freezing, tried just
+    before it (on CPU, freezing lets inductor fold and prepack the weights for oneDNN's GEMMs, which
+    eager cannot: the candidate most likely to gain in inference comes first within a short budget)."""
     if mode == "train" or (base.backend or "inductor") != "inductor" or base.mode or base.options:
         return dict(POLICIES)
     out: dict[str, dict[str, Any]] = {}
     for i, (name, pol) in enumerate(POLICIES.items()):
-        out[name] = pol
         if i < 2:
             out[f"{name}+freezing"] = {**pol, "options": FREEZING}
+        out[name] = pol
     return out
 FORWARD = ("feature_processing", "embedding", "dense", "interaction", "sequence", "head")
 

@@ -192,7 +192,7 @@ def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] |
     }
 
 
-CEILING_STEPS = 2  # eager op-pass steps for the ceilings
+CEILING_STEPS = 3  # eager op-pass steps for the ceilings
 
 
 def eager_ceilings(setup: Setup) -> dict[str, dict[str, Any]]:
