@@ -79,7 +79,7 @@ class Wins(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.fc = nn.Linear(8, 8)
-        self.register_buffer("w", torch.randn(256, 256))
+        self.register_buffer("w", torch.randn(512, 512))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _unused = self.w @ self.w @ self.w
@@ -92,7 +92,7 @@ class Loses(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.fc = nn.Linear(8, 1)
-        self.register_buffer("w", torch.randn(256, 256))
+        self.register_buffer("w", torch.randn(512, 512))
 
     def forward(self, y: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():
