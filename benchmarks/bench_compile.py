@@ -119,6 +119,8 @@ def ceiling_text(stage: dict[str, Any] | None) -> str:
     """A stage's Amdahl ceiling (``recstack compile``'s ``ceiling_speedup``) and its library share."""
     if not stage or "library_share" not in stage:
         return "-"
+    if stage.get("library_share") is None:
+        return "-"
     if stage.get("ceiling_speedup") is None:
         return "none (0% library)"
     return f"{stage['ceiling_speedup']:.2f}x ({100 * stage['library_share']:.0f}% library)"

@@ -16,7 +16,8 @@ def print_compile_report(r: dict[str, Any]) -> None:
     print(f"{'stage':22} {'eager':>12} {'compiled':>12} {'speedup':>8} {'library':>8} {'ceiling':>8}")
     for name, st in r["stages"].items():
         sp = "-" if st.get("speedup") is None else f"{st['speedup']:.2f}x"
-        share = "" if "library_share" not in st else f"{100 * st['library_share']:.0f}%"
+        share = "" if "library_share" not in st else ("-" if st["library_share"] is None
+                                                      else f"{100 * st['library_share']:.0f}%")
         ceil = "" if "library_share" not in st else ("none" if st.get("ceiling_speedup") is None
                                                       else f"{st['ceiling_speedup']:.2f}x")
         print(f"{name:22} {_s(st.get('eager_s')):>12} {_s(st.get('compiled_s')):>12} {sp:>8} {share:>8} {ceil:>8}"
