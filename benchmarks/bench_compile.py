@@ -106,11 +106,24 @@ def goal(rows: list[dict[str, Any]]) -> dict[str, Any]:
     train = [r for r in rows if r["mode"] == "train"]
     n_fast = sum(fast(r) for r in train)
     slower = [f"{r['model']}/{r['mode']}" for r in rows if slower_than_eager(r)]
-    return {"slower_than_eager": slower, "never_slower": not slower,
+    below = [f"{r['model']}/{s}" for r in train for s in GOAL_STAGES
+             if ((r["report"]["stages"].get(s) or {}).get("ceiling_speedup") or float("inf")) < GOAL_SPEEDUP]
+    return {"slower_than_eager": slower, "never_slower": not slower, "ceiling_below_goal": below,
             "train_models_at_1_3x": n_fast, "train_models": len(train),
             "half_at_1_3x": bool(train) and n_fast >= math.ceil(len(train) / 2),
             "rule": "slower: run speedup < 1/(1 + the run's noise floor); fast: every dense and sequence stage the model "
                     "has compiled per stage and >= 1.3x (a whole-model compile hides stages: not shown)"}
+
+
+def ceiling_text(stage: dict[str, Any] | None) -> str:
+    """A stage's Amdahl ceiling (``recstack compile``'s ``ceiling_speedup``) and its library share."""
+    if not stage or "library_share" not in stage:
+        return "-"
+    if stage.get("library_share") is None:
+        return "-"
+    if stage.get("ceiling_speedup") is None:
+        return "none (0% library)"
+    return f"{stage['ceiling_speedup']:.2f}x ({100 * stage['library_share']:.0f}% library)"
 
 
 def _x(v: Any, unit: str = "x") -> str:
@@ -118,7 +131,8 @@ def _x(v: Any, unit: str = "x") -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ["model", "mode", "chosen", "run", *STAGES, "noise run / stages", "cold (s)", "warm (s)", "graphs",
+    head = ["model", "mode", "chosen", "run", *STAGES, "ceiling dense / sequence", "noise run / stages", "cold (s)",
+            "warm (s)", "graphs",
             "breaks", "recompiles", "fallbacks", "cell (s)"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]  # cold/warm *: of the best candidate
     for r in rows:
@@ -131,6 +145,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                 cells.append("hidden")
             else:
                 cells.append(_x(stage_speedup(r, s)) if s in r["compiled_stages"] else "eager")
+        cells.append(" / ".join(ceiling_text(st.get(s)) for s in GOAL_STAGES if s in st) or "-")
         nf = [noise(r, k) for k in ("run_dev", "max_dev")]
         ct = r["compile_time_s"]
         mark = "*" if str(ct.get("of", "")).startswith("best") else ""
@@ -178,6 +193,8 @@ def main() -> None:
     print(table(rows))
     print("cold/warm (s): first compiled step in a fresh process, empty then populated inductor cache; "
           "*: of the best candidate, where the chosen config compiles nothing")
+    if rows:
+        print("ceiling: " + rows[0]["report"]["ceiling"]["formula"])
     g = {**goal(rows), "total_s": total, "budget_s": args.minutes * 60}
     print(json.dumps(g))
     atomic_write_text(args.out, json.dumps({"args": vars(args), "rows": rows, "goal": g}, indent=1, default=str))

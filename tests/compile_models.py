@@ -71,3 +71,47 @@ def breaky(batch_size: int, seed: int):
 def clean(batch_size: int, seed: int):
     torch.manual_seed(seed)
     return Clean(), _batches(batch_size, seed)
+
+
+class Wins(nn.Module):
+    """Made to win compiled: eager computes a product it never uses; a compiled graph drops it (dead code)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.register_buffer("w", torch.randn(512, 512))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _unused = self.w @ self.w @ self.w
+        return self.fc(x)
+
+
+class Loses(nn.Module):
+    """Made to lose compiled: the traced graph computes a product that eager skips."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 1)
+        self.register_buffer("w", torch.randn(512, 512))
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            y = y + (self.w @ self.w @ self.w).sum() * 0.0
+        return self.fc(y)
+
+
+class Mixed(nn.Module):
+    """A stage that gains compiled (dense) beside one that loses (head), for --recommend's selection."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dense_arch = Wins()
+        self.over_arch = Loses()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.over_arch(self.dense_arch(x))
+
+
+def mixed(batch_size: int, seed: int):
+    torch.manual_seed(seed)
+    return Mixed(), _batches(batch_size, seed)

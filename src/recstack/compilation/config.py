@@ -7,6 +7,7 @@
       - {match: "dense_arch", mode: max-autotune-no-cudagraphs}
       - {match: "over_arch"}
       - {match: "sparse_arch*", enabled: false}        # keep eager (compiled around)
+      - {match: "over_arch", options: {freezing: true}}  # inductor options (inference: weights as constants)
 
 Without ``rules`` the whole model is one compiled region (whole-model mode).
 With rules, every module whose path matches a rule (first matching rule wins,
@@ -18,6 +19,7 @@ A rule that matches no module is an error naming the rule.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +56,13 @@ class Settings(BaseModel):
     dims: list[DynamicDim] | None = None
     recompile_limit: int | None = Field(None, ge=1, le=1024)
     on_recompile: Literal["allow", "fail"] | None = None
+    options: dict[str, bool | int | float | str] | None = Field(
+        None, description="inductor options passed as torch.compile(options=...), e.g. {freezing: true}")
+
+    @field_validator("options")
+    @classmethod
+    def _known_options(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        return v if v is None else check_inductor_options(v)
 
     @field_validator("backend")
     @classmethod
@@ -95,9 +104,29 @@ class CompileConfig(BaseModel):
         return yaml.safe_dump(data, sort_keys=False)
 
 
+def check_inductor_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` if every key is an inductor option (``torch._inductor.list_options``) whose current
+    value has the given value's type; else ValueError naming the first bad key. Where torch offers no
+    list of options, the keys pass unchecked (torch.compile then rejects unknown ones itself)."""
+    import torch._inductor as inductor
+    import torch._inductor.config as iconfig
+
+    lister = getattr(inductor, "list_options", None)
+    known = set(lister()) if callable(lister) else None
+    for key, value in options.items():
+        if known is not None and key not in known:
+            near = difflib.get_close_matches(key, sorted(known), n=3)
+            raise ValueError(f"unknown inductor option {key!r}" + (f"; did you mean {', '.join(near)}" if near else ""))
+        current = getattr(iconfig, key, None)
+        if current is not None and type(current) in (bool, int, float, str) and not (
+                isinstance(value, type(current)) and (type(value) is not bool or type(current) is bool)):
+            raise ValueError(f"inductor option {key!r} takes a {type(current).__name__} (got {value!r})")
+    return options
+
+
 # torch's own defaults for fields no config sets (``dynamic: auto`` is torch's ``dynamic=None``).
 TORCH_DEFAULTS = Settings(enabled=True, backend="inductor", mode=None, dynamic="auto", fullgraph=False, dims=[],
-                          recompile_limit=None, on_recompile="allow")
+                          recompile_limit=None, on_recompile="allow", options=None)
 
 
 def load_compile_config(source: str | Path | dict[str, Any] | CompileConfig) -> CompileConfig:

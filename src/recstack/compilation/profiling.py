@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recstack.compilation.apply import WHOLE_NOTE, CompiledRun, visible_roots
-from recstack.compilation.config import load_compile_config
+from recstack.compilation.config import WHOLE, load_compile_config
 
 
 @dataclass
@@ -24,6 +24,7 @@ class ProfileCompile:
     run: CompiledRun
     roots: dict[str, str]
     hidden: dict[str, str]
+    opaque: frozenset[str]  # module paths strictly inside compiled regions: the op pass leaves them unwrapped
 
     def finish(self) -> dict[str, Any]:
         """Back to eager (for the analyses that instrument modules) and the summary for ``run.compile``."""
@@ -43,7 +44,13 @@ def compile_for_profile(model: Any, step: Any, batches: list[Any], found: Any, s
     run = CompiledRun.start(model, step, found, ccfg, source=source if isinstance(source, str) else "compile")
     run.warm(batches, max(warmup, 2))
     roots, hidden = visible_roots(found.roots, run.plan)
-    return ProfileCompile(run, roots, hidden)
+    return ProfileCompile(run, roots, hidden, inside_regions(model, run.plan))
 
 
-__all__ = ["ProfileCompile", "compile_for_profile"]
+def inside_regions(model: Any, plan: Any) -> frozenset[str]:
+    """Paths of the modules strictly inside a compiled region (a region's own root stays outside)."""
+    return frozenset(p for p, _ in model.named_modules()
+                     if p and any(r.path == WHOLE or p.startswith(r.path + ".") for r in plan.regions))
+
+
+__all__ = ["ProfileCompile", "compile_for_profile", "inside_regions"]

@@ -91,6 +91,12 @@ def _compile_kwargs(s: Settings) -> dict[str, Any]:
         if s.backend != "inductor":
             raise ConfigError(f"mode {s.mode!r} needs backend inductor (got {s.backend!r})", field="mode")
         kw["mode"] = s.mode
+    if s.options:
+        if s.backend != "inductor":
+            raise ConfigError(f"options {sorted(s.options)} need backend inductor (got {s.backend!r})", field="options")
+        if "mode" in kw:
+            raise ConfigError("torch.compile takes mode or options, not both: drop one", field="options")
+        kw["options"] = dict(s.options)
     return kw
 
 

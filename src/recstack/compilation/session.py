@@ -8,18 +8,20 @@ regions); the compiled model over the workload's batch sizes (recompiles, fallba
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from recstack.compilation import numerics
 from recstack.compilation.apply import WHOLE_NOTE, CompiledRun, visible_roots
+from recstack.compilation.ceiling import FORMULA, stage_ceilings
 from recstack.compilation.config import CompileConfig
 from recstack.compilation.model import Loaded, Loader, load_zoo
 from recstack.compilation.observe import phases
 from recstack.config.loading import parse_config
 from recstack.config.run import RunConfig
-from recstack.profiling.passes import Discovery, TimingResult, timing_pass, warm_up_and_discover
+from recstack.profiling.passes import Discovery, TimingResult, op_pass, timing_pass, warm_up_and_discover
 from recstack.profiling.rules import StageRules, load_stage_rules
 from recstack.profiling.runner import ProfileOptions, Step
 from recstack.profiling.stats import median
@@ -78,11 +80,12 @@ def timed_pair(setup: Setup, run: CompiledRun, roots: dict[str, str], iters: int
     return got["eager"], got["compiled"]
 
 
-def timed_rounds(setup: Setup, run: CompiledRun, roots: dict[str, str], iters: int, arms: tuple[str, ...],
+def timed_rounds(setup: Setup, run: CompiledRun | None, roots: dict[str, str], iters: int, arms: tuple[str, ...],
                  rounds: int = 4) -> dict[str, dict[str, float]]:
     """Per-stage medians of each arm (``"eager"``, a second ``"eager2"``, ``"compiled"``), the arms taking
     turns in each of ``rounds`` rounds of ``iters / rounds`` timed steps (E C E2 E C E2 ...). Two eager
-    arms in the same rounds measure the noise floor: the ratio the host gives between identical runs."""
+    arms in the same rounds measure the noise floor: the ratio the host gives between identical runs.
+    ``run`` None: nothing is compiled (eager arms only)."""
     rounds = max(1, min(rounds, iters))
     per = max(1, iters // rounds)
     samples = {a: TimingResult() for a in arms}
@@ -91,7 +94,7 @@ def timed_rounds(setup: Setup, run: CompiledRun, roots: dict[str, str], iters: i
             if arm == "compiled":
                 res = timing_pass(setup.loaded.model, setup.step, setup.batches, roots, per, cuda_sync())
             else:
-                with run.compiled.eager_mode():
+                with run.compiled.eager_mode() if run is not None else contextlib.nullcontext():
                     res = timing_pass(setup.loaded.model, setup.step, setup.batches, roots, per, cuda_sync())
             acc = samples[arm]
             acc.plain += res.plain
@@ -117,8 +120,19 @@ def noise_table(a: dict[str, float], b: dict[str, float]) -> dict[str, Any]:
 
 
 def stage_table(eager: dict[str, float], compiled: dict[str, float], hidden: dict[str, str],
+                eager_full: dict[str, float] | None, ceilings: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """{stage: {eager_s, compiled_s, speedup}}; speedup = eager_s / compiled_s (computed from medians);
+    with ``ceilings`` (:func:`.ceiling.stage_ceilings`) forward stages also carry ``library_share`` and
+    ``ceiling_speedup`` (None where no library op ran)."""
+    table = _stage_rows(eager, compiled, hidden, eager_full)
+    for k, c in (ceilings or {}).items():
+        if k in table:
+            table[k].update(library_share=c["library_share"], ceiling_speedup=c["ceiling_speedup"])
+    return table
+
+
+def _stage_rows(eager: dict[str, float], compiled: dict[str, float], hidden: dict[str, str],
                 eager_full: dict[str, float] | None) -> dict[str, Any]:
-    """{stage: {eager_s, compiled_s, speedup}}; speedup = eager_s / compiled_s (computed from medians)."""
     table: dict[str, Any] = {}
     for k in sorted(set(eager) | set(compiled) | set(hidden)):
         if k in hidden:
@@ -140,6 +154,7 @@ def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] |
     ``noise_floor``: a second eager arm in the timing rounds, reported as ``noise_floor``."""
     setup = prepare(cfg, loader)
     iters = iters or cfg.iters
+    ceilings = eager_ceilings(setup)  # before the reference: in training its steps move the weights
     ref = numerics.capture(setup.step, setup.batches[:2])
     run = CompiledRun.start(setup.loaded.model, setup.step, setup.found, ccfg, source)
     try:
@@ -166,13 +181,25 @@ def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] |
     return {
         "model": setup.loaded.name, "mode": cfg.mode, "batch_size": cfg.batch_size,
         **run.summary(),
-        "stages": stage_table(eager_t, compiled_t, hidden, eager_full),
+        "stages": stage_table(eager_t, compiled_t, hidden, eager_full, ceilings),
+        "ceiling": {"formula": FORMULA, "op_pass_steps": CEILING_STEPS,
+                    "provenance": "computed from an eager op pass (torch.profiler) of the same model and batches"},
         "numerics": nums,
         **({"noise_floor": noise_table(eager_t, timed_arms["eager2"])} if noise_floor else {}),
         "compile_time_s": {"in_process": {"first_step_s": run.first_step_s, "warm_up_s": warm_s,
                                           "phases": phases(obs.metrics)}},
         "batch_sizes": sizes,
     }
+
+
+CEILING_STEPS = 3  # eager op-pass steps for the ceilings
+
+
+def eager_ceilings(setup: Setup) -> dict[str, dict[str, Any]]:
+    """Per forward stage, the library-kernel share of its eager time and the Amdahl ceiling on its speedup
+    (:mod:`.ceiling`), from an eager op pass over the discovered stage roots."""
+    res = op_pass(setup.loaded.model, setup.step, setup.batches, setup.found.roots, CEILING_STEPS, cuda_sync())
+    return stage_ceilings(res.folder.root, res.folder.steps)
 
 
 def default_batch_sizes(loaded: Loaded, n: int = 64, most: int = 12) -> list[int]:

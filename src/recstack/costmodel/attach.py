@@ -90,8 +90,18 @@ class _Record:
     op: str
 
 
-def attach_costs(root: Node, counts: Mapping[tuple[str, str], OpCount], steps: int = 1) -> dict[str, Any]:
+def attach_costs(root: Node, counts: Mapping[tuple[str, str], OpCount], steps: int = 1,
+                 regions: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Write ``flops``, ``bytes``, ``intensity`` (and cost ``extra`` keys) onto ``root``'s tree.
+
+    ``regions``: module paths of compiled regions (``recstack profile --compile``). Their op nodes are
+    not the eager ops the counter saw (fused kernels have no events; only extern kernels such as
+    ``aten::addmm`` show), so a region's module node is one site holding the counted forward work of
+    every module inside it (same computation, so the same FLOPs; bytes are the eager ops' traffic, an
+    upper bound for fused code), and its ops stay null. Matching those records to the visible extern
+    ops by name would pile every eager GEMM's FLOPs onto the few that show and read above the roof.
+    Backward work that a compiled region created, and all work of a whole-model compile, has no such
+    site: it stays unplaced (reported), never placed on ops by name.
 
     ``counts`` is :attr:`CostCounter.counts` for ``steps`` counted steps (its
     sums are divided by ``steps``: the tree holds per-step figures). Returns
@@ -104,8 +114,8 @@ def attach_costs(root: Node, counts: Mapping[tuple[str, str], OpCount], steps: i
     executed = {normalize(n) for (_, n), c in counts.items() if c.calls > 0}
     decomposed = {normalize(n) for (_, n), c in counts.items() if c.decomposed_calls > 0}
     _reset(root)
-    sites, leaf_noops = _find_sites(root, executed, decomposed)
-    records = _records(counts, _module_stages(root), steps)
+    sites, leaf_noops = _find_sites(root, executed, decomposed, regions)
+    records = _records(counts, _module_stages(root), steps, regions)
     unplaced = _match(sites, records)
     unplaced_rows = [
         {"module": r.module, "op": r.op, "calls": r.cost.calls / steps, "flops": r.cost.flops, "bytes": r.cost.bytes}
@@ -143,7 +153,9 @@ def attach_model_costs(profile: Profile, model: nn.Module, run_step: Callable[[]
 
     with CostCounter(model) as counter:
         run_step()
-    summary = attach_costs(profile.root, counter.counts, steps=1)
+    compiled = ((profile.run or {}).get("compile") or {}).get("compile") or {}
+    regions = frozenset(r["path"] for r in compiled.get("regions") or [])
+    summary = attach_costs(profile.root, counter.counts, steps=1, regions=regions)
     profile.extra["cost_model"] = summary
     return summary
 
@@ -176,9 +188,15 @@ def _module_stages(root: Node) -> dict[str, str]:
     return out
 
 
-def _find_sites(root: Node, executed: set[str], decomposed: set[str]) -> tuple[list[_Site], list[Node]]:
+def _find_sites(root: Node, executed: set[str], decomposed: set[str],
+                regions: frozenset[str] = frozenset()) -> tuple[list[_Site], list[Node]]:
     sites: list[_Site] = []
     noops: list[Node] = []
+    if regions:
+        for n in root.walk():
+            if n.level == "module" and n.name in regions:  # the region's counted work lands here
+                sites.append(_Site(n, (("region", n.name), None, None, None)))
+                _mark_inside(n.children)
     for stage in root.children:
         if stage.level != "stage":
             continue
@@ -198,6 +216,8 @@ def _find_sites(root: Node, executed: set[str], decomposed: set[str]) -> tuple[l
 def _visit(n: Node, scope: tuple[Any, ...], chain: tuple[str, ...], executed: set[str], decomposed: set[str],
            sites: list[_Site], noops: list[Node]) -> None:
     if n.level == "module":
+        if any(s.node is n for s in sites):  # a compiled region (a site of its own)
+            return
         for c in n.children:
             _visit(c, ("f", n.name), (), executed, decomposed, sites, noops)
         return
@@ -287,7 +307,14 @@ def _site_keys(scope: tuple[Any, ...], chain: tuple[str, ...], norm: str) -> tup
 # --- counter entries -------------------------------------------------------------------------------
 
 
-def _records(counts: Mapping[tuple[str, str], OpCount], stages: dict[str, str], steps: int) -> list[_Record]:
+def _region_of(path: str | None, regions: frozenset[str]) -> str | None:
+    if not path or not regions:
+        return None
+    return next((r for r in regions if r == "" or path == r or path.startswith(r + ".")), None)
+
+
+def _records(counts: Mapping[tuple[str, str], OpCount], stages: dict[str, str], steps: int,
+             regions: frozenset[str] = frozenset()) -> list[_Record]:
     out: list[_Record] = []
     for (path, name), c in counts.items():
         if c.calls == 0:
@@ -295,9 +322,12 @@ def _records(counts: Mapping[tuple[str, str], OpCount], stages: dict[str, str], 
         norm = normalize(name)
         for ctx, cs in c.contexts.items():
             chain = tuple(normalize(x) for x in ctx.chain)
-            if path == BACKWARD:
+            region = _region_of(ctx.origin if path == BACKWARD else path, regions)
+            if region is not None:  # compiled: only the region's own site (forward), else unplaced
+                keys: tuple[Any, ...] = ((("region", region) if path != BACKWARD else None), None, None, None)
+            elif path == BACKWARD:
                 stage = stages.get(ctx.origin) if ctx.origin else None
-                keys: tuple[Any, ...] = (
+                keys = (
                     ("b", stage, ctx.node, chain, norm) if stage else None,
                     ("b", ctx.node, chain, norm),
                     ("b", norm),

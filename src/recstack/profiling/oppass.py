@@ -53,8 +53,10 @@ def _range_type() -> Any:
     return getattr(getattr(torch._C, "_profiler", None), "_RecordFunctionFast", None) or record_function
 
 
-def install_range_hooks(model: nn.Module, roots: dict[str, str]) -> ForwardWrappers:
-    """Profiler ranges around every module call (and stage ranges around stage roots).
+def install_range_hooks(model: nn.Module, roots: dict[str, str], opaque: frozenset[str] = frozenset()) -> ForwardWrappers:
+    """Profiler ranges around every module call (and stage ranges around stage roots), except the modules
+    in ``opaque`` (those inside compiled regions: a wrapper there changes what Dynamo guards on, so the
+    region recompiles during the pass, tracing the wrapper, and the pass profiles that compile instead).
 
     A stage root called while its own stage is already open (several roots of
     one stage nested at run time, e.g. heirs of a container that never ran)
@@ -63,7 +65,7 @@ def install_range_hooks(model: nn.Module, roots: dict[str, str]) -> ForwardWrapp
     wrappers = ForwardWrappers()
     active: list[str] = []  # stages open right now, innermost last
     for path, mod in model.named_modules():
-        if not path:
+        if not path or path in opaque:
             continue
         stage = roots.get(path)
         stack: list[tuple[list[Any], bool]] = []

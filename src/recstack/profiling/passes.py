@@ -167,8 +167,10 @@ def op_pass(
     op_iters: int,
     sync: Callable[[], None] | None,
     export_trace: Callable[[Any], None] | None = None,
+    opaque: frozenset[str] = frozenset(),
 ) -> OpPassResult:
-    """``op_iters`` steps under torch.profiler with stage and module ranges, folded into one tree.
+    """``op_iters`` steps under torch.profiler with stage and module ranges, folded into one tree;
+    modules in ``opaque`` (inside compiled regions) get no range of their own.
 
     ``export_trace(prof)`` writes the Chrome trace (torch.profiler can export it once).
     """
@@ -183,7 +185,7 @@ def op_pass(
 
     folder = Folder()
     steps_s: list[float] = []
-    range_wrappers = install_range_hooks(model, roots)
+    range_wrappers = install_range_hooks(model, roots, opaque)
     try:
         with quiet_native(profile(activities=acts, record_shapes=True)) as prof:
             for i in range(op_iters):

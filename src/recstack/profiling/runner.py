@@ -279,7 +279,8 @@ def _profile(
     if opts.op_pass:
         progress.advance("op pass", measuring=True)
         ops = op_pass(model, step, batches, roots, opts.op_iters, sync,
-                      export_trace=opts.write_trace if opts.trace_path else None)
+                      export_trace=opts.write_trace if opts.trace_path else None,
+                      opaque=compiled.opaque if compiled is not None else frozenset())
     extra = _embedding_and_memory(model, step, batches[0], found.smap, opts)
     if compiled is not None:
         opts.run_info["compile"] = compiled.finish()

@@ -13,11 +13,18 @@ def print_compile_report(r: dict[str, Any]) -> None:
     c = r["compile"]
     print(f"recstack compile: {r['model']} ({r['mode']}, batch {r['batch_size']}), {c['mode']}: "
           + ", ".join(x["path"] for x in c["regions"]))
-    print(f"{'stage':22} {'eager':>12} {'compiled':>12} {'speedup':>8}")
+    print(f"{'stage':22} {'eager':>12} {'compiled':>12} {'speedup':>8} {'library':>8} {'ceiling':>8}")
     for name, st in r["stages"].items():
         sp = "-" if st.get("speedup") is None else f"{st['speedup']:.2f}x"
-        print(f"{name:22} {_s(st.get('eager_s')):>12} {_s(st.get('compiled_s')):>12} {sp:>8}"
+        share = "" if "library_share" not in st else ("-" if st["library_share"] is None
+                                                      else f"{100 * st['library_share']:.0f}%")
+        ceil = "" if "library_share" not in st else ("none" if st.get("ceiling_speedup") is None
+                                                      else f"{st['ceiling_speedup']:.2f}x")
+        print(f"{name:22} {_s(st.get('eager_s')):>12} {_s(st.get('compiled_s')):>12} {sp:>8} {share:>8} {ceil:>8}"
               + (f"  {st['unavailable']}" if st.get("unavailable") else ""))
+    if r.get("ceiling"):
+        print(f"library: share of the stage's eager time in library kernels; ceiling: {r['ceiling']['formula']} "
+              "(none: no library op ran, no bound)")
     n = r["numerics"]
     print(f"numerics: max abs err {n['max_abs_err']:.3g}, max rel err {n['max_rel_err']:.3g}: "
           f"{'ok' if n['ok'] else 'FAILED'}")
@@ -48,6 +55,13 @@ def print_recommendation(r: dict[str, Any]) -> None:
         sp = "-" if c.get("speedup") is None else f"{c['speedup']:.2f}x"
         print(f"  {c['name']:40} run {sp:>7}  recompiles {c.get('recompiles', '-')}  "
               f"{'ok' if c.get('eligible') else 'rejected: ' + str(c.get('why'))}")
+    th = r.get("gain_thresholds") or {}
+    if th:
+        print("gain thresholds (max of 1.02 and 1 + the stage's eager-vs-eager deviation): "
+              + ", ".join(f"{k} {v:.2f}x" for k, v in th.items() if not k.startswith(("[", "other"))))
+    for d in (r.get("chosen_result") or {}).get("dropped", []):
+        sp = "no visible time" if d.get("speedup") is None else f"{d['speedup']:.2f}x"
+        print(f"  dropped {d['path']} ({d['stage']}): {sp} in the composite, round {d['round']}: runs eagerly")
     print(f"chosen: {r['chosen']}; config written to {r['written']}")
     if r.get("store"):
         st = r["store"]
