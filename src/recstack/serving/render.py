@@ -93,7 +93,7 @@ def render_search(v: dict[str, Any]) -> None:
         c = v.get("closest")
         where = (f"; closest: {_conf(c)} p99 {_ms((c.get('latency_s') or {}).get('p99'))}"
                  f"{' (screening probe)' if c.get('screening_probe') else ' (full probe)'}") if c else ""
-        print(f"target not met by any configuration (confirmed by a full probe){where}")
+        print(f"target not met by any configuration (no full probe met it){where}")
         screened = [c for c in v["configurations"] if c.get("screening_qps") is not None]
         if screened:
             s = max(screened, key=lambda c: c["screening_qps"])
