@@ -90,7 +90,10 @@ def noise(row: dict[str, Any], key: str = "max_dev") -> float | None:
 
 
 def slower_than_eager(row: dict[str, Any]) -> bool:
-    """Slower beyond the noise floor: run speedup below 1 / (1 + the run's eager-vs-eager deviation)."""
+    """Slower beyond the noise floor: run speedup below 1 / (1 + the run's eager-vs-eager deviation). A config
+    that compiles nothing (every candidate lost) is eager: its run column is eager against eager, never slower."""
+    if not row["report"]["compile"]["regions"]:
+        return False
     sp = row["report"]["stages"]["run"]["speedup"]
     return sp is not None and sp < 1 / (1 + (noise(row, "run_dev") or 0))
 
