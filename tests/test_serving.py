@@ -339,6 +339,15 @@ def test_wake_margin_follows_the_wake_up_lateness_within_its_bounds():
     assert m.value == SPIN_MIN_S
 
 
+def _probe_once(cfg: RunConfig, opts: ServeOptions, plan) -> tuple[dict, object]:
+    """One probe of ``plan`` on a fresh pool: its summary and the dispatcher's run record (per-batch times)."""
+    runs = []
+    with pool_for(cfg, opts, plan_sizes(plan)) as pool:
+        pool.start()
+        out = probe(pool, plan, opts, on_run=runs.append)
+    return out, runs[0]
+
+
 def test_one_spin_worker_is_a_fifo_server_whose_batches_start_after_hand_over_and_last_d():
     """Per batch, as the dispatcher and the worker stamp them (one monotonic clock): released no earlier than
     scheduled, started no earlier than handed over, busy at least D, one at a time in arrival order; the
@@ -350,11 +359,7 @@ def test_one_spin_worker_is_a_fifo_server_whose_batches_start_after_hand_over_an
     opts = ServeOptions(qps=250, duration_s=1.0, workers=1, query_size=1, max_batch=1, service_ms=d * 1e3,
                         depth=2, grace_s=2.0)
     plan = build_plan(cfg, opts)
-    runs = []
-    with pool_for(cfg, opts, plan_sizes(plan)) as pool:
-        pool.start()
-        out = probe(pool, plan, opts, on_run=runs.append)
-    run = runs[0]
+    out, run = _probe_once(cfg, opts, plan)
     assert out["completed"] == out["requests"] == plan.requests > 100
     arrival, sent, start, end = plan.arrivals, run.t_sent, run.t_start, run.t_end  # one batch per request
     assert np.all(sent >= arrival) and np.all(start >= sent)
@@ -400,11 +405,7 @@ def test_one_worker_holds_depth_batches_of_a_burst_and_serves_them_back_to_back(
     opts = ServeOptions(workers=1, query_size=1, max_batch=1, service_ms=d * 1e3, depth=depth, grace_s=5.0,
                         arrivals=parse_arrivals(str(tmp_path / "burst.csv")))
     plan = build_plan(cfg, opts)
-    runs = []
-    with pool_for(cfg, opts, plan_sizes(plan)) as pool:
-        pool.start()
-        out = probe(pool, plan, opts, on_run=runs.append)
-    run = runs[0]
+    out, run = _probe_once(cfg, opts, plan)
     assert out["completed"] == n and out["failed"] == out["late"] == 0
     sent, start, end = run.t_sent, run.t_start, run.t_end
     assert np.all(sent[:depth] < end[0])  # handed over together, before the first batch ended
