@@ -66,7 +66,7 @@ from recstack.serving.service import ServeOptions, build_plan, plan_sizes, pool_
 # Requests per rho as a share of --requests-at-09: one Poisson sample path's mean wait is itself noisy
 # (its spread per rho and size is in docs/benchmarks.md), so the lower loads get half and 60% of them.
 SHARE_OF_REQUESTS = {0.5: 0.5, 0.7: 0.6, 0.9: 1.0}
-RHOS = (0.5, 0.7, 0.9)
+RHOS = tuple(SHARE_OF_REQUESTS)
 
 
 def erlang_c(c: int, a: float) -> float:

@@ -153,6 +153,19 @@ def configure(cfg: RunConfig, opts: ServeOptions, point: dict[str, Any]) -> tupl
     return c, o
 
 
+def _warmup_table(pool: Any) -> tuple[int, list[int], list[float]] | None:
+    """(live CPU workers, batch sizes, median warm-up seconds per size across them); None without timings."""
+    import numpy as np
+
+    from recstack.serving.plan import CPU
+
+    times = [w.info.get("service_s_by_size") or {} for w in pool.live() if w.cls == CPU]
+    if not times or not times[0]:
+        return None
+    sizes = sorted(int(k) for k in times[0])
+    return len(times), sizes, [float(np.median([t[k] for t in times if k in t])) for k in sizes]
+
+
 def capacity_estimate(pool: Any, plan: Any) -> float | None:
     """Queries per second the CPU workers could complete back to back: workers / mean service per query,
     the service per batch interpolated from the workers' timed warm-up batches (an estimate: a start point)."""
@@ -160,15 +173,14 @@ def capacity_estimate(pool: Any, plan: Any) -> float | None:
 
     from recstack.serving.plan import CPU
 
-    times = [w.info.get("service_s_by_size") or {} for w in pool.live() if w.cls == CPU]
-    if not times or not times[0] or plan.requests == 0:
+    tab = _warmup_table(pool)
+    if tab is None or plan.requests == 0:
         return None
-    sizes = sorted(int(k) for k in times[0])
-    secs = [float(np.median([t[k] for t in times if k in t])) for k in sizes]
+    n, sizes, secs = tab
     cpu = plan.batch_class == CPU
     per_batch = np.interp(plan.batch_size[cpu], sizes, secs)
     per_query = per_batch.sum() / plan.requests
-    return len(times) / per_query if per_query > 0 else None
+    return n / per_query if per_query > 0 else None
 
 
 def service_floor(pool: Any, plan: Any, opts: ServeOptions, pct: float) -> tuple[float | None, int]:
@@ -177,17 +189,16 @@ def service_floor(pool: Any, plan: Any, opts: ServeOptions, pct: float) -> tuple
     from measurements; None when the warm-up gave none or the query goes to the accelerator)."""
     import numpy as np
 
-    from recstack.serving.plan import CPU, batch_sizes_of
+    from recstack.serving.plan import batch_sizes_of
 
     if plan.requests == 0:
         return None, 0
     size = int(np.percentile(plan.sizes, pct, method="higher"))
-    times = [w.info.get("service_s_by_size") or {} for w in pool.live() if w.cls == CPU]
-    if not times or not times[0] or (opts.gpu_threshold is not None and size > opts.gpu_threshold):
+    tab = _warmup_table(pool)
+    if tab is None or (opts.gpu_threshold is not None and size > opts.gpu_threshold):
         return None, size
-    known = sorted(int(k) for k in times[0])
-    secs = [float(np.median([t[k] for t in times if k in t])) for k in known]
-    loads = [0.0] * len(times)
+    n, known, secs = tab
+    loads = [0.0] * n
     for t in sorted(np.interp(batch_sizes_of(np.array([size]), opts.max_batch), known, secs), reverse=True):
         loads[loads.index(min(loads))] += float(t)
     return max(loads), size
@@ -254,10 +265,14 @@ class Screen:
     seconds: float = 0.0  # wall time of the screening (the first of a pool's points: its start included)
     floor_exempt: bool = False  # probed although its floor is above the target (the lowest floor of all)
 
+    def fields(self) -> dict[str, Any]:
+        """What screening measured, as the store's rows and the output carry it."""
+        return {k: getattr(self, k) for k in ("capacity_qps", "capacity_estimate_qps", "service_floor_s",
+                                              "floor_measured", "floor_estimate_s", "query_size")}
+
     def brief(self) -> dict[str, Any]:
-        return {**self.point, **{k: getattr(self, k) for k in (
-            "screened", "capacity_qps", "capacity_estimate_qps", "service_floor_s", "floor_measured",
-            "floor_estimate_s", "query_size", "burst_requests", "seconds")}}
+        return {**self.point, "screened": self.screened, **self.fields(), "burst_requests": self.burst_requests,
+                "seconds": self.seconds}
 
 
 class Search:
@@ -360,28 +375,22 @@ class Search:
                 self.stopped = res["stopped"]
             if res["service_floor_s"] is not None:
                 sc.service_floor_s, sc.floor_measured = res["service_floor_s"], True
-            self.on_probe("floor", {**self._info(cfg, point), **self._screen_fields(sc), "meets_target": None}, res)
+            self.on_probe("floor", {**self._info(cfg, point), **sc.fields(), "meets_target": None}, res)
         lo, hi = BURST_REQUESTS
         guess = sc.capacity_estimate_qps
         sc.burst_requests = int(min(hi, max(lo, guess * burst_s))) if guess else lo
-        floor_out = sc.service_floor_s is not None and sc.service_floor_s > self.target.latency_s
-        if not self._interrupted() and not floor_out:  # a point its floor rules out needs no capacity
+        if not self._interrupted() and not self._floor_rules_out(sc):  # floor_exempt is set after all screening  # a point its floor rules out needs no capacity
             limit = max(BURST_LIMIT_MIN_S, BURST_LIMIT_FACTOR * burst_s)
             res = capacity_burst(pool, cfg, opts, sc.burst_requests, limit, self.target.pct)
             if res.get("stopped"):
                 self.stopped = res["stopped"]
             sc.capacity_qps = res["capacity_qps"]
-            self.on_probe("capacity", {**self._info(cfg, point), **self._screen_fields(sc), "meets_target": None},
+            self.on_probe("capacity", {**self._info(cfg, point), **sc.fields(), "meets_target": None},
                           res)
         else:
             sc.burst_requests = 0
         sc.seconds = time.monotonic() - t0
         return sc
-
-    @staticmethod
-    def _screen_fields(sc: Screen) -> dict[str, Any]:
-        return {k: getattr(sc, k) for k in ("capacity_qps", "capacity_estimate_qps", "service_floor_s",
-                                            "floor_measured", "floor_estimate_s", "query_size")}
 
     def _info(self, cfg: RunConfig, point: dict[str, Any]) -> dict[str, Any]:
         return {**point, "model": cfg.model, "config_key": cfg.key(), "run_config": cfg.model_dump(mode="json")}
@@ -420,7 +429,7 @@ class Search:
     # -- 3. probing ----------------------------------------------------------------------
     def _point(self, sc: Screen) -> dict[str, Any]:
         cfg, opts = configure(self.cfg, self.opts, sc.point)
-        info = {**self._info(cfg, sc.point), **self._screen_fields(sc)}
+        info = {**self._info(cfg, sc.point), **sc.fields()}
         plan0 = build_plan(cfg, opts, qps=opts.qps, min_requests=self.target.min_requests())
         tried: list[dict[str, Any]] = []
         with pool_for(cfg, opts, plan_sizes(plan0)) as pool:
@@ -443,7 +452,7 @@ class Search:
                          for t in sorted(tried, key=lambda t: t["qps"])],
                "closest": _closest(tried, self.target)}
         if not tried:
-            qps = self.start_qps or (START_FRACTION * cap if cap else opts.qps)
+            qps = self._start_qps(cap, opts)
             out["reason"] = (f"budget: a probe at {qps:.4g} QPS needs about "
                              f"{self._probe_time(qps, self._requests(True)):.0f} s, {max(self.left(), 0):.0f} s left")
         elif good is not None and confirmed is None and self.target.screens and not full:
@@ -451,6 +460,10 @@ class Search:
         if tried:  # a point the budget left no time for is listed as not probed, with no result row
             self.on_probe("result", out, out["at_target"] or out["closest"])
         return out
+
+    def _start_qps(self, cap: float | None, opts: ServeOptions) -> float:
+        """Where a point's bisection starts: --start-qps, else START_FRACTION x its capacity, else --qps."""
+        return self.start_qps or (START_FRACTION * cap if cap else opts.qps)
 
     def _requests(self, screening: bool) -> int:
         return self.target.min_requests(self.target.screen_samples if screening and self.target.screens else None)
@@ -479,7 +492,7 @@ class Search:
                 tried: list[dict[str, Any]]) -> tuple[float | None, bool]:
         """(highest QPS that met in the bisection, unreachable): screening probes from START_FRACTION x
         capacity, the upper end assumed at UPPER_FRACTION x capacity."""
-        qps = self.start_qps or (START_FRACTION * cap if cap else opts.qps)
+        qps = self._start_qps(cap, opts)
         good: float | None = None
         bad = UPPER_FRACTION * cap if cap and qps < UPPER_FRACTION * cap else None
         assumed = bad is not None  # not probed: capacity says it misses
