@@ -120,9 +120,7 @@ def goal(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def ceiling_text(stage: dict[str, Any] | None) -> str:
     """A stage's Amdahl ceiling (``recstack compile``'s ``ceiling_speedup``) and its library share."""
-    if not stage or "library_share" not in stage:
-        return "-"
-    if stage.get("library_share") is None:
+    if not stage or stage.get("library_share") is None:
         return "-"
     if stage.get("ceiling_speedup") is None:
         return "none (0% library)"

@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from recstack.profiling.oppass import RawNode
+from recstack.profiling.oppass import Folder, RawNode
+from recstack.profiling.rules import FORWARD_STAGES
 
 FORMULA = ("ceiling_speedup = stage_s / library_s (Amdahl: every op but the library kernels inductor calls "
            "as eager does takes zero time); stage_s: the stage's eager time in the op pass, library_s: its "
@@ -30,9 +31,6 @@ LIBRARY_OPS = re.compile(
     r"|mkldnn_convolution|mkldnn_linear\w*|_?embedding_bag\w*|linear_backward|mm_backward)"
     r"|mkldnn::\w+|mkl::\w+|fbgemm::\w*(embedding|tbe|split_embedding)\w*",
 )
-
-
-NOT_FORWARD = ("backward", "optimizer", "loss", "other")
 
 
 def library_us(node: RawNode) -> float:
@@ -48,9 +46,9 @@ def stage_ceilings(root: RawNode, steps: int) -> dict[str, dict[str, Any]]:
     steps = max(1, steps)
     out: dict[str, dict[str, Any]] = {}
     for (level, name), st in root.children.items():
-        if level != "stage" or name in NOT_FORWARD:
+        if level != "stage" or name not in FORWARD_STAGES:
             continue
-        lib, total = library_us(st), st.us
+        lib, total = library_us(st), Folder.stage_exclusive_us(st)  # nested stage ranges hold their own ops
         share = (lib / total) if total > 0 else None
         out[name] = {"stage_s": total * 1e-6 / steps, "library_s": lib * 1e-6 / steps, "library_share": share,
                      "ceiling_speedup": (1 / share) if share else None}

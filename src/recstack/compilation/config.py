@@ -118,8 +118,7 @@ def check_inductor_options(options: dict[str, Any]) -> dict[str, Any]:
             near = difflib.get_close_matches(key, sorted(known), n=3)
             raise ValueError(f"unknown inductor option {key!r}" + (f"; did you mean {', '.join(near)}" if near else ""))
         current = getattr(iconfig, key, None)
-        if current is not None and type(current) in (bool, int, float, str) and not (
-                isinstance(value, type(current)) and (type(value) is not bool or type(current) is bool)):
+        if type(current) in (bool, int, float, str) and type(value) is not type(current):
             raise ValueError(f"inductor option {key!r} takes a {type(current).__name__} (got {value!r})")
     return options
 

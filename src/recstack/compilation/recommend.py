@@ -288,7 +288,7 @@ def _choose(policies: dict[str, dict[str, Any]], base: Settings, stage_roots: di
     for c in candidates:  # an eligible whole-model candidate as measured is an option too
         if c["eligible"] and c["name"].startswith("whole-model/"):
             options.append((_config(base, policies[c["policy"]], None), c))
-    options = [o for o in options if o[1]["eligible"] and (o[1]["speedup"] or 0) >= MIN_GAIN]
+    options = [o for o in options if holds_up(o[1])]
     if not options:
         return _eager_config(base), {"name": "eager (no candidate beat eager)", "policy": None, "speedup": 1.0, "eligible": True}
     return max(options, key=lambda o: o[1]["speedup"] or 0)
