@@ -207,7 +207,7 @@ def split(all_ranks: list[list[list[dict[str, Any]]]]) -> dict[str, Any]:
                 moving = _union([(arrive[i], recs[r][i]["finish"]) for i in idx if recs[r][i]["finish"] > arrive[i]])
                 acc["transfer_s"] += moving / steps
                 acc["wait_s"] += max(0.0, busy - moving) / steps
-                acc["collectives"] += len(idx) / steps
+                acc["collectives"] += len(idx)
                 acc["bytes"] += sum(recs[r][i]["bytes"] for i in idx) / steps
         if s == 0:
             for i, rec in enumerate(recs[0]):
@@ -217,9 +217,9 @@ def split(all_ranks: list[list[list[dict[str, Any]]]]) -> dict[str, Any]:
             idx = [i for i, rec in enumerate(recs[0]) if rec["phase"] == phase]
             last_to_slowest.setdefault(phase, []).append(_union([(arrive[i], max(x[i]["finish"] for x in recs))
                                                         for i in idx]))
-    for pr in per_rank:  # a mean of whole counts: no float residue from summing 1/steps
+    for pr in per_rank:  # whole counts summed over the steps, then their mean (no residue from adding 1/steps)
         for acc in pr["phases"].values():
-            acc["collectives"] = round(acc["collectives"], 9)
+            acc["collectives"] /= steps
     phases = {p: {"transfer_s": sorted(ts)[len(ts) // 2], "collectives": slowest[p]} for p, ts in last_to_slowest.items()}
     return {"steps": steps, "per_rank": per_rank, "phases": phases}
 
@@ -247,38 +247,25 @@ def stage_split(timing: dict[str, Any], roots: list[Any]) -> list[dict[str, Any]
     return out
 
 
-def benchmark_of(collectives: dict[str, Any] | None, collective: str, world_size: int) -> str:
-    """The size-sweep benchmark a recorded collective is compared with: its own kind where the machine file
-    measured it (reduce-scatter since the benchmark has one), else the all-to-all."""
-    name = {"all_to_all_single": "all_to_all", "all_reduce": "all_reduce", "reduce_scatter_tensor": "reduce_scatter",
-            "reduce_scatter": "reduce_scatter"}.get(collective, "all_to_all")
-    by_ws = (collectives or {}).get("by_world_size") or {}
-    have = {k for v in by_ws.values() for k, rows in v.items() if rows}
-    return name if name in have else "all_to_all"
-
-
 def transfer_vs_benchmark(timing: dict[str, Any], collectives: dict[str, Any] | None,
                           world_size: int) -> dict[str, dict[str, Any]]:
     """Per phase: the slowest rank's transfer (see :func:`split`) against (a) the size-sweep benchmark at each
     collective's own bytes (the largest rank's input), summed (gloo runs them one after another; named in
     ``transfer_benchmark``), and (b) the replay of the model's own collectives (``timing["replay"]``, see
     :mod:`recstack.distributed.replay`); ratio = transfer / benchmark."""
-    from recstack.distributed.comm_model import collective_time
+    from recstack.distributed.comm_model import benchmark_of, collectives_time
 
     replay = (timing.get("replay") or {}).get("phases") or {}
     out = {}
     for phase, got in timing["phases"].items():
         rows, transfer = got["collectives"], got["transfer_s"]
-        bench: float | None = None
-        names = sorted({benchmark_of(collectives, r["collective"], world_size) for r in rows})
-        if collectives:
-            times = [collective_time(collectives, benchmark_of(collectives, r["collective"], world_size),
-                                     max(r["bytes"]), world_size) for r in rows]
-            bench = None if any(t is None for t in times) else sum(t for t in times if t is not None)
+        names = sorted({benchmark_of(collectives, r["collective"]) for r in rows})
+        bench = collectives_time(collectives, [(benchmark_of(collectives, r["collective"]), max(r["bytes"]))
+                                               for r in rows], world_size) if collectives else None
         rep = replay.get(phase, {}).get("replay_s")
         out[phase] = {"transfer_s": transfer, "collectives": len(rows), "bytes": float(sum(max(r["bytes"])
                                                                                           for r in rows)),
                       "transfer_benchmark_s": bench, "transfer_ratio": transfer / bench if bench else None,
                       "transfer_benchmark": "size sweep: " + "+".join(names),
-                      "replay_s": rep, "replay_ratio": transfer / rep if rep else None}
+                      "replay_s": rep, "replay_ratio": replay.get(phase, {}).get("ratio")}
     return out

@@ -50,10 +50,26 @@ def phase_bytes(**kw: Any) -> dict[str, float]:
     return {p: float(sum(m)) for p, m in phase_messages(**kw).items()}
 
 
+def collectives_time(collectives: dict[str, Any], calls: list[tuple[str, float]], world_size: int) -> float | None:
+    """The benchmark's time of ``calls`` ((kind, bytes) each) one after another (gloo runs them in turn);
+    None when the benchmark lacks one of them."""
+    times = [collective_time(collectives, kind, b, world_size) for kind, b in calls]
+    return None if any(t is None for t in times) else float(sum(t for t in times if t is not None))
+
+
+def benchmark_of(collectives: dict[str, Any] | None, collective: str) -> str:
+    """The size-sweep benchmark a recorded collective is compared with: its own kind where the machine file
+    measured it (reduce-scatter since the benchmark has one), else the all-to-all."""
+    name = {"all_to_all_single": "all_to_all", "all_reduce": "all_reduce", "reduce_scatter_tensor": "reduce_scatter",
+            "reduce_scatter": "reduce_scatter"}.get(collective, "all_to_all")
+    by_ws = (collectives or {}).get("by_world_size") or {}
+    have = {k for v in by_ws.values() for k, rows in v.items() if rows}
+    return name if name in have else "all_to_all"
+
+
 def phase_time(collectives: dict[str, Any], phase: str, messages: list[float], world_size: int) -> float | None:
     """Modelled time of a phase: its collectives one after another."""
-    times = [collective_time(collectives, PHASE_COLLECTIVE[phase], b, world_size) for b in messages]
-    return None if any(t is None for t in times) else float(sum(t for t in times if t is not None))
+    return collectives_time(collectives, [(PHASE_COLLECTIVE[phase], b) for b in messages], world_size)
 
 
 def _interp(rows: list[dict[str, Any]], nbytes: float) -> float:

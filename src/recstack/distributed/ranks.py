@@ -140,7 +140,7 @@ def _planner_communication(dist: dict[str, Any], estimates: list[dict[str, Any]]
     assumed = next((e.get("comms_bandwidth_bytes_per_s") for e in estimates), None)
     if not planner or not assumed:
         return
-    replay_s = sum(p["replay_s"] or 0.0 for p in rep["phases"].values()) if rep else 0.0
+    replay_s = rep["total"]["replay_s"] if rep else 0.0
     replay_bytes = float(sum(max(r["bytes"]) for r in rep["per_collective"])) if rep else 0.0
     measured_bw = replay_bytes / replay_s if replay_s > 0 else None
     planner["comms_bandwidth_bytes_per_s"] = assumed

@@ -23,14 +23,15 @@ embeddings but all-reduces the tables' gradients in training). Collectives
 synchronise the ranks, so the step takes ``max_r compute_r + max_r transfer_r +
 F`` and rank r waits ``max compute - compute_r``. ``F`` is the communication
 time that is neither transfer nor compute imbalance: the rank that waits least,
-its communication minus its transfer measured by the profile's collective pass
-(``distributed.collective_split``): the Python/TorchRec work around the
+its communication minus the replay of the model's own collectives
+(``distributed.collective_replay``; profiles from before the replay: minus the
+collective pass's in-model transfer): the Python/TorchRec work around the
 collectives and the skew every rank waits even when balanced; it is kept constant in K (a stated
 assumption: both are per-collective costs, and the collectives per step do not
 change with K for table- and column-wise sharding). The communication model is the
-machine file's collective benchmark if it has one, else the profile's own
-communication phases (one point per phase: latency below its size, its
-bandwidth above).
+replay (at another K: the machine file's benchmark calibrated by the replay at the
+recorded sizes), else the benchmark, else the profile's own communication phases
+(one point per phase: latency below its size, its bandwidth above).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from recstack.config.run import SHARDING_TYPES
 from recstack.distributed.comm_model import (
     EMB_BYTES,
     PHASE_COLLECTIVE,
+    benchmark_of,
+    collectives_time,
     peer_scale,
     phase_messages,
     phase_time,
@@ -111,11 +114,9 @@ def _fixed_communication(dist: dict[str, Any] | None) -> dict[str, float]:
     late), and the in-model transfer's excess over the replay (a woken peer, fresh output pages). 0 without
     a collective pass (single-rank profiles)."""
     rows = (dist or {}).get("per_rank") or []
-    rep = _replay_phases(dist)
-    if rep:
-        replay_s = sum(p["replay_s"] for p in rep.values())
-        return {"comm_fixed_s": max(0.0, min(r["communication_s"] for r in rows) - replay_s),
-                "comm_replay_s": replay_s}
+    if _replay_phases(dist):
+        replay_s = dist["collective_replay"]["total"]["replay_s"]
+        return {"comm_fixed_s": max(0.0, min(r["communication_s"] for r in rows) - replay_s)}
     rows = [r for r in rows if r.get("transfer_measured_s") is not None]
     return {"comm_fixed_s": min(max(0.0, r["communication_s"] - r["transfer_measured_s"]) for r in rows)
             if rows else 0.0}
@@ -148,7 +149,8 @@ def _transfer(costs: dict[str, Any], collectives: dict[str, Any] | None, phase: 
         if k == costs["world_size"]:
             return rep["replay_s"]
         if collectives:
-            at_w = _bench_recorded(collectives, rep["collectives"], costs["world_size"])
+            at_w = collectives_time(collectives, [(benchmark_of(collectives, c["collective"]), c["bytes"])
+                                                  for c in rep["collectives"]], costs["world_size"])
             at_k = phase_time(collectives, phase, messages, k)
             if at_w and at_k is not None:
                 return rep["replay_s"] / at_w * at_k
@@ -164,13 +166,6 @@ def _transfer(costs: dict[str, Any], collectives: dict[str, Any] | None, phase: 
     return point["time_s"] * max(1.0, sum(messages) / point["bytes"]) * scale
 
 
-def _bench_recorded(collectives: dict[str, Any], rows: list[dict[str, Any]], w: int) -> float | None:
-    """The size-sweep benchmark at the recorded collectives' own kinds and bytes, summed."""
-    from recstack.distributed.collective_timing import benchmark_of
-    from recstack.distributed.comm_model import collective_time
-
-    times = [collective_time(collectives, benchmark_of(collectives, r["collective"], w), r["bytes"], w) for r in rows]
-    return None if any(t is None for t in times) else sum(t for t in times if t is not None)
 
 
 def _shards(costs: dict[str, Any], sharding: str, k: int) -> list[dict[str, Any]]:
