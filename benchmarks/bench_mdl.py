@@ -16,17 +16,16 @@ for all rows, Poisson arrivals at any rate are the same unit-rate sequence
 scaled by 1 / lambda, so the rows shared one sample path's luck (all +3-5%
 above theory in the 10^5 quiet run) instead of showing independent errors.
 
-The measured queueing time includes the dispatcher's release lateness and
-hand-off (a batch's service starts when it is handed over to a free worker;
-the spin worker's wake-up and messages are inside its D, see
-recstack.serving.worker). With one worker any depth is still one FIFO queue
-served in order (the pipe is its head), so the exact M/D/1 system; the
-default depth 64 puts every released batch in the worker's pipe at once, so a
-batch queued behind a busy worker starts exactly at its predecessor's end
-even when the dispatcher is late to read a completion (at depth 2 such a
-late dispatcher left the worker idle with batches queued: the "busy gaps"
-below). c > 1 runs depth 1 (one central queue: M/D/c), where the completion +
-hand-off round trip lengthens every queued batch's effective service.
+The measured queueing time includes the release lateness and hand-off. With
+one worker the dispatcher hands every batch to the worker's pipe up to the
+lookahead (20 ms) before it is due (the pipe is the one FIFO queue, whatever
+the depth: the exact M/D/1 system), and the worker starts it at its arrival
+(an idle worker sleeps, then spins, to it) or at its predecessor's end, so
+neither a late dispatcher nor a completion round trip enters the wait; what
+does is the idle worker's wake-up lateness ("idle start delay" below). c > 1
+runs depth 1 (one central queue: M/D/c): a batch not yet due goes early only
+to an idle worker, a due one waits for a completion + hand-off round trip,
+which lengthens every queued batch's effective service.
 
 Per run, the same arrivals are replayed through an ideal FIFO c-server queue
 (each arrival in order to the earliest free server; Lindley's recursion for
@@ -43,9 +42,10 @@ with the measured service times S_k ("ideal S"). Estimates of Wq:
 The mechanism columns (c = 1): "bias" = W - W_idealS (what the dispatcher adds,
 whatever the host did to the service times), split into "idle" = the mean delay
 between the scheduled arrival and the service start of batches that found the
-worker idle (release lateness + hand-over) and "busy gaps" = the share of
-batches queued behind a busy worker that did not start at their predecessor's
-end (their hand-over came after it), with the total of those gaps.
+worker idle (the worker's wake-up lateness, or the dispatcher's where a batch
+was handed over late) and "busy gaps" = the share of batches queued behind a
+busy worker that did not start at their predecessor's end (their hand-over
+came after it), with the total of those gaps.
 
     PYTHONPATH=src python benchmarks/bench_mdl.py [--service-ms 2] [--requests-at-09 60000] [--seeds 2] [--workers 1] [--depth 64]
 """

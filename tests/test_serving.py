@@ -325,7 +325,7 @@ def test_stop_from_another_thread_marks_the_run_incomplete():
 
 
 def test_wake_margin_follows_the_wake_up_lateness_within_its_bounds():
-    from recstack.serving.loadgen import SPIN_MAX_S, SPIN_MIN_S, WakeMargin
+    from recstack.serving.timing import SPIN_MAX_S, SPIN_MIN_S, WakeMargin
 
     m = WakeMargin()
     for _ in range(500):
@@ -348,12 +348,10 @@ def _probe_once(cfg: RunConfig, opts: ServeOptions, plan) -> tuple[dict, object]
     return out, runs[0]
 
 
-def test_one_spin_worker_is_a_fifo_server_whose_batches_start_after_hand_over_and_last_d():
-    """Per batch, as the dispatcher and the worker stamp them (one monotonic clock): released no earlier than
-    scheduled, started no earlier than handed over, busy at least D, one at a time in arrival order; the
-    dispatcher's wake margin stays within its bounds."""
-    from recstack.serving.loadgen import SPIN_MAX_S, SPIN_MIN_S
-
+def test_one_spin_worker_is_a_fifo_server_whose_batches_start_at_their_arrival_or_later_and_last_d():
+    """Per batch, as the dispatcher and the worker stamp them (one monotonic clock): handed over ahead of its
+    arrival (the lookahead), released no earlier than scheduled and started no earlier than released, busy at
+    least D, one at a time in arrival order; the workers' spin is counted."""
     d = 0.002
     cfg = RunConfig(model="spin", seed=3)
     opts = ServeOptions(qps=250, duration_s=1.0, workers=1, query_size=1, max_batch=1, service_ms=d * 1e3,
@@ -361,12 +359,14 @@ def test_one_spin_worker_is_a_fifo_server_whose_batches_start_after_hand_over_an
     plan = build_plan(cfg, opts)
     out, run = _probe_once(cfg, opts, plan)
     assert out["completed"] == out["requests"] == plan.requests > 100
-    arrival, sent, start, end = plan.arrivals, run.t_sent, run.t_start, run.t_end  # one batch per request
-    assert np.all(sent >= arrival) and np.all(start >= sent)
+    arrival, sent, rel, start, end = plan.arrivals, run.t_sent, run.t_release, run.t_start, run.t_end
+    assert np.any(sent < arrival)  # one worker: batches go to its pipe within the lookahead ...
+    assert np.all(arrival - sent <= opts.lookahead_s + 1e-9)  # ... and never earlier
+    assert np.all(rel >= arrival - 1e-9) and np.all(start >= rel) and np.all(start >= sent)  # 1e-9: t0 + a - t0
     assert np.all(end - start >= d - 1e-9)  # the busy-wait runs D from the service start
     assert np.all(start[1:] >= end[:-1])  # one worker, FIFO: a batch starts after the one before it ended
     assert out["handoff_s_mean"] >= 0 and out["queue_s_mean"] >= 0
-    assert SPIN_MIN_S <= run.margin.value <= SPIN_MAX_S
+    assert out["loadgen"]["worker_spin_cores"] >= 0 and out["loadgen"]["lookahead_s"] == opts.lookahead_s
 
 
 # -- profiles of batches as serving forms them ------------------------------------------------------
@@ -394,20 +394,21 @@ def test_profile_with_query_batches_reports_declared_step_times_per_bucket():
 
 
 @pytest.mark.parametrize("depth", [2, 4])
-def test_one_worker_holds_depth_batches_of_a_burst_and_serves_them_back_to_back(tmp_path, depth):
-    """Six requests due at once (a CSV schedule) on one spin worker of D = 0.2 s: the dispatcher hands over
-    ``depth`` of them at once (the rest only after a completion, which comes no earlier than D after the
-    first start), and a batch waiting in the pipe starts exactly at its predecessor's end (stamped by the
-    worker: no gap in a busy period)."""
+def test_without_lookahead_one_worker_holds_depth_batches_of_a_burst_and_serves_them_back_to_back(tmp_path, depth):
+    """Six requests due at once (a CSV schedule) on one spin worker of D = 0.2 s, handed over at their arrival
+    (lookahead 0): the dispatcher hands over ``depth`` of them at once (the rest only after a completion, which
+    comes no earlier than D after the first start), and a batch waiting in the pipe starts exactly at its
+    predecessor's end (stamped by the worker: no gap in a busy period)."""
     d, n = 0.2, 6
     (tmp_path / "burst.csv").write_text("0\n" * n)
     cfg = RunConfig(model="spin")
     opts = ServeOptions(workers=1, query_size=1, max_batch=1, service_ms=d * 1e3, depth=depth, grace_s=5.0,
-                        arrivals=parse_arrivals(str(tmp_path / "burst.csv")))
+                        arrivals=parse_arrivals(str(tmp_path / "burst.csv")), lookahead_s=0.0)
     plan = build_plan(cfg, opts)
     out, run = _probe_once(cfg, opts, plan)
     assert out["completed"] == n and out["failed"] == out["late"] == 0
     sent, start, end = run.t_sent, run.t_start, run.t_end
+    assert np.all(sent >= 0)  # not before their arrival
     assert np.all(sent[:depth] < end[0])  # handed over together, before the first batch ended
     assert np.all(sent[depth:] >= start[0] + d - 1e-9)  # later ones only after a completion came back
     queued = sent[1:] < end[:-1]  # in the pipe before its predecessor ended: it starts at that end
@@ -416,28 +417,83 @@ def test_one_worker_holds_depth_batches_of_a_burst_and_serves_them_back_to_back(
     assert np.all(start[1:] >= end[:-1])
 
 
-def test_the_dispatcher_spins_only_before_arrivals_that_might_start_at_once():
-    """The spin decision's lower bound: a worker that is idle, or whose in-flight batches (each at least its
-    min_service_s, from the later of the hand-over and the last result) may have ended by the arrival plus
-    the wake margin, might start it; one still busy beyond that cannot. No processes: the pool is not started."""
+def test_with_lookahead_one_worker_holds_a_whole_burst_before_it_is_due(tmp_path):
+    """The same burst with the default lookahead: all six are in the one worker's pipe before they are due
+    (whatever the depth), the first starts at its arrival, the rest back to back."""
+    d, n = 0.1, 6
+    (tmp_path / "burst.csv").write_text("0\n" * n)
+    cfg = RunConfig(model="spin")
+    opts = ServeOptions(workers=1, query_size=1, max_batch=1, service_ms=d * 1e3, depth=1, grace_s=5.0,
+                        arrivals=parse_arrivals(str(tmp_path / "burst.csv")))
+    plan = build_plan(cfg, opts)
+    out, run = _probe_once(cfg, opts, plan)
+    assert out["completed"] == n and out["failed"] == out["late"] == 0
+    sent, rel, start, end = run.t_sent, run.t_release, run.t_start, run.t_end
+    due = plan.arrivals[0]  # the replay starts at the first timestamp
+    assert np.all(sent < due) and rel[0] >= due - 1e-9 and start[0] == rel[0]
+    assert np.array_equal(start[1:], end[:-1])  # back to back: each was in the worker's hands at once
+
+
+def test_who_takes_a_batch_one_worker_idle_workers_early_and_the_fewest_below_depth_when_due():
+    """The hand-out rule, no processes (the pool is not started): with one worker in the class it takes every
+    batch (below the pipe cap); with two, a batch not yet due goes only to an idle worker, a due one to the
+    worker holding the fewest below ``depth``; without a lookahead one worker follows the depth rule too."""
+    from recstack.serving.loadgen import PIPE_FRAMES_MAX, LoadRun, Worker
+
+    cfg = RunConfig(model="spin")
+    for workers in (1, 2):
+        opts = ServeOptions(qps=100, duration_s=1.0, workers=workers, query_size=1, max_batch=1, service_ms=2.0)
+        plan = build_plan(cfg, opts)
+        pool = pool_for(cfg, opts, plan_sizes(plan))
+        ws = [Worker(k, CPU, proc=None, conn=None, ready=True) for k in range(workers)]
+        pool.workers.extend(ws)
+        run = LoadRun(plan, pool, depth=2)
+        assert run._taker(ACCEL, early=True) is None  # no worker of that class
+        ws[0].inflight.extend([0, 1, 2])
+        if workers == 1:
+            assert run._taker(CPU, early=True) is ws[0] and run._taker(CPU, early=False) is ws[0]
+            ws[0].inflight.extend(range(3, PIPE_FRAMES_MAX))
+            assert run._taker(CPU, early=False) is None
+            assert LoadRun(plan, pool, depth=2, lookahead_s=0.0)._taker(CPU, early=False) is None  # 512 > depth
+            continue
+        assert run._taker(CPU, early=True) is ws[1]  # the idle one
+        ws[1].inflight.append(3)
+        assert run._taker(CPU, early=True) is None  # nobody idle: it waits in the central queue
+        assert run._taker(CPU, early=False) is ws[1]  # due: the fewest, below depth 2
+        ws[1].inflight.append(4)
+        assert run._taker(CPU, early=False) is None
+        ws[1].alive = False
+        ws[0].inflight.clear()
+        assert run._taker(CPU, early=True) is ws[0]
+
+
+def test_a_dead_worker_fails_its_due_batches_and_gives_back_those_not_yet_due():
+    """A worker dies holding a batch that was due and one handed over ahead of its arrival: the first's
+    request fails, the second goes back to the head of its queue (nothing of it was lost)."""
+    import multiprocessing as mp
+    import time
+
     from recstack.serving.loadgen import LoadRun, Worker
 
     cfg = RunConfig(model="spin")
     opts = ServeOptions(qps=100, duration_s=1.0, workers=1, query_size=1, max_batch=1, service_ms=2.0)
     plan = build_plan(cfg, opts)
     pool = pool_for(cfg, opts, plan_sizes(plan))
-    w = Worker(0, CPU, proc=None, conn=None, ready=True, min_service_s=0.0018)
+    pool.replacements_left = 0
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=time.sleep, args=(0,))
+    proc.start()
+    proc.join()
+    w = Worker(0, CPU, proc=proc, conn=parent, ready=True)
     pool.workers.append(w)
-    run = LoadRun(plan, pool, depth=2)
-    margin = run.margin.value
-    assert run._could_start(CPU, 0.5)  # idle
-    assert not run._could_start(ACCEL, 0.5)  # no worker of that class
-    w.inflight.extend([0, 1])
-    run.t_sent[0] = 0.100  # both handed over at 0.1 s, the last result ended before
-    w.last_end = 0.050
-    assert not run._could_start(CPU, 0.100 + 2 * 0.0018 - margin - 1e-4)  # both cannot have ended yet
-    assert run._could_start(CPU, 0.100 + 2 * 0.0018 - margin + 1e-6)
-    w.last_end = 0.101  # the first ended later than its hand-over: the bound starts there
-    assert not run._could_start(CPU, 0.100 + 2 * 0.0018 - margin + 1e-6)
-    w.alive = False
-    assert not run._could_start(CPU, 10.0)
+    run = LoadRun(plan, pool)
+    due_b, ahead_b, later_b = 0, 1, 2
+    run.t0 = time.perf_counter() - (plan.arrivals[0] + plan.arrivals[1]) / 2  # now: between the two arrivals
+    run.queues[CPU].append(later_b)
+    w.inflight.extend([due_b, ahead_b])
+    run._inflight = 2
+    run._died(w)
+    assert run.failed[plan.batch_request[due_b]] and not run.failed[plan.batch_request[ahead_b]]
+    assert list(run.queues[CPU]) == [ahead_b, later_b] and run._inflight == 0 and run.deaths == 1
+    child.close()

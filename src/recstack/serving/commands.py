@@ -63,8 +63,11 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds after the schedule's end before unfinished requests are late "
                         "(default max(1, 10%% of the duration))")
     p.add_argument("--depth", type=int_at_least("--depth", 1), default=2,
-                   help="batches a worker may hold: 1 is one central FIFO queue (M/D/c) with a pipe round trip "
-                        "per batch; 2 (default) lets the next batch wait in the worker's pipe")
+                   help="with several workers, due batches a worker may hold: 1 is one central FIFO queue (M/D/c) "
+                        "with a pipe round trip per batch; 2 (default) lets the next batch wait in its pipe")
+    p.add_argument("--lookahead-ms", type=_non_negative("--lookahead-ms"), default=None,
+                   help="hand batches to workers up to this long before they are due (they start at their "
+                        "arrival; default 20); 0: at their arrival")
     p.add_argument("--service-ms", type=_non_negative("--service-ms"), default=None,
                    help="spin model: busy-wait per batch, ms")
     p.add_argument("--per-sample-us", type=_non_negative("--per-sample-us"), default=0.0,
@@ -107,6 +110,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
         grace_s=args.grace, depth=args.depth, service_ms=args.service_ms, per_sample_us=args.per_sample_us,
         gpu_threshold=args.gpu_threshold, accel_workers=args.accel_workers, sim_accel=args.sim_accel,
         oversubscribe=args.oversubscribe,
+        **({} if args.lookahead_ms is None else {"lookahead_s": args.lookahead_ms / 1e3}),
     )
 
 

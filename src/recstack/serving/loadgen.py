@@ -1,58 +1,56 @@
 """The open-loop load generator and the worker pool.
 
-One dispatcher loop (this process) releases every request at its *scheduled*
-arrival time, whatever the workers are doing (open loop: a slow system does not
-slow the load down, so there is no coordinated omission), into a central FIFO
-queue per worker class (CPU, accelerator). A worker is handed the next batch of
-its class's queue whenever it holds fewer than ``depth`` batches, idle workers
-first. ``depth`` 1 is one central FIFO queue (an M/D/c system), but every batch
-then waits for a pipe round trip (completion, then hand-off) when a worker
-finishes; ``depth`` 2 (the CLI's default) lets the next batch wait in the
-worker's pipe, so a busy worker goes on at once, at the cost of committing
-that batch to the worker one batch early. With one worker that commitment
-changes nothing (every batch goes to it, in order: the pipe is the head of
-the one FIFO queue), so depth 2 with one worker is the textbook M/D/1 queue
-without the round trip, and so is any deeper pipe, which also keeps a
-dispatcher that is late to read a completion from leaving the worker idle
-with batches queued (``benchmarks/bench_mdl.py`` runs depth 64); with c > 1
-only depth 1 is one central queue.
+One dispatcher loop (this process) lets every request arrive at its
+*scheduled* time, whatever the workers are doing (open loop: a slow system
+does not slow the load down, so there is no coordinated omission), into a
+central FIFO queue per worker class (CPU, accelerator). The schedule is known
+in advance, so a batch can be handed to a worker before it is due, stamped
+with its arrival (``t_due``), and the worker starts it no earlier than that
+(:mod:`recstack.serving.worker`: an idle worker sleeps, then spins, to the
+arrival itself). The dispatcher brings arrivals into its queues
+``lookahead_s`` (default :data:`LOOKAHEAD_S`) ahead and wakes for that when
+the next one is half the lookahead away, so one wake-up hands out many
+requests; it never spins. Where a batch may go:
+
+* a class with **one worker**: its pipe is the class's FIFO queue, so every
+  batch goes to it as soon as it is within the lookahead (up to
+  :data:`PIPE_FRAMES_MAX` held; ``depth`` does not apply): the textbook M/D/1
+  queue, with no round trip between a completion and the next start;
+* **several workers**: a batch not yet due goes only to an idle worker (which
+  will still be idle at its arrival: handing it over early cannot change
+  where it is served), and a due batch to the worker holding the fewest,
+  below ``depth``. ``depth`` 1 is one central FIFO queue (an M/D/c system),
+  but every batch then waits for a pipe round trip (completion, then hand-off)
+  when a worker finishes; ``depth`` 2 (the CLI's default) lets the next batch
+  wait in a busy worker's pipe, committing it one batch early.
+
+``lookahead_s`` 0 hands every batch over at its arrival (the dispatcher then
+sleeps to each one; ``depth`` applies to every class).
 
 The loop sleeps in ``select`` (microsecond timeouts) on the workers' process
-sentinels, and on their pipes only while a batch is queued for room (a
-completion then matters at once: the next hand-over waits for it) or before
-an arrival it will spin for (below); otherwise it sleeps through completions
-and reads them (one zero-timeout ``select``) on its next wake-up, so such a
-request costs one wake-up, not two (each cost tens of us of CPU on a VM).
-Before a spun arrival it still wakes for completions: sleeping through them
-there doubled the median delay of batches that found their worker idle
-(docs/benchmarks.md). A sleeping process wakes late (on a VM by 0.05-0.3 ms,
-more on a busy host), and a request's latency counts from its
-scheduled arrival, so when the next arrival might start at once (a worker of
-its class is idle, or the lower bound of its in-flight work -- each batch at
-least 0.9 x its fastest warm-up time, from the later of its hand-over and the
-last result -- ends within the margin; see :meth:`LoadRun._could_start`) the
-loop sleeps only until shortly before it and spins (``select`` with no
-timeout, so completions are still taken) for the rest: a running estimate of
-the wake-up lateness (:class:`WakeMargin`), at most :data:`SPIN_MAX_S` per
-arrival and :data:`SPIN_SHARE` of the run's time in all (beyond it the loop
-sleeps to each arrival), so that the load generator stays cheap at high
-rates. An arrival that cannot start at once (its worker busy beyond it) is
-slept to in one go: its release time cannot change its start. Timer slack is
-1 ns while the load runs (Linux ``PR_SET_TIMERSLACK``; the default 50 us would
-add to every wake-up). Hand-offs and results are fixed-size frames
-(:data:`~recstack.serving.worker.BATCH`, :data:`~recstack.serving.worker.RESULT`)
-written and read on the pipe's descriptor directly (no pickling per request;
-all waiting results in one ``os.read``), and lateness goes into its
-histogram in bulk after the loop. ``select``, not ``epoll``: Python rounds
-epoll and poll timeouts to milliseconds. Python's cyclic GC is left on: the
-loop keeps no new container objects, and no collection ran during 3-s runs at
-1,000 and 20,000 req/s (docs/benchmarks.md).
+sentinels, and on their pipes only while a batch waits in a queue (a
+completion then matters at once: it makes room, or an idle worker); otherwise
+it sleeps through completions and reads them on its next wake-up (each
+wake-up costs tens of us of CPU on a VM). Hand-offs and results are
+fixed-size frames (:data:`~recstack.serving.worker.BATCH`,
+:data:`~recstack.serving.worker.RESULT`) written and read on the pipe's
+descriptor directly (no pickling per request; all waiting results in one
+``os.read``), and lateness goes into its histogram in bulk after the loop.
+A request's release lateness is how late its first batch became servable:
+for one handed over early, the worker's release (its wake-up) after the
+arrival; for one the dispatcher found already due (it woke late), how late
+it looked. ``select``, not ``epoll``: Python rounds epoll and poll timeouts
+to milliseconds. Python's cyclic GC is left on: the loop keeps no new
+container objects.
 
 A worker that dies is replaced (a fresh process; it serves once it says
-ready); the requests of its in-flight batches count as failed. SIGINT (or
-``stop()``) stops releasing arrivals; what was released is drained until the
-deadline and the record is marked stopped. The deadline is the end of the
-schedule plus ``grace_s``: requests unfinished then are late.
+ready); the requests of its in-flight batches that were due count as failed,
+batches not yet due go back to the head of their queue (nothing of them was
+lost). SIGINT (or ``stop()``) stops the arrivals; what arrived is drained
+until the deadline and the record is marked stopped (batches of requests due
+after the stop, already handed over, are served but not counted). The
+deadline is the end of the schedule plus ``grace_s``: requests unfinished
+then are late.
 """
 
 from __future__ import annotations
@@ -91,10 +89,8 @@ HIST_DIGITS = 3
 START_TIMEOUT_S = 600.0
 RETURN_TIMEOUT_S = 60.0  # after a run: how long in-flight batches may take to come back
 MAX_WAIT_S = 0.05  # the loop looks at the stop flag at least this often
-SPIN_MAX_S = 200e-6  # the most the loop spins before an arrival
-SPIN_MIN_S = 5e-6
-SPIN_SHARE = 0.03  # spinning stops (the loop sleeps to each arrival) once it took this share of the run
-MIN_SERVICE_SHARE = 0.9  # a batch's service is taken to last at least this share of its fastest warm-up time
+LOOKAHEAD_S = 0.02  # batches are handed over up to this long before they are due
+PIPE_FRAMES_MAX = 512  # batches one worker may hold (512 frames of 44 bytes: well inside a 64 KiB pipe)
 READ_CHUNK = 1 << 16  # bytes per os.read of a worker's pipe (many result frames)
 HEADER_LEN = 4  # Connection framing: a 4-byte big-endian payload length
 
@@ -123,7 +119,6 @@ class Worker:
     fd: int = -1  # the pipe's descriptor (per-batch frames are written and read on it directly)
     buf: bytearray = field(default_factory=bytearray)  # a partial frame read from the pipe
     last_end: float = -math.inf  # run time of the last result's end
-    min_service_s: float = 0.0  # a lower bound of one batch's service (0.9 x the fastest warm-up batch)
 
 
 class WorkerPool:
@@ -207,8 +202,6 @@ class WorkerPool:
 def _set_ready(w: Worker, msg: Any) -> None:
     """A worker's ("ready", pid, info) message: it serves from now on."""
     w.ready, w.pid, w.info = True, msg[1], msg[2]
-    times = [t for t in (w.info.get("service_s_by_size") or {}).values() if t > 0]
-    w.min_service_s = MIN_SERVICE_SHARE * min(times) if times else 0.0
 
 
 @dataclass
@@ -218,7 +211,8 @@ class RunRecord:
     plan: Plan
     t_start: np.ndarray  # per batch; NaN if never started (or its result never came)
     t_end: np.ndarray
-    t_sent: np.ndarray  # per batch: when the dispatcher handed it to a worker
+    t_sent: np.ndarray  # per batch: when the dispatcher handed it to a worker (may precede its arrival)
+    t_release: np.ndarray  # per batch: when it became servable in the worker (handed over and due)
     batch_worker: np.ndarray  # worker id per batch (-1: never dispatched)
     request_failed: np.ndarray  # bool per request: a batch was on a worker that died
     released: int  # requests released (all of them unless stopped)
@@ -227,55 +221,10 @@ class RunRecord:
     stopped: str | None  # "SIGINT" / "stop" when stopped early
     lateness: HdrHistogram  # release lateness (us)
     loadgen_cpu_s: float  # the dispatcher's CPU time during the run
+    worker_spin_s: float  # the workers' spinning to arrivals of batches they held early, all together
+    lookahead_s: float
     worker_stats: list[dict[str, Any]]
     deaths: int
-
-
-PR_SET_TIMERSLACK, PR_GET_TIMERSLACK = 29, 30
-TIMER_SLACK_NS = 1
-
-
-@contextlib.contextmanager
-def _tight_timers() -> Iterator[None]:
-    """Linux: 1 ns timer slack for this thread while the load runs (default 50 us), so that ``select``
-    wakes the dispatcher at its timeout rather than up to 50 us after; best effort elsewhere."""
-    libc = None
-    old = None
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        old = libc.prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)
-        if old <= 0 or libc.prctl(PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0) != 0:
-            old = None
-    except (OSError, AttributeError):
-        old = None
-    try:
-        yield
-    finally:
-        if libc is not None and old:
-            libc.prctl(PR_SET_TIMERSLACK, old, 0, 0, 0)
-
-
-class WakeMargin:
-    """How long before an arrival the dispatcher stops sleeping and spins: the mean plus three mean
-    deviations of how late ``select`` woke past its timeout (exponentially weighted over about the last
-    32 sleeps), within [:data:`SPIN_MIN_S`, :data:`SPIN_MAX_S`]."""
-
-    WEIGHT = 1 / 32
-
-    def __init__(self) -> None:
-        self.mean, self.dev = 50e-6, 25e-6
-        self.value = self._clamp()
-
-    def _clamp(self) -> float:
-        return min(SPIN_MAX_S, max(SPIN_MIN_S, self.mean + 3 * self.dev))
-
-    def observe(self, late_s: float) -> None:
-        d = late_s - self.mean
-        self.mean += self.WEIGHT * d
-        self.dev += self.WEIGHT * (abs(d) - self.dev)
-        self.value = self._clamp()
 
 
 class SigintFlag:
@@ -307,35 +256,40 @@ class LoadRun:
     """One open-loop run of ``plan`` on ``pool``; see the module docstring."""
 
     def __init__(self, plan: Plan, pool: WorkerPool, *, grace_s: float = 1.0, depth: int = 2,
-                 announce: Callable[[], None] | None = None) -> None:
+                 lookahead_s: float = LOOKAHEAD_S, announce: Callable[[], None] | None = None) -> None:
         self.plan, self.pool, self.grace_s, self.depth = plan, pool, grace_s, depth
+        self.lookahead_s = lookahead_s
         self.announce = announce  # called once when the load starts (the CLI's "load started" line)
         nb = plan.batch_size.size
         self.t_start = np.full(nb, np.nan)
         self.t_end = np.full(nb, np.nan)
         self.t_sent = np.full(nb, np.nan)
+        self.t_release = np.full(nb, np.nan)
         self.batch_worker = np.full(nb, -1, dtype=np.int64)
         self.failed = np.zeros(plan.requests, dtype=bool)
+        self.early = np.zeros(plan.requests, dtype=bool)  # queued before it was due
         self.queues: dict[int, deque[int]] = {CPU: deque(), ACCEL: deque()}
         self.stop_flag = SigintFlag()
         self.deaths = 0
         self.lateness = new_histogram()
+        self.t0 = 0.0
+        self.released = plan.requests  # requests due before a stop (all of them unless stopped)
+        self.spun_s = 0.0  # the workers' spin before early batches' arrivals (from their results)
         self._fd_version = -1
         self._sizes: list[int] = plan.batch_size.tolist()
         self._batch_request: list[int] = plan.batch_request.tolist()
+        self._due: list[float] = plan.arrivals[plan.batch_request].tolist()  # per batch: its request's arrival
         self._inflight = 0  # batches on live workers, all together
         self._fds: dict[int, tuple[Worker, bool]] = {}
         self._fd_list: list[int] = []  # pipes and sentinels
         self._sentinels: list[int] = []
-        self.margin = WakeMargin()
-        self.spun_s = 0.0  # time spent spinning before arrivals
 
     def stop(self) -> None:
         self.stop_flag.reason = self.stop_flag.reason or "stop"
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> RunRecord:
-        with self.stop_flag.installed(), _tight_timers():
+        with self.stop_flag.installed():
             return self._run()
 
     def _run(self) -> RunRecord:
@@ -352,17 +306,22 @@ class LoadRun:
         if self.announce is not None:
             self.announce()
         self.t0 = t0 = clock() + 0.01
+        ahead = self.lookahead_s
         i = 0
         stop_at: float | None = None
-        late: list[int] = []  # release lateness per request (us), into the histogram after the loop
+        late: list[int] = []  # release lateness (us) of requests found already due, into the histogram after
         while True:
             now = clock() - t0
             if self.stop_flag.reason and stop_at is None:
                 stop_at = now
                 deadline = min(deadline, now + self.grace_s)
+                self._stop_arrivals(now)
             if stop_at is None:
-                while i < n and arr[i] <= now:
-                    late.append(int((now - arr[i]) * 1e6))
+                while i < n and arr[i] <= now + ahead:
+                    if arr[i] <= now:
+                        late.append(int((now - arr[i]) * 1e6))
+                    else:
+                        self.early[i] = True
                     for b in range(first[i], first[i + 1]):
                         self.queues[bcls[b]].append(b)
                     i += 1
@@ -375,103 +334,112 @@ class LoadRun:
                 break
             if now >= deadline or self.stop_flag.count > 1:
                 break
-            if i < n and stop_at is None:
-                self._approach(arr[i], now, bcls[first[i]], results=bool(queued))
-            else:
-                self._wait(min(max(deadline - now, 0.0), MAX_WAIT_S))
+            arriving = i < n and stop_at is None
+            self._wait(self._timeout(now, arr[i] if arriving else None, deadline),
+                       results=bool(queued) or not arriving)  # at the end: wake for the last results
         elapsed = clock() - t0
         self._record_lateness(late)
         cpu = time.process_time() - cpu0
         stats = self._worker_stats()
         self._collect_stragglers()
         return RunRecord(
-            plan, self.t_start, self.t_end, self.t_sent, self.batch_worker, self.failed, i, deadline, elapsed,
-            self.stop_flag.reason, self.lateness, cpu, stats, self.deaths,
+            plan, self.t_start, self.t_end, self.t_sent, self.t_release, self.batch_worker, self.failed,
+            self.released if stop_at is not None else i, deadline, elapsed, self.stop_flag.reason, self.lateness,
+            cpu, self.spun_s, self.lookahead_s, stats, self.deaths,
         )
 
+    def _timeout(self, now: float, next_arrival: float | None, deadline: float) -> float:
+        """How long the loop may sleep: until the next arrival is half the lookahead away (so one wake-up
+        brings in about half a lookahead of arrivals), until a queued batch not yet due becomes due (the
+        due rule then applies to it), the deadline, and at most :data:`MAX_WAIT_S`."""
+        wake = deadline
+        if next_arrival is not None:
+            wake = min(wake, next_arrival - self.lookahead_s / 2)
+        for q in self.queues.values():
+            if q and self._due[q[0]] > now:
+                wake = min(wake, self._due[q[0]])
+        return min(max(wake - now, 0.0), MAX_WAIT_S)
+
+    def _stop_arrivals(self, now: float) -> None:
+        """A stop: requests due after ``now`` never arrive (those already handed over are served, not
+        counted); their queued batches are dropped."""
+        self.released = int(np.searchsorted(self.plan.arrivals, now, side="right"))
+        for q in self.queues.values():
+            kept = [b for b in q if self._batch_request[b] < self.released]
+            q.clear()
+            q.extend(kept)
+
     def _record_lateness(self, late: list[int]) -> None:
-        """Into the histogram in bulk: one ``record_value`` per distinct microsecond value (at least 1 us)."""
-        if not late:
+        """Into the histogram in bulk (one ``record_value`` per distinct microsecond value, at least 1 us): the
+        dispatcher's lateness of requests it found already due, and for each request queued early the
+        worker's release of its first batch after the arrival (0 when the batch was in the worker's hands
+        and due on time, or never handed over early)."""
+        plan = self.plan
+        first = plan.request_first_batch[:-1]
+        early = np.flatnonzero(self.early[:self.released] if self.stop_flag.reason else self.early)
+        fb = first[early]
+        due = plan.arrivals[early]
+        with np.errstate(invalid="ignore"):
+            handed_early = self.t_sent[fb] <= due
+            worker = np.where(handed_early & np.isfinite(self.t_release[fb]), self.t_release[fb] - due, 0.0)
+        values_us = np.concatenate([np.asarray(late, dtype=np.int64),
+                                    np.rint(np.maximum(worker, 0.0) * 1e6).astype(np.int64)])
+        if not values_us.size:
             return
-        values, counts = np.unique(np.maximum(np.asarray(late, dtype=np.int64), 1), return_counts=True)
+        values, counts = np.unique(np.maximum(values_us, 1), return_counts=True)
         for v, c in zip(values.tolist(), counts.tolist(), strict=True):
             self.lateness.record_value(v, c)
 
-    def _could_start(self, cls: int, wake: float) -> bool:
-        """Whether a batch of class ``cls`` arriving at ``wake`` might start within the wake margin of it: a
-        worker of its class is idle, or its in-flight batches may all have ended by then (each lasts at
-        least its ``min_service_s``, from the later of its hand-over and the last result's end: a lower
-        bound, so results not yet read count as possibly done). Only then can the release time decide the
-        batch's start, and so is it worth spinning for."""
-        horizon = wake + self.margin.value
-        for w in self.pool.workers:
-            if not (w.alive and w.ready and w.cls == cls):
-                continue
-            if not w.inflight:
-                return True
-            start = max(w.last_end, self.t_sent[w.inflight[0]])
-            if start + len(w.inflight) * w.min_service_s <= horizon:
-                return True
-        return False
-
-    def _approach(self, wake: float, now: float, cls: int, *, results: bool) -> None:
-        """Towards an arrival at ``wake`` (run time). If it might start at once (:meth:`_could_start`) and
-        spinning has not had its share of the run: sleep until the wake margin before it (woken by results
-        too: a dispatcher that slept through them woke later, see docs/benchmarks.md), take the results that
-        came, and spin to it; else sleep to it in one go, woken by results only when ``results`` (a batch is
-        queued for room). Returns early when a watched descriptor has news (the loop then looks again)."""
-        spin = self.spun_s <= SPIN_SHARE * max(now, 1.0) and self._could_start(cls, wake)
-        sleep = wake - now - (self.margin.value if spin else 0.0)
-        if sleep > 0:
-            timeout = min(sleep, MAX_WAIT_S)
-            if not self._wait(timeout, results=results or spin):
-                self.margin.observe(time.perf_counter() - self.t0 - now - timeout)
-            return
-        if not spin:
-            return
-        self._take_results()
-        clock, t0 = time.perf_counter, self.t0
-        try:
-            while clock() - t0 < wake:
-                if self._wait(0.0):
-                    return
-        finally:
-            self.spun_s += clock() - t0 - now
-
     def _hand_out(self) -> None:
-        """Breadth first: each queued batch to the worker of its class holding the fewest (below ``depth``;
-        the first such worker on ties), so every idle worker gets a batch before any gets its second."""
+        """Each queue's batches in order, while the head has a taker (:meth:`_taker`)."""
+        now = time.perf_counter() - self.t0
+        req, failed = self._batch_request, self.failed
         for cls, q in self.queues.items():
             while q:
-                best = None
-                for w in self.pool.workers:
-                    if w.cls == cls and w.alive and w.ready and len(w.inflight) < self.depth and (
-                            best is None or len(w.inflight) < len(best.inflight)):
-                        best = w
-                if best is None or not self._send_next(best):
+                b = q[0]
+                if failed[req[b]]:
+                    q.popleft()  # its request already failed: do not spend a worker on it
+                    continue
+                w = self._taker(cls, self._due[b] > now)
+                if w is None:
                     break
+                q.popleft()
+                if not self._send(w, b):
+                    q.appendleft(b)  # the worker died: another may take it
 
-    def _send_next(self, w: Worker) -> bool:
-        """Hand the next live batch of ``w``'s queue to ``w``; whether the loop may go on handing out."""
-        q = self.queues[w.cls]
-        req, failed = self._batch_request, self.failed
-        while q:
-            b = q.popleft()
-            if failed[req[b]]:
-                continue  # its request already failed: do not spend a worker on it
-            sent = time.perf_counter()  # before the send: the worker may start before the write returns
-            try:
-                os.write(w.fd, BATCH.pack(BATCH_LEN, b, self._sizes[b], b, sent))
-            except OSError:
-                q.appendleft(b)
-                self._died(w)
-                return True  # another worker may take it
-            w.inflight.append(b)
-            self._inflight += 1
-            self.batch_worker[b] = w.wid
-            self.t_sent[b] = sent - self.t0
-            return True
-        return False
+    def _taker(self, cls: int, early: bool) -> Worker | None:
+        """Who takes the next batch of class ``cls`` (see the module docstring): with one worker in the class
+        (and a lookahead) that worker, below :data:`PIPE_FRAMES_MAX`; else, for a batch not yet due, an idle
+        worker; for a due one the worker holding the fewest, below ``depth`` (the first on ties: breadth
+        first, so every idle worker gets a batch before any gets its second)."""
+        single = self.lookahead_s > 0 and self.pool.counts.get(cls) == 1
+        best = None
+        for w in self.pool.workers:
+            if w.cls != cls or not (w.alive and w.ready):
+                continue
+            held = len(w.inflight)
+            if single:
+                return w if held < PIPE_FRAMES_MAX else None
+            if early:
+                if not held:
+                    return w
+            elif held < self.depth and (best is None or held < len(best.inflight)):
+                best = w
+        return best
+
+    def _send(self, w: Worker, b: int) -> bool:
+        """Hand batch ``b`` to ``w``; whether it went (False: the worker is gone)."""
+        sent = time.perf_counter()  # before the send: the worker may start before the write returns
+        try:
+            os.write(w.fd, BATCH.pack(BATCH_LEN, b, self._sizes[b], b, sent, self.t0 + self._due[b]))
+        except OSError:
+            self._died(w)
+            return False
+        w.inflight.append(b)
+        self._inflight += 1
+        self.batch_worker[b] = w.wid
+        self.t_sent[b] = sent - self.t0
+        return True
 
     def _take_results(self) -> None:
         """Read the results that came while the loop slept without watching the pipes (one zero-timeout
@@ -527,8 +495,8 @@ class LoadRun:
             self._died(w)
             return False
         if not w.buf and len(data) == RESULT.size and data[HEADER_LEN] == RESULT_TAG:  # the usual: one result
-            _, _, b, ts, te = RESULT.unpack(data)
-            self._result(w, b, ts, te)
+            _, _, b, tr, ts, te, spun = RESULT.unpack(data)
+            self._result(w, b, tr, ts, te, spun)
             return True
         buf = w.buf
         buf += data
@@ -539,8 +507,8 @@ class LoadRun:
             if end - body < size:
                 break
             if size == RESULT_LEN and buf[body] == RESULT_TAG:
-                _, b, ts, te = RESULT_BODY.unpack_from(buf, body)
-                self._result(w, b, ts, te)
+                _, b, tr, ts, te, spun = RESULT_BODY.unpack_from(buf, body)
+                self._result(w, b, tr, ts, te, spun)
             else:  # a control message, pickled by the worker (ready / error)
                 self._control(w, pickle.loads(bytes(buf[body:body + size])))
             pos = body + size
@@ -554,10 +522,12 @@ class LoadRun:
             self.pool.replacements_left = 0
             self._died(w)
 
-    def _result(self, w: Worker, b: int, ts: float, te: float) -> None:
+    def _result(self, w: Worker, b: int, tr: float, ts: float, te: float, spun: float) -> None:
         if w.inflight and w.inflight[0] == b:
             w.inflight.popleft()
             self._inflight -= 1
+        self.spun_s += spun
+        self.t_release[b] = tr - self.t0
         self.t_start[b] = ts - self.t0
         self.t_end[b] = w.last_end = te - self.t0
         w.busy_s += te - ts
@@ -569,8 +539,14 @@ class LoadRun:
         w.alive = False
         self.pool.version += 1
         self.deaths += 1
+        now = time.perf_counter() - self.t0
+        ahead = []  # not yet due: nothing of them was lost, they go back to the head of the queue
         for b in w.inflight:
-            self.failed[self._batch_request[b]] = True
+            if self._due[b] > now and self.stop_flag.reason is None:
+                ahead.append(b)
+            else:
+                self.failed[self._batch_request[b]] = True
+        self.queues[w.cls].extendleft(reversed(ahead))
         self._inflight -= len(w.inflight)
         w.inflight.clear()
         with contextlib.suppress(OSError):
@@ -585,10 +561,10 @@ class LoadRun:
         for q in self.queues.values():
             q.clear()
         end = time.monotonic() + RETURN_TIMEOUT_S
-        saved = self.t_start.copy(), self.t_end.copy()
+        saved = self.t_start.copy(), self.t_end.copy(), self.t_release.copy()
         while any(w.inflight or not w.ready for w in self.pool.workers if w.alive) and time.monotonic() < end:
             self._wait(MAX_WAIT_S)
-        self.t_start, self.t_end = saved  # results after the loop ended are not part of this run
+        self.t_start, self.t_end, self.t_release = saved  # results after the loop ended are not part of this run
         for w in self.pool.workers:
             if w.alive and w.inflight:
                 w.proc.kill()

@@ -21,7 +21,8 @@ def render_run(r: dict[str, Any]) -> None:
           f"utilisation {r['utilisation']:.1%} (busy / elapsed), per worker "
           + ", ".join(f"{u:.0%}" for u in r["worker_utilisation"]))
     lg = r["loadgen"]
-    print(f"  load generator: {lg['cpu_cores']:.1%} of a core, dispatch lateness p99 "
+    print(f"  load generator: dispatcher {lg['cpu_cores']:.1%} of a core, workers' spin to arrivals "
+          f"{lg['worker_spin_cores']:.1%} (measured), release lateness p99 "
           f"{_ms(lg['dispatch_lateness_s']['p99'])}")
     cont = r.get("contention") or {}
     if cont.get("detected"):

@@ -17,7 +17,7 @@ import numpy as np
 from recstack.config.run import RunConfig, usable_cores
 from recstack.errors import ConfigError
 from recstack.serving.arrivals import ArrivalSpec, arrival_times
-from recstack.serving.loadgen import LoadRun, WorkerPool
+from recstack.serving.loadgen import LOOKAHEAD_S, LoadRun, WorkerPool
 from recstack.serving.plan import ACCEL, CPU, LOGNORMAL_QUERY_SIZES, Plan, make_plan, query_sizes
 from recstack.serving.summary import summarise
 from recstack.serving.worker import WorkerSetup
@@ -38,7 +38,8 @@ class ServeOptions:
     query_sizes: str = "workload"  # workload (the workload's query_sizes) | lognormal
     arrivals: ArrivalSpec = ArrivalSpec("poisson")
     grace_s: float | None = None  # after the schedule's end; default max(1 s, 10% of the duration)
-    depth: int = 2  # batches a worker may hold (1: one central queue; 2: the next one waits in its pipe)
+    depth: int = 2  # with several workers: due batches a worker may hold (1: one central queue; 2: one waits)
+    lookahead_s: float = LOOKAHEAD_S  # batches are handed over up to this long before they are due
     service_ms: float | None = None  # spin: per batch
     per_sample_us: float = 0.0  # spin: per candidate
     gpu_threshold: int | None = None  # queries above go to the accelerator workers
@@ -128,7 +129,7 @@ def probe(pool: WorkerPool, plan: Plan, opts: ServeOptions, *, qps: float | None
     """One open-loop run of ``plan`` (the pool started), its summary, with the contention record."""
     from recstack.profiling.contention import ContentionWatch, planned_processes
 
-    run = LoadRun(plan, pool, grace_s=opts.grace(), depth=opts.depth, announce=announce)
+    run = LoadRun(plan, pool, grace_s=opts.grace(), depth=opts.depth, lookahead_s=opts.lookahead_s, announce=announce)
     if on_run is not None:
         on_run(run)
     with planned_processes(pool.pids()):

@@ -110,7 +110,7 @@ def summarise(rec: RunRecord, *, target_pct: float = 99.0) -> dict[str, Any]:
         "samples_beyond_target_percentile": round(n_tail, 1),
         "queue_s_mean": float(queue.mean()) if queue.size else None,
         "service_s_mean": float((lat_done - queue).mean()) if queue.size else None,
-        "handoff_s_mean": _nanmean(rec.t_start - rec.t_sent),
+        "handoff_s_mean": _nanmean(rec.t_start - rec.t_release),
         "utilisation": float(np.mean(per_worker)) if per_worker else 0.0,
         "worker_utilisation": per_worker,
         "duration_s": plan.duration_s,
@@ -126,6 +126,8 @@ def summarise(rec: RunRecord, *, target_pct: float = 99.0) -> dict[str, Any]:
         "workers": rec.worker_stats,
         "loadgen": {
             "cpu_cores": rec.loadgen_cpu_s / window,
+            "worker_spin_cores": rec.worker_spin_s / window,
+            "lookahead_s": rec.lookahead_s,
             "dispatch_lateness_s": {
                 "p50": lateness.get_value_at_percentile(50) / 1e6 if lateness.get_total_count() else None,
                 "p99": lateness.get_value_at_percentile(99) / 1e6 if lateness.get_total_count() else None,

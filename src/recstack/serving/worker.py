@@ -5,9 +5,10 @@ Protocol over one duplex pipe (:func:`multiprocessing.Pipe`):
 * the worker sends ``("ready", pid, info)`` when its model and input pool are
   built and warmed up, or ``("error", message)`` and exits;
 * the dispatcher sends one :data:`BATCH` frame per batch (``batch_id, size,
-  slot, t_sent``; ``t_sent``: when it was handed over), or ``None`` to stop;
+  slot, t_sent, t_due``; ``t_sent``: when it was handed over, ``t_due``: its
+  request's scheduled arrival, which may be later), or ``None`` to stop;
 * the worker answers every batch with one :data:`RESULT` frame (``b"R",
-  batch_id, t_start, t_end``), times from ``time.perf_counter``
+  batch_id, t_release, t_start, t_end, spun``), times from ``time.perf_counter``
   (CLOCK_MONOTONIC on Linux: one clock for all processes of the host, so the
   dispatcher compares them with its own), taken in the worker, where the
   events happen.
@@ -19,9 +20,15 @@ no pickling per request and reads all waiting frames in one ``os.read``,
 while the pickled control messages (ready, error, stop) share the pipe: a
 pickle starts with ``0x80``, a result frame with ``R``.
 
-A batch's service starts when it is in the worker's hands: handed over
-(``t_sent``) *and* the worker free (done answering the previous batch), the
-later of the two. The worker's wake-up, receiving and answering are thus part
+A batch's service starts when it is in the worker's hands and due: handed
+over (``t_sent``), arrived (``t_due``) *and* the worker free (done answering
+the previous batch), the latest of the three. A batch the worker holds
+before it is due (the dispatcher's lookahead) is waited for by the worker,
+idle: it sleeps, then spins, to ``t_due`` (:class:`~recstack.serving.timing.Waiter`),
+and the batch starts when that wait ended (its release: ``t_release``; a
+late wake-up shows as queueing, ``spun`` is the spin it took). Otherwise
+``t_release`` is the later of ``t_sent`` and ``t_due``. The worker's
+wake-up, receiving and answering are thus part
 of a batch's service, not of its queueing: the spin model's D covers them, so
 that its batches start exactly D apart in a busy period and take D from the
 hand-over otherwise, as a deterministic server's do (unless they take longer
@@ -44,13 +51,15 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from recstack.serving.timing import Waiter, tight_timers
+
 POOL_SLOTS = 4  # distinct input batches per batch size (requests cycle through them)
 WARMUP_SIZES = 24  # batch sizes run once each before "ready" (the largest always, and a spread)
 POLL_S = 100e-6  # an idle worker polls its pipe this long before it blocks in recv
-BATCH = struct.Struct("!iqqqd")  # frame: payload length, batch id, size, slot, t_sent
-BATCH_BODY = struct.Struct("!qqqd")  # its payload, as the worker receives it
-RESULT = struct.Struct("!icqdd")  # frame: payload length, b"R", batch id, t_start, t_end
-RESULT_BODY = struct.Struct("!cqdd")
+BATCH = struct.Struct("!iqqqdd")  # frame: payload length, batch id, size, slot, t_sent, t_due
+BATCH_BODY = struct.Struct("!qqqdd")  # its payload, as the worker receives it
+RESULT = struct.Struct("!icqdddd")  # frame: payload length, b"R", batch id, t_release, t_start, t_end, spun
+RESULT_BODY = struct.Struct("!cqdddd")
 BATCH_LEN, RESULT_LEN = BATCH_BODY.size, RESULT_BODY.size
 RESULT_TAG = ord("R")
 
@@ -174,7 +183,14 @@ def worker_main(conn: Any, setup: WorkerSetup) -> None:
     info = server.info()
     info["service_s_by_size"] = _service_times(server, setup.sizes)
     conn.send(("ready", os.getpid(), info))
+    with tight_timers():
+        _serve(conn, server)
+
+
+def _serve(conn: Any, server: SpinServer | ModelServer) -> None:
+    """Batches until told to stop (see the module docstring for when each starts)."""
     clock = time.perf_counter
+    waiter = Waiter(clock)
     fd = conn.fileno()
     free_at = clock()
     while True:
@@ -185,12 +201,17 @@ def worker_main(conn: Any, setup: WorkerSetup) -> None:
             return
         if len(data) != BATCH_LEN:  # the pickled None: stop
             return
-        bid, size, slot, t_sent = BATCH_BODY.unpack(data)
-        t0 = max(free_at, t_sent)  # in the worker's hands: handed over, and the worker free
+        bid, size, slot, t_sent, t_due = BATCH_BODY.unpack(data)
+        release, spun = max(t_sent, t_due), 0.0
+        if release > clock():  # held before it is due: wait for its arrival, idle
+            release, spun = waiter.until(release)
+            t0 = release
+        else:
+            t0 = max(free_at, release)  # in the worker's hands, due, and the worker free
         server.run(size, slot, t0)
         free_at = clock()
         try:
-            os.write(fd, RESULT.pack(RESULT_LEN, b"R", bid, t0, free_at))
+            os.write(fd, RESULT.pack(RESULT_LEN, b"R", bid, release, t0, free_at, spun))
         except OSError:
             return
 
