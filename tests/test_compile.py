@@ -381,3 +381,17 @@ def test_profile_compile_places_counted_flops_on_the_compiled_region_and_does_no
     assert not names & {"entire_frame_compile", "dynamo"}, names  # nothing compiled during the op pass
     assert comp.run["compile"]["recompiles"] == []  # the passes' range hooks changed no guard
     assert not [n for n in names if n.startswith("dense_arch.")]  # modules inside a region get no range
+
+
+def test_a_whole_model_compile_puts_the_counted_forward_work_on_the_run_not_on_the_visible_ops():
+    """Whole-model mode: the run node is the one cost site, holding eager's forward FLOPs; the few extern ops
+    the compiled code shows carry none of them (placed by name they read above any roof)."""
+    from recstack import api
+
+    eager = api.profile_config(_cfg("compile_models:clean", op_iters=1))
+    whole = api.profile_config(_cfg("compile_models:clean", compile={"defaults": {"backend": "aot_eager"}},
+                                    op_iters=1))
+    assert [r["module_path"] for r in whole.run["compile"]["compile"]["regions"]] == [""]
+    forward = sum(c.flops or 0.0 for c in eager.root.children if c.name in ("dense", "head"))
+    assert forward > 0 and whole.root.flops == pytest.approx(forward, rel=1e-6)
+    assert not [n.name for n in whole.root.walk() if n.level == "op" and n.flops]

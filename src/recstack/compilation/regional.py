@@ -228,7 +228,7 @@ class Compiled:
     def describe(self) -> dict[str, Any]:
         return {
             "mode": "none" if not self.regions else ("whole-model" if self.plan.whole_model else "regional"),
-            "regions": [{"path": cr.region.path or "<model>", "rule": cr.region.rule,
+            "regions": [{"path": cr.region.path or "<model>", "module_path": cr.region.path, "rule": cr.region.rule,
                          "settings": cr.region.settings.model_dump(mode="json", exclude_none=True)}
                         for cr in self.regions],
             "eager_inside": [r.path for r in self.plan.eager],

@@ -100,8 +100,9 @@ def attach_costs(root: Node, counts: Mapping[tuple[str, str], OpCount], steps: i
     every module inside it (same computation, so the same FLOPs; bytes are the eager ops' traffic, an
     upper bound for fused code), and its ops stay null. Matching those records to the visible extern
     ops by name would pile every eager GEMM's FLOPs onto the few that show and read above the roof.
-    Backward work that a compiled region created, and all work of a whole-model compile, has no such
-    site: it stays unplaced (reported), never placed on ops by name.
+    A whole-model compile (region ``""``) has one such site, the run node, and no stage figures (its
+    stages are hidden inside the one compiled region). Backward work that a compiled region created has
+    no site: it stays unplaced (reported), never placed on ops by name.
 
     ``counts`` is :attr:`CostCounter.counts` for ``steps`` counted steps (its
     sums are divided by ``steps``: the tree holds per-step figures). Returns
@@ -154,7 +155,7 @@ def attach_model_costs(profile: Profile, model: nn.Module, run_step: Callable[[]
     with CostCounter(model) as counter:
         run_step()
     compiled = ((profile.run or {}).get("compile") or {}).get("compile") or {}
-    regions = frozenset(r["path"] for r in compiled.get("regions") or [])
+    regions = frozenset(r["module_path"] for r in compiled.get("regions") or [])
     summary = attach_costs(profile.root, counter.counts, steps=1, regions=regions)
     profile.extra["cost_model"] = summary
     return summary
@@ -192,6 +193,10 @@ def _find_sites(root: Node, executed: set[str], decomposed: set[str],
                 regions: frozenset[str] = frozenset()) -> tuple[list[_Site], list[Node]]:
     sites: list[_Site] = []
     noops: list[Node] = []
+    if "" in regions:  # a whole-model compile: the run is the one site of all counted forward work
+        sites.append(_Site(root, (("region", ""), None, None, None)))
+        _mark_inside(root.children)
+        return sites, noops
     if regions:
         for n in root.walk():
             if n.level == "module" and n.name in regions:  # the region's counted work lands here
