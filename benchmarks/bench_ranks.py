@@ -14,7 +14,7 @@ estimate beside the replay (docs/distributed.md). Prints markdown tables; result
 
     python benchmarks/bench_ranks.py --scale 0.01 --batch-size 256 --out /tmp/ranks-bench
     python benchmarks/bench_ranks.py --scale 0.001 --batch-size 32 --iters 4 --runs rmc1:table_wise:2 --out /tmp/x
-    python benchmarks/bench_ranks.py --runs rmc1:table_wise:2,rmc1:column_wise:2 --placements pin,os --rounds 3 \
+    python benchmarks/bench_ranks.py --runs rmc1:table_wise:2,rmc1:column_wise:2 --placements os,pin --rounds 5 \
         --out /tmp/ab          # rank placement A/B, alternating
 """
 
@@ -56,7 +56,7 @@ def _machine(out: Path, world_sizes: str) -> Path:
 
 
 def _profile(model: str, sharding: str, nproc: int, args: argparse.Namespace, machine: Path, out: Path,
-             placement: str = "pin", tag: str = "") -> Path:
+             placement: str = "os", tag: str = "") -> Path:
     path = out / f"{model}-{sharding}-{nproc}{tag}.json"
     rc = _cli(["profile", model, "--nproc", str(nproc), "--sharding", sharding, "--scale", str(args.scale),
                "--batch-size", str(args.batch_size), "--iters", str(args.iters), "--warmup", "5",
@@ -89,6 +89,21 @@ def _placement_ab(runs: list[list[str]], args: argparse.Namespace, machine: Path
         steps = [r["step_s"] for r in rounds]
         head.append(f"| {model} | {sharding} | {n} | {place} | step (slowest rank) | "
                     f"{_med([{'x': s} for s in steps], 'x')} | | | | | | | |")
+    head += ["", f"Paired by round: each placement over {places[0]} in the same round, median [min-max]:", "",
+             "| model | sharding | ranks | placement | figure | ratio |", "|" + "---|" * 6]
+    for model, sharding, n in runs:
+        base = got[(model, sharding, n, places[0])]
+        for place in places[1:]:
+            other = got[(model, sharding, n, place)]
+            pairs = {"step": [o["step_s"] / b["step_s"] for o, b in zip(other, base, strict=True)]}
+            for phase in base[0]["phases"]:
+                for key in ("stage_s", "collective_s", "transfer_s", "replay_s"):
+                    xs = [o["phases"][phase][key] / b["phases"][phase][key] for o, b in zip(other, base, strict=True)
+                          if phase in o["phases"] and o["phases"][phase].get(key) and b["phases"][phase].get(key)]
+                    pairs[f"{phase} {key.removesuffix('_s')}"] = xs
+            for fig, xs in pairs.items():
+                head.append(f"| {model} | {sharding} | {n} | {place} / {places[0]} | {fig} | "
+                            f"{_spread([{'x': x} for x in xs], 'x')} |")
     return "\n".join(head)
 
 
@@ -175,7 +190,8 @@ def _tables(rows: list[dict[str, Any]], scaled: dict[str, Any] | None) -> str:
     us = (lambda v: "-" if v is None else f"{v * 1e6:.0f}")  # noqa: E731
     out += ["", "| model | sharding | ranks | phase | bytes | stage ms | size-sweep benchmark ms | stage/size sweep | "
             "waiting ms | transfer ms | other ms | size sweep at those bytes ms (kind) | transfer/size sweep | "
-            "replay ms | transfer/replay | bound |", "|" + "---|" * 16]
+            "replay ms | transfer/replay | bound | collective ms | torchrec_overhead ms | collective/size sweep |",
+            "|" + "---|" * 19]
     for r in rows:
         for c in r["communication_roofline"] or []:
             out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {c['phase']} | {c['bytes']:.0f} | "
@@ -183,7 +199,8 @@ def _tables(rows: list[dict[str, Any]], scaled: dict[str, Any] | None) -> str:
                        f"{f(c.get('transfer_s'))} | {f(c.get('other_s'))} | {f(c.get('transfer_benchmark_s'))} "
                        f"({(c.get('transfer_benchmark') or '-').removeprefix('size sweep: ')}) | "
                        f"{x(c.get('transfer_ratio'))} | {f(c.get('replay_s'))} | {x(c.get('replay_ratio'))} | "
-                       f"{c['bound']} |")
+                       f"{c['bound']} | {f(c.get('collective_s'))} | {f(c.get('torchrec_overhead_s'))} | "
+                       f"{x(c.get('collective_ratio'))} |")
     out += ["", "Per collective (the timing pass's records, replayed bare; ms, medians over steps): in the model, "
             "replayed blocking, replayed with the model's compute gaps (skewed), replayed on fresh buffers; "
             "time inside the call in the model / replay", "",
@@ -240,7 +257,7 @@ def run(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", choices=["inference", "train"], default="inference")
     ap.add_argument("--runs", default=",".join(RUNS), help="model:sharding:ranks, comma-separated")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--placements", default="", help="A/B of --rank-placement, e.g. pin,os: alternate them "
+    ap.add_argument("--placements", default="", help="A/B of --rank-placement, e.g. os,pin: alternate them "
                     "over --rounds rounds of --runs and print only that comparison")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)

@@ -145,10 +145,10 @@ class RunConfig(BaseModel):
         "data_parallel, auto (TorchRec's planner) or a plan YAML (see docs/distributed.md)",
         json_schema_extra={"file": True, "cli": {"metavar": "TYPE|auto|PLAN.yaml"}},
     )
-    rank_placement: Literal["pin", "os"] = Field(
-        "pin",
-        description="CPUs of --nproc > 1 ranks: pin (each rank on its own cores, when ranks x threads fit the "
-        "usable cores; else unpinned, recorded) or os (the scheduler places them)",
+    rank_placement: Literal["os", "pin"] = Field(
+        "os",
+        description="CPUs of --nproc > 1 ranks: os (the scheduler places them) or pin (each rank on its own "
+        "cores, when ranks x threads fit the usable cores; else unpinned, recorded)",
     )
     compile: str | dict[str, Any] | None = Field(
         None,
