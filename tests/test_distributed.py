@@ -543,3 +543,19 @@ def test_show_prints_the_ranks(profiles, capsys) -> None:
     crit = json.loads(path.read_text())["distributed"]["critical_rank"]
     assert "2 ranks (column_wise, gloo)" in out and f"critical path: rank {crit}" in out
     assert "communication" in out and "imbalance (max/mean over ranks)" in out
+
+
+def test_pinning_leaves_an_oversubscribed_host_unpinned_and_says_so() -> None:
+    """More ranks than usable cores: no rank is pinned, and the record names why (a fresh process: pinning
+    and the inter-op thread count are per process)."""
+    import subprocess
+    import sys
+
+    usable = sorted(os.sched_getaffinity(0))
+    code = ("import json; from recstack.distributed.worker import place_rank; "
+            f"print(json.dumps([place_rank('pin', r, {len(usable) + 1}, 1) for r in (0, 1)]))")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, check=True)
+    for rec in json.loads(out.stdout):
+        assert rec["mode"] == "pin" and not rec["pinned"] and rec["cpus"] == usable == rec["usable_cpus"]
+        assert "oversubscribed" in rec["reason"] and rec["interop_threads"] == 1
