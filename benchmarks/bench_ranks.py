@@ -14,6 +14,8 @@ estimate beside the replay (docs/distributed.md). Prints markdown tables; result
 
     python benchmarks/bench_ranks.py --scale 0.01 --batch-size 256 --out /tmp/ranks-bench
     python benchmarks/bench_ranks.py --scale 0.001 --batch-size 32 --iters 4 --runs rmc1:table_wise:2 --out /tmp/x
+    python benchmarks/bench_ranks.py --runs rmc1:table_wise:2,rmc1:column_wise:2 --placements os,pin --rounds 5 \
+        --out /tmp/ab          # rank placement A/B, alternating
 """
 
 from __future__ import annotations
@@ -53,13 +55,83 @@ def _machine(out: Path, world_sizes: str) -> Path:
     return path
 
 
-def _profile(model: str, sharding: str, nproc: int, args: argparse.Namespace, machine: Path, out: Path) -> Path:
-    path = out / f"{model}-{sharding}-{nproc}.json"
+def _profile(model: str, sharding: str, nproc: int, args: argparse.Namespace, machine: Path, out: Path,
+             placement: str = "os", tag: str = "") -> Path:
+    path = out / f"{model}-{sharding}-{nproc}{tag}.json"
     rc = _cli(["profile", model, "--nproc", str(nproc), "--sharding", sharding, "--scale", str(args.scale),
                "--batch-size", str(args.batch_size), "--iters", str(args.iters), "--warmup", "5",
-               "--op-iters", "3", "--mode", args.mode, "--machine", str(machine), "-o", str(path), "--quiet"])
-    assert rc == 0, f"{model} {sharding} {nproc}: exit {rc}"
+               "--op-iters", "3", "--mode", args.mode, "--machine", str(machine), "--rank-placement", placement,
+               "-o", str(path), "--quiet"])
+    assert rc == 0, f"{model} {sharding} {nproc} {placement}: exit {rc}"
     return path
+
+
+def _placement_ab(runs: list[list[str]], args: argparse.Namespace, machine: Path, out: Path) -> str:
+    """Each run with every --placements value in turn, --rounds times (alternating, so host drift hits every
+    placement alike); per phase the medians over rounds and [min-max] of the per-round figures."""
+    places = args.placements.split(",")
+    got: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for rnd in range(args.rounds):
+        for model, sharding, n in runs:
+            for place in places:
+                prof = Profile.load(_profile(model, sharding, int(n), args, machine, out, place, f"-{place}-{rnd}"))
+                got.setdefault((model, sharding, n, place), []).append(_ab_figures(prof))
+    head = ["| model | sharding | ranks | placement | phase | stage ms | collective ms | torchrec_overhead ms | "
+            "in-model transfer ms | replay ms | skewed replay ms | transfer / replay [min-max] | "
+            "transfer / size sweep [min-max] |", "|" + "---|" * 13]
+    for (model, sharding, n, place), rounds in got.items():
+        for phase in rounds[0]["phases"]:
+            vals = [r["phases"].get(phase, {}) for r in rounds]
+            head.append(f"| {model} | {sharding} | {n} | {place} | {phase} | " + " | ".join(
+                _med(vals, k) for k in ("stage_s", "collective_s", "torchrec_overhead_s", "transfer_s", "replay_s",
+                                        "replay_skewed_s")) + f" | {_spread(vals, 'ratio')} | "
+                f"{_spread(vals, 'transfer_ratio')} |")
+        steps = [r["step_s"] for r in rounds]
+        head.append(f"| {model} | {sharding} | {n} | {place} | step (slowest rank) | "
+                    f"{_med([{'x': s} for s in steps], 'x')} | | | | | | | |")
+    head += ["", f"Paired by round: each placement over {places[0]} in the same round, median [min-max]:", "",
+             "| model | sharding | ranks | placement | figure | ratio |", "|" + "---|" * 6]
+    for model, sharding, n in runs:
+        base = got[(model, sharding, n, places[0])]
+        for place in places[1:]:
+            other = got[(model, sharding, n, place)]
+            pairs = {"step": [o["step_s"] / b["step_s"] for o, b in zip(other, base, strict=True)]}
+            for phase in base[0]["phases"]:
+                for key in ("stage_s", "collective_s", "transfer_s", "replay_s"):
+                    xs = [o["phases"][phase][key] / b["phases"][phase][key] for o, b in zip(other, base, strict=True)
+                          if phase in o["phases"] and o["phases"][phase].get(key) and b["phases"][phase].get(key)]
+                    pairs[f"{phase} {key.removesuffix('_s')}"] = xs
+            for fig, xs in pairs.items():
+                head.append(f"| {model} | {sharding} | {n} | {place} / {places[0]} | {fig} | "
+                            f"{_spread([{'x': x} for x in xs], 'x')} |")
+    return "\n".join(head)
+
+
+def _ab_figures(prof: Profile) -> dict[str, Any]:
+    """Per phase of the critical rank: the stage and its split, the in-model transfer, replays, ratios."""
+    dist = prof.extra["distributed"]
+    rep = (dist.get("collective_replay") or {}).get("phases") or {}
+    roof = {c["phase"]: c for c in dist.get("communication_roofline") or []}
+    comm = prof.root.child("communication")
+    out: dict[str, Any] = {}
+    for ph in comm.children if comm is not None else []:
+        parts = {c.name: c.time_s for c in ph.children}
+        r = rep.get(ph.name, {})
+        out[ph.name] = {"stage_s": ph.time_s, "collective_s": parts.get("collective"),
+                        "torchrec_overhead_s": parts.get("torchrec_overhead"), "transfer_s": r.get("transfer_s"),
+                        "replay_s": r.get("replay_s"), "replay_skewed_s": r.get("replay_skewed_s"),
+                        "ratio": r.get("ratio"), "transfer_ratio": roof.get(ph.name, {}).get("transfer_ratio")}
+    return {"phases": out, "step_s": max(r["time_s"] for r in dist["per_rank"])}
+
+
+def _med(rows: list[dict[str, Any]], key: str) -> str:
+    xs = sorted(r[key] for r in rows if r.get(key) is not None)
+    return "-" if not xs else f"{xs[len(xs) // 2] * 1e3:.3f}"
+
+
+def _spread(rows: list[dict[str, Any]], key: str) -> str:
+    xs = sorted(r[key] for r in rows if r.get(key) is not None)
+    return "-" if not xs else f"{xs[len(xs) // 2]:.2f} [{xs[0]:.2f}-{xs[-1]:.2f}]"
 
 
 def _row(prof: Profile, machine: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +190,8 @@ def _tables(rows: list[dict[str, Any]], scaled: dict[str, Any] | None) -> str:
     us = (lambda v: "-" if v is None else f"{v * 1e6:.0f}")  # noqa: E731
     out += ["", "| model | sharding | ranks | phase | bytes | stage ms | size-sweep benchmark ms | stage/size sweep | "
             "waiting ms | transfer ms | other ms | size sweep at those bytes ms (kind) | transfer/size sweep | "
-            "replay ms | transfer/replay | bound |", "|" + "---|" * 16]
+            "replay ms | transfer/replay | bound | collective ms | torchrec_overhead ms | collective/size sweep |",
+            "|" + "---|" * 19]
     for r in rows:
         for c in r["communication_roofline"] or []:
             out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {c['phase']} | {c['bytes']:.0f} | "
@@ -126,7 +199,8 @@ def _tables(rows: list[dict[str, Any]], scaled: dict[str, Any] | None) -> str:
                        f"{f(c.get('transfer_s'))} | {f(c.get('other_s'))} | {f(c.get('transfer_benchmark_s'))} "
                        f"({(c.get('transfer_benchmark') or '-').removeprefix('size sweep: ')}) | "
                        f"{x(c.get('transfer_ratio'))} | {f(c.get('replay_s'))} | {x(c.get('replay_ratio'))} | "
-                       f"{c['bound']} |")
+                       f"{c['bound']} | {f(c.get('collective_s'))} | {f(c.get('torchrec_overhead_s'))} | "
+                       f"{x(c.get('collective_ratio'))} |")
     out += ["", "Per collective (the timing pass's records, replayed bare; ms, medians over steps): in the model, "
             "replayed blocking, replayed with the model's compute gaps (skewed), replayed on fresh buffers; "
             "time inside the call in the model / replay", "",
@@ -183,6 +257,9 @@ def run(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", choices=["inference", "train"], default="inference")
     ap.add_argument("--runs", default=",".join(RUNS), help="model:sharding:ranks, comma-separated")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--placements", default="", help="A/B of --rank-placement, e.g. os,pin: alternate them "
+                    "over --rounds rounds of --runs and print only that comparison")
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -190,6 +267,9 @@ def run(argv: list[str] | None = None) -> int:
     world_sizes = ",".join(sorted({n for _m, _s, n in runs}, key=int))
     machine_path = _machine(out, world_sizes)
     machine = json.loads(machine_path.read_text())
+    if args.placements:
+        print(_placement_ab(runs, args, machine_path, out))
+        return 0
     rows, paths = [], {}
     for model, sharding, n in runs:
         path = _profile(model, sharding, int(n), args, machine_path, out)

@@ -42,8 +42,20 @@ def _check_adds_up(tree: dict) -> None:
     assert sum(c["time_s"] for c in tree["children"]) == pytest.approx(tree["time_s"], rel=1e-6, abs=1e-12)
     comm = _stages(tree)["communication"]
     assert sum(c["time_s"] for c in comm["children"]) == pytest.approx(comm["time_s"], rel=1e-9, abs=1e-12)
+    for phase in comm["children"]:  # each phase: the collectives themselves and TorchRec's work around them
+        parts = {c["name"]: c for c in phase["children"]}
+        assert set(parts) == {"collective", "torchrec_overhead"}
+        assert sum(c["time_s"] for c in parts.values()) == pytest.approx(phase["time_s"], rel=1e-9, abs=1e-12)
+        assert all(_is_call(n["name"]) for n in parts["collective"]["children"])
+        assert not any(_is_call(n["name"]) for n in _walk(parts["torchrec_overhead"]))
     paths = [n["path"] for n in _walk(tree)]
     assert len(paths) == len(set(paths)), "paths are unique"
+
+
+def _is_call(name: str) -> bool:
+    from recstack.distributed.communication import is_collective_call
+
+    return is_collective_call(name)
 
 
 def _walk(tree: dict):
@@ -54,6 +66,7 @@ def _walk(tree: dict):
 
 # Row-wise (a hand-built plan on CPU) is measured in benchmarks/bench_ranks.py; kept out of here for time.
 RUNS = [("table_wise", "inference"), ("column_wise", "train")]
+PLACEMENT = {RUNS[0]: "os", RUNS[1]: "pin"}  # --rank-placement of each run
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +90,7 @@ def profiles(tmp_path_factory, collectives) -> dict[tuple[str, str], Path]:
         path = folder / f"{sharding}-{mode}.json"
         extra = ["--machine", str(machine), "--trace", str(folder / "trace.json")] if i == 0 else []
         rc = main(["profile", "rmc1", "--nproc", "2", "--sharding", sharding, "--mode", mode, *TINY, *extra,
-                   "-o", str(path)])
+                   "--rank-placement", PLACEMENT[(sharding, mode)], "-o", str(path)])
         assert rc == 0
         out[(sharding, mode)] = path
     return out
@@ -107,6 +120,19 @@ def test_two_ranks_profile(profiles, sharding: str, mode: str) -> None:
     assert [r["rank"] for r in ranks] == [0, 1]
     dist = d["distributed"]
     assert dist["world_size"] == 2 and d["run"]["nproc"] == 2 and d["run"]["sharding"] == sharding
+    # placement (the second run pins): each rank on a core of its own when two fit the usable cores
+    usable = sorted(os.sched_getaffinity(0))
+    pin = PLACEMENT[(sharding, mode)] == "pin"
+    for r, pl in enumerate(dist["placement"]):
+        assert pl["rank"] == r and pl["mode"] == PLACEMENT[(sharding, mode)] and pl["usable_cpus"] == usable
+        assert pl["pinned"] == (pin and len(usable) >= 2) and pl["interop_threads"] == 1
+        assert pl["cpus"] == ([usable[r]] if pl["pinned"] else usable)
+    # the op pass sees the rank blocked in a collective's wait, under that phase's collective part
+    from recstack.distributed.collective_timing import WAIT_RANGE
+
+    waits = [n for r in ranks for ph in _stages(r["root"])["communication"]["children"] for c in ph["children"]
+             if c["name"] == "collective" for n in c["children"] if n["name"] == WAIT_RANGE]
+    assert waits and all(w["time_s"] > 0 for w in waits)
     # the top-level tree is the critical rank's
     crit = dist["critical_rank"]
     assert d["root"] == ranks[crit]["root"]
@@ -174,6 +200,8 @@ def test_two_ranks_profile(profiles, sharding: str, mode: str) -> None:
         for c in (classes["input_dist"], classes["output_dist"]):  # the transfer alone, at its own bytes
             assert c["transfer_s"] > 0 and c["transfer_benchmark_s"] > 0
             assert c["transfer_ratio"] == pytest.approx(c["transfer_s"] / c["transfer_benchmark_s"])
+            assert c["collective_s"] + c["torchrec_overhead_s"] == pytest.approx(c["measured_s"])
+            assert c["collective_ratio"] == pytest.approx(c["collective_s"] / c["transfer_benchmark_s"])
     else:
         assert dist["communication_roofline"] is None
     assert set(dist["communication_bytes"]) >= {"input_dist", "output_dist"}
@@ -190,10 +218,14 @@ def _check_collective_split(dist: dict, ranks: list[dict], mode: str) -> None:
         assert {"input_dist", "output_dist"} <= set(phases)
         if mode == "train":
             assert phases["backward_all_to_all"]["collectives"] >= 1
+        nodes = {c["name"]: c for c in _stages(r["root"])["communication"]["children"]}
         for name, ph in phases.items():
             assert ph["stage_s"] == pytest.approx(comm.get(name, 0.0))
             if ph["transfer_s"] is None:  # a phase the pass does not see (DDP's all-reduce is issued in C++)
                 continue
+            col = next(c for c in nodes[name]["children"] if c["name"] == "collective")
+            assert (col["collective_pass_wait_s"], col["collective_pass_transfer_s"]) == pytest.approx(
+                (ph["wait_s"], ph["transfer_s"]))
             assert ph["wait_s"] >= 0 and ph["transfer_s"] > 0
             assert ph["other_s"] == pytest.approx(max(0.0, ph["stage_s"] - ph["wait_s"] - ph["transfer_s"]))
         assert pr["peer_wait_s"] == pytest.approx(sum(p["wait_s"] for p in phases.values() if p["wait_s"] is not None))
@@ -474,8 +506,15 @@ def test_communication_split_keeps_the_run_and_moves_time_out_of_its_stage() -> 
     assert emb.extra["communication_moved_s"] == pytest.approx(0.002) and emb.extra["time_s_p10"] == pytest.approx(0.0035)
     assert bw.time_s == pytest.approx(0.003)
     assert {c.name: c.time_s for c in comm.children} == pytest.approx({"input_dist": 0.002, "dense_all_reduce": 0.001})
-    assert comm.child("input_dist").children[0].children[0].path == (
-        "communication/input_dist/[splits_dist]_[sparse_arch.ebc]_[table_wise]/c10d::alltoall_base_")
+    # each phase: its collective calls taken out of TorchRec's ranges, and the ranges with what is left
+    parts = {c.name: c for c in comm.child("input_dist").children}
+    assert {k: c.time_s for k, c in parts.items()} == pytest.approx({"collective": 0.0015, "torchrec_overhead": 0.0005})
+    assert parts["collective"].children[0].path == "communication/input_dist/collective/c10d::alltoall_base_"
+    kept = parts["torchrec_overhead"].children[0]
+    assert kept.path == "communication/input_dist/torchrec_overhead/[splits_dist]_[sparse_arch.ebc]_[table_wise]"
+    assert kept.time_s == pytest.approx(0.0005) and kept.children == []
+    dense = {c.name: c.time_s for c in comm.child("dense_all_reduce").children}  # a call found on its own
+    assert dense == pytest.approx({"collective": 0.001, "torchrec_overhead": 0.0})
 
 
 def test_collective_model_interpolates_the_measured_points() -> None:
@@ -504,3 +543,19 @@ def test_show_prints_the_ranks(profiles, capsys) -> None:
     crit = json.loads(path.read_text())["distributed"]["critical_rank"]
     assert "2 ranks (column_wise, gloo)" in out and f"critical path: rank {crit}" in out
     assert "communication" in out and "imbalance (max/mean over ranks)" in out
+
+
+def test_pinning_leaves_an_oversubscribed_host_unpinned_and_says_so() -> None:
+    """More ranks than usable cores: no rank is pinned, and the record names why (a fresh process: pinning
+    and the inter-op thread count are per process)."""
+    import subprocess
+    import sys
+
+    usable = sorted(os.sched_getaffinity(0))
+    code = ("import json; from recstack.distributed.worker import place_rank; "
+            f"print(json.dumps([place_rank('pin', r, {len(usable) + 1}, 1) for r in (0, 1)]))")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, check=True)
+    for rec in json.loads(out.stdout):
+        assert rec["mode"] == "pin" and not rec["pinned"] and rec["cpus"] == usable == rec["usable_cpus"]
+        assert "oversubscribed" in rec["reason"] and rec["interop_threads"] == 1

@@ -145,6 +145,11 @@ class RunConfig(BaseModel):
         "data_parallel, auto (TorchRec's planner) or a plan YAML (see docs/distributed.md)",
         json_schema_extra={"file": True, "cli": {"metavar": "TYPE|auto|PLAN.yaml"}},
     )
+    rank_placement: Literal["os", "pin"] = Field(
+        "os",
+        description="CPUs of --nproc > 1 ranks: os (the scheduler places them) or pin (each rank on its own "
+        "cores, when ranks x threads fit the usable cores; else unpinned, recorded)",
+    )
     compile: str | dict[str, Any] | None = Field(
         None,
         description="compile config YAML (torch.compile settings kept apart from the model: defaults + rules; "

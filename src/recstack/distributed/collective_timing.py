@@ -151,6 +151,71 @@ def recording(records: list[dict[str, Any]]) -> Iterator[None]:
             setattr(dist, name, fn)
 
 
+WAIT_RANGE = "c10d::Work.wait"  # the op pass's range around a collective's wait (communication.py finds it)
+
+
+class _WaitedWork:
+    """A collective's ``Work`` whose ``wait()`` is a profiler range while torch.profiler runs: the op pass
+    then sees the time the rank's main thread is blocked in gloo (otherwise the self time of TorchRec's
+    awaitable ranges, indistinguishable from its Python). Anything else goes to the wrapped Work, and it
+    passes ``isinstance(w, dist.Work)`` (its ``__class__`` is the Work's), which TorchRec checks before waiting."""
+
+    __slots__ = ("_work",)
+
+    def __init__(self, work: Any) -> None:
+        self._work = work
+
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        if not torch._C._autograd._profiler_enabled():
+            return self._work.wait(*args, **kwargs)
+        from recstack.profiling.oppass import profiler_range
+
+        with profiler_range(WAIT_RANGE):
+            return self._work.wait(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._work, name)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> Any:  # noqa: D105 - TorchRec checks isinstance(work, dist.Work) before waiting
+        return type(self._work)
+
+
+@contextlib.contextmanager
+def waits_recorded() -> Iterator[None]:
+    """While torch.profiler runs, the Python collectives' ``Work`` objects record their waits (see
+    :class:`_WaitedWork`) and a synchronous call (it waits inside) is one ``c10d::<function>`` range."""
+    import torch.distributed as dist
+
+    saved = {name: getattr(dist, name) for name in _INPUT_ARG}
+
+    def wrap(name: str, fn: Any) -> Any:
+        def waited(*args: Any, **kwargs: Any) -> Any:
+            import torch
+
+            if not torch._C._autograd._profiler_enabled():
+                return fn(*args, **kwargs)
+            if not describe(name, args, kwargs)["async"]:  # it waits inside: the whole call is the range
+                from recstack.profiling.oppass import profiler_range
+
+                with profiler_range(f"c10d::{name}"):
+                    return fn(*args, **kwargs)
+            work = fn(*args, **kwargs)
+            return _WaitedWork(work) if work is not None and hasattr(work, "wait") else work
+
+        return waited
+
+    for name, fn in saved.items():
+        setattr(dist, name, wrap(name, fn))
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(dist, name, fn)
+
+
 def time_collectives(step: Any, batches: list[Any], steps: int = STEPS) -> list[list[dict[str, Any]]]:
     """Run ``steps`` steps with the collectives recorded; returns every rank's records (all ranks call it)."""
     import torch.distributed as dist

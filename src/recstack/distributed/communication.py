@@ -17,6 +17,13 @@ stage, so that stage times still add up to the run) and puts it under a stage
 * ``dense_all_reduce``: DDP's gradient all-reduce of the dense layers (training);
 * ``other_collectives``: any other collective.
 
+Each phase has two children that add up to it: ``collective`` (the
+torch.distributed calls, ``c10d::...`` ops and, from the worker's
+:func:`~recstack.distributed.collective_timing.waits_recorded`, the
+``c10d::Work.wait`` ranges: the main thread inside the collectives) and
+``torchrec_overhead`` (TorchRec's ranges with those taken out: its ops around
+the calls, such as the KJT re-layout, and its Python).
+
 Times are the op pass's apportioned times (see :mod:`recstack.profiling.assemble`);
 a moved node keeps its figures, only its path changes.
 """
@@ -33,6 +40,7 @@ _COMM = re.compile(
     r"reduce_scatter|ReduceScatter|allgather|all_gather|c10d::|gloo:|nccl:|record_param_comms|"
     r"KJT\w*Awaitable|PooledEmbeddingsAwaitable|EmbeddingBagCollectionAwaitable|reducer::"
 )
+_CALL = re.compile(r"c10d::|gloo:|nccl:|record_param_comms")
 PHASES = ("input_dist", "output_dist", "backward_all_to_all", "dense_all_reduce", "other_collectives")
 
 
@@ -79,11 +87,7 @@ def split_communication(root: Node) -> Node:
             continue
         pnode = Node(name=phase, path=f"{COMM_STAGE}/{phase}", level="module", stage=COMM_STAGE,
                      time_s=sum(n.time_s for n in nodes), calls=1, extra={"kind": "communication"})
-        for n in _merge_same_name(nodes):
-            _repath(n, f"{pnode.path}/{n.name}")
-            pnode.children.append(n)
-        pnode.children.sort(key=lambda n: -n.time_s)
-        pnode.self_time_s = max(0.0, pnode.time_s - sum(c.time_s for c in pnode.children))
+        _split_phase(pnode, _merge_same_name(nodes))
         comm.children.append(pnode)
     comm.time_s = sum(c.time_s for c in comm.children)
     comm.extra["note"] = ("collectives moved out of the stages they ran in (op-pass times apportioned within "
@@ -91,6 +95,53 @@ def split_communication(root: Node) -> Node:
     root.children = [c for c in root.children if c.name != COMM_STAGE] + [comm]
     root.children.sort(key=lambda n: -n.time_s)
     return comm
+
+
+def is_collective_call(name: str) -> bool:
+    """A torch.distributed call itself: the dispatcher's c10d op, a backend range, or the wait on its Work."""
+    return bool(_CALL.match(name))
+
+
+def _split_phase(pnode: Node, nodes: list[Node]) -> None:
+    """Give the phase two children: ``collective`` (every torch.distributed call and Work wait under its
+    TorchRec ranges, taken out of them: the rank's main thread inside the collectives) and
+    ``torchrec_overhead`` (the ranges with what is left: TorchRec's ops around the calls and its Python)."""
+    calls = [n for n in nodes if is_collective_call(n.name)]  # a call found on its own, outside TorchRec's ranges
+    nodes = [n for n in nodes if not is_collective_call(n.name)]
+    for n in nodes:
+        for chain in _calls_under(n, [n]):
+            node, parents = chain[-1], chain[:-1]
+            parents[-1].children.remove(node)
+            for par in parents:
+                par.time_s = max(0.0, par.time_s - node.time_s)
+            calls.append(node)
+    parts = []
+    for name, kids, note in (
+            ("collective", _merge_same_name(calls), "torch.distributed calls and the waits on their Work (op pass, "
+             "apportioned): the rank's main thread inside the collectives, waiting for peers and transfer"),
+            ("torchrec_overhead", [n for n in nodes if n.time_s > 0 or n.children], "TorchRec's ranges around the "
+             "collectives without them (op pass, apportioned): its ops (re-layout, copies, allocation) and Python")):
+        part = Node(name=name, path=f"{pnode.path}/{name}", level="module", stage=COMM_STAGE,
+                    time_s=sum(k.time_s for k in kids), calls=1, extra={"kind": name, "note": note})
+        for k in kids:
+            _repath(k, f"{part.path}/{k.name}")
+        part.children = sorted(kids, key=lambda n: -n.time_s)
+        part.self_time_s = 0.0
+        parts.append(part)
+    pnode.children = sorted(parts, key=lambda n: -n.time_s)
+    pnode.time_s = sum(c.time_s for c in parts)
+    pnode.self_time_s = 0.0
+
+
+def _calls_under(node: Node, chain: list[Node]) -> list[list[Node]]:
+    """Chains node..call for the outermost collective calls below ``node``."""
+    found = []
+    for c in node.children:
+        if is_collective_call(c.name):
+            found.append(chain + [c])
+        else:
+            found.extend(_calls_under(c, chain + [c]))
+    return found
 
 
 def _outermost(node: Node, chain: list[Node]) -> list[list[Node]]:

@@ -84,6 +84,8 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
         pr["stage_pass_ratio"] = p.overhead.get("stage_pass_ratio")
     timing = next((i["collective_timing"] for i in infos if i.get("collective_timing")), None)
     split = stage_split(timing, roots) if timing else None
+    for root, sp in zip(roots, split or [], strict=False):
+        _collective_pass_figures(root, sp)
     for pr, sp in zip(per_rank, split or [None] * len(per_rank), strict=True):
         for key, field in (("peer_wait_s", "wait_s"), ("transfer_measured_s", "transfer_s")):
             vals = [ph[field] for ph in sp["phases"].values() if ph[field] is not None] if sp else []
@@ -107,6 +109,7 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
         "backend": "gloo",
         "critical_rank": crit,
         "threads_per_rank": [int(i.get("threads", 1)) for i in infos],
+        "placement": [{"rank": r, **i["placement"]} if i.get("placement") else None for r, i in enumerate(infos)],
         "dense_param_bytes": int(infos[0].get("dense_param_bytes", 0)),
         "oversubscribed": threads > cores,
         "oversubscription_note": (f"{threads} rank threads on {cores} usable cores: planned oversubscription, "
@@ -129,6 +132,17 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
     if "embedding_tables" not in top.extra and infos[0].get("tables"):
         top.extra["embedding_tables"] = infos[0]["tables"]
     return top
+
+
+def _collective_pass_figures(root: Node, split: dict[str, Any]) -> None:
+    """Each phase's ``collective`` node gets the collective pass's waiting and transfer of that phase beside its
+    own op-pass time (the two passes differ: that one makes every collective blocking)."""
+    comm = root.child("communication")
+    for phase in comm.children if comm is not None else []:
+        node, got = phase.child("collective"), split["phases"].get(phase.name)
+        if node is not None and got is not None and got.get("wait_s") is not None:
+            node.extra["collective_pass_wait_s"] = got["wait_s"]
+            node.extra["collective_pass_transfer_s"] = got["transfer_s"]
 
 
 def _planner_communication(dist: dict[str, Any], estimates: list[dict[str, Any]]) -> None:
@@ -181,6 +195,11 @@ def _comm_roofline(cfg: RunConfig, root: Node, phases: dict[str, list[float]], t
     for row in rows or []:
         got = measured.get(row["phase"], {})
         mine = (split or {}).get("phases", {}).get(row["phase"], {})
+        phase = comm.child(row["phase"])
+        parts = {c.name: c.time_s for c in phase.children} if phase is not None else {}
+        bench = got.get("transfer_benchmark_s")
+        row.update({"collective_s": parts.get("collective"), "torchrec_overhead_s": parts.get("torchrec_overhead"),
+                    "collective_ratio": parts["collective"] / bench if bench and "collective" in parts else None})
         row.update({"transfer_s": got.get("transfer_s"), "transfer_bytes": got.get("bytes"),
                     "transfer_collectives": got.get("collectives"),
                     "transfer_benchmark_s": got.get("transfer_benchmark_s"),

@@ -16,6 +16,7 @@ hardware-counter replay (a per-host measurement that may be skipped) is off.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import json
@@ -55,6 +56,8 @@ def _run_rank(spec: dict[str, Any], rank: int, world_size: int, out: Path) -> No
 
     cfg = RunConfig.build(spec["config"])
     torch.set_num_threads(cfg.threads or 1)
+    placement = place_rank(cfg.rank_placement, int(os.environ.get("LOCAL_RANK", rank)),
+                           int(os.environ.get("LOCAL_WORLD_SIZE", world_size)), cfg.threads or 1)
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=spec.get("collective_timeout_s", 600)))
     try:
         pids: list[Any] = [None] * world_size
@@ -62,11 +65,30 @@ def _run_rank(spec: dict[str, Any], rank: int, world_size: int, out: Path) -> No
         siblings = [p for p in pids if p != os.getpid()] + [os.getppid()]  # the other ranks and torchrun's agent
         with planned_processes(siblings):  # the ranks' own load is planned, not contention
             prof, info = _profile_rank(cfg, rank, world_size, spec.get("trace"))
+        info["placement"] = placement
         (out / f"rank{rank}.info.json").write_text(json.dumps(info))
         prof.save(out / f"rank{rank}.json")
         dist.barrier()
     finally:
         dist.destroy_process_group()
+
+
+def place_rank(mode: str, local_rank: int, local_ranks: int, threads: int) -> dict[str, Any]:
+    """Pin this rank to its own ``threads`` cores (``mode`` pin, when every rank of the host fits the usable
+    cores) and keep torch to one inter-op thread; called before the process group starts, so gloo's threads
+    inherit the mask. Returns what was done (the profile records it per rank)."""
+    import torch
+
+    usable = sorted(os.sched_getaffinity(0))
+    pinned = mode == "pin" and local_ranks * threads <= len(usable)
+    if pinned:
+        os.sched_setaffinity(0, set(usable[local_rank * threads:(local_rank + 1) * threads]))
+    with contextlib.suppress(RuntimeError):  # only settable before torch's first inter-op work
+        torch.set_num_interop_threads(1)
+    reason = ("its own cores" if pinned else "rank_placement os: the scheduler places it" if mode != "pin" else
+              f"{local_ranks} ranks x {threads} threads > {len(usable)} usable cores: oversubscribed, unpinned")
+    return {"mode": mode, "pinned": pinned, "cpus": sorted(os.sched_getaffinity(0)), "usable_cpus": usable,
+            "interop_threads": torch.get_num_interop_threads(), "reason": reason}
 
 
 def _profile_rank(cfg: Any, rank: int, world_size: int, trace: str | None) -> tuple[Any, dict[str, Any]]:
@@ -96,9 +118,11 @@ def _profile_rank(cfg: Any, rank: int, world_size: int, trace: str | None) -> tu
                                        sharders=[EmbeddingBagCollectionSharder()])
     dmp.supports_inference_mode = False  # FBGEMM's sharded lookups refuse inference tensors: no_grad instead
     info.update({"rank": rank, "world_size": world_size, "sharding": cfg.sharding})
+    from recstack.distributed.collective_timing import waits_recorded
     from recstack.distributed.ranks import rank_trace
 
-    prof = _profile(dmp, batches, cfg, info, rank_trace(trace, rank) if trace else None)
+    with waits_recorded():  # the op pass sees the rank blocked in each collective's wait
+        prof = _profile(dmp, batches, cfg, info, rank_trace(trace, rank) if trace else None)
     timing = _time_collectives(dmp, batches, cfg)  # a collective pass: every rank runs it
     rank_info = {"collective_timing": timing if rank == 0 else None, "rank": rank, "shards": shards_of(plan, rank), "tables": tables, "global_tables": global_tables,
                  "planner_estimates": estimates, "threads": torch.get_num_threads(),

@@ -60,6 +60,7 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("`upgraded_from`", pm.UpgradedFrom, "`upgraded_from`"),
     ("`distributed`", pm.Distributed, "`distributed`"),
     ("`distributed.per_rank[]`", pm.RankFigures, "`distributed`"),
+    ("`distributed.placement[]`", pm.RankPlacement, "`distributed`"),
     ("`distributed.imbalance`", pm.Imbalance, "`distributed`"),
     ("`distributed.planner`", pm.Planner, "`distributed`"),
     ("`distributed.planner.shards[]`", pm.PlannerShard, "`distributed.planner`"),

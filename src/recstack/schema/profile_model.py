@@ -239,6 +239,13 @@ class Node(_M):
     apportion_factor: Ratio | None = F("timing-pass over op-pass time: scales the stage's children (stage)",
                                        None, producer="profiling.runner")
     note: str | None = F("a remark on the stage (e.g. fused optimizer)", None, producer="profiling.runner")
+    collective_pass_wait_s: Seconds | None = F("a communication phase's ``collective`` node: the collective "
+                                               "pass's wait for the last rank (measured; that pass makes every "
+                                               "collective blocking)", None, unit="s",
+                                               producer="distributed.ranks")
+    collective_pass_transfer_s: Seconds | None = F("a communication phase's ``collective`` node: the collective "
+                                                   "pass's transfer once every rank had called (measured)", None,
+                                                   unit="s", producer="distributed.ranks")
     communication_moved_s: Seconds | None = F("collectives moved out of this stage into ``communication`` "
                                               "(stage, multi-rank runs)", None, unit="s",
                                               producer="distributed.communication")
@@ -254,7 +261,8 @@ class Node(_M):
     kind: str | None = F("``unattributed`` (a stage's time the op pass did not see), ``framework`` "
                          "(Python and framework time between ops, under other or caller code) or ``caller`` "
                          "(a stage's ``[caller code]``: the model's own code run outside every stage root "
-                         "just before the stage's root)", None,
+                         "just before the stage's root); in a communication phase ``collective`` (torch.distributed calls and "
+                         "Work waits) or ``torchrec_overhead`` (TorchRec's ops and Python around them)", None,
                          producer="profiling.runner")
     module_type: str | None = F("the module's class name (module)", None, producer="profiling.runner")
     rule: str | None = F("the stage rule that placed the module, or ``inherited`` (module)", None,
@@ -833,6 +841,14 @@ class CommClass(_M):
                                unit="s", producer=_DI)
     other_s: Seconds | None = F("measured_s - wait_s - transfer on the critical rank, at least 0 (derived)",
                                 None, unit="s", producer=_DI)
+    collective_s: Seconds | None = F("the phase's ``collective`` child on the critical rank: op-pass time inside "
+                                     "torch.distributed calls and Work waits (measured, apportioned)", None,
+                                     unit="s", producer=_DI)
+    torchrec_overhead_s: Seconds | None = F("the phase's ``torchrec_overhead`` child: the rest of the phase, "
+                                            "TorchRec's ops and Python around the calls (measured, apportioned)",
+                                            None, unit="s", producer=_DI)
+    collective_ratio: Ratio | None = F("collective_s / transfer_benchmark_s (the size sweep at the collectives' "
+                                       "own bytes)", None, producer=_DI)
 
 
 class SplitPhase(_M):
@@ -921,6 +937,18 @@ class CollectiveReplay(_M):
     total: ReplayTotal | None = F("all phases: the sums", None, producer=_DI)
 
 
+class RankPlacement(_M):
+    """Where one rank ran (``distributed.placement[]``): set before its process group started."""
+
+    rank: NonNegInt = F("rank number", producer=_DI)
+    mode: str = F("the run's rank_placement (pin, os)", producer=_DI)
+    pinned: bool = F("the rank was pinned to its own cores (sched_setaffinity)", producer=_DI)
+    cpus: list[NonNegInt] = F("the CPUs it (and gloo's threads) could run on", producer=_DI)
+    usable_cpus: list[NonNegInt] = F("the CPUs usable before pinning", producer=_DI)
+    interop_threads: NonNegInt = F("torch's inter-op threads in the rank", producer=_DI)
+    reason: str = F("why pinned or not", producer=_DI)
+
+
 class Distributed(_M):
     """A multi-rank run (``distributed``): see docs/distributed.md."""
 
@@ -929,6 +957,8 @@ class Distributed(_M):
     backend: str = F("process-group backend (gloo, nccl)", producer=_DI)
     critical_rank: NonNegInt = F("the rank whose tree is the top-level root (most compute per step)", producer=_DI)
     threads_per_rank: list[NonNegInt] = F("torch threads of each rank", producer=_DI)
+    placement: list[RankPlacement | None] | None = F("per rank: its CPUs and pinning (null: not recorded)", None,
+                                                     producer=_DI)
     dense_param_bytes: Bytes | None = F("bytes of the parameters outside the embedding collections (what DDP "
                                         "all-reduces in training)", None, unit="bytes", producer=_DI)
     oversubscribed: bool = F("more rank threads than usable cores (planned oversubscription)", producer=_DI)
