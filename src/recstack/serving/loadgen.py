@@ -34,8 +34,8 @@ it sleeps through completions and reads them on its next wake-up (each
 wake-up costs tens of us of CPU on a VM). Hand-offs and results are
 fixed-size frames (:data:`~recstack.serving.worker.BATCH`,
 :data:`~recstack.serving.worker.RESULT`) written and read on the pipe's
-descriptor directly (no pickling per request; all waiting results in one
-``os.read``), and lateness goes into its histogram in bulk after the loop.
+descriptor directly (no pickling per request; all the batches one hand-out
+gives a worker in one ``os.write``, all waiting results in one ``os.read``), and lateness goes into its histogram in bulk after the loop.
 A request's release lateness is how late its first batch became servable:
 for one handed over early, the worker's release (its wake-up) after the
 arrival; for one the dispatcher found already due (it woke late), how late
@@ -257,7 +257,8 @@ class LoadRun:
 
     def __init__(self, plan: Plan, pool: WorkerPool, *, grace_s: float = 1.0, depth: int = 2,
                  lookahead_s: float = LOOKAHEAD_S, announce: Callable[[], None] | None = None) -> None:
-        self.plan, self.pool, self.grace_s, self.depth = plan, pool, grace_s, depth
+        self.plan, self.pool, self.grace_s = plan, pool, grace_s
+        self.depth = min(depth, PIPE_FRAMES_MAX)  # both pipes stay far from full: no write ever blocks
         self.lookahead_s = lookahead_s
         self.announce = announce  # called once when the load starts (the CLI's "load started" line)
         nb = plan.batch_size.size
@@ -391,9 +392,11 @@ class LoadRun:
             self.lateness.record_value(v, c)
 
     def _hand_out(self) -> None:
-        """Each queue's batches in order, while the head has a taker (:meth:`_taker`)."""
+        """Each queue's batches in order, while the head has a taker (:meth:`_taker`); a worker's batches of
+        one hand-out go in one write."""
         now = time.perf_counter() - self.t0
         req, failed = self._batch_request, self.failed
+        given: dict[int, tuple[Worker, list[int]]] = {}
         for cls, q in self.queues.items():
             while q:
                 b = q[0]
@@ -404,8 +407,11 @@ class LoadRun:
                 if w is None:
                     break
                 q.popleft()
-                if not self._send(w, b):
-                    q.appendleft(b)  # the worker died: another may take it
+                w.inflight.append(b)  # counted at once: the taker of the next batch sees it
+                self._inflight += 1
+                given.setdefault(w.wid, (w, []))[1].append(b)
+        for w, batches in given.values():
+            self._send(w, batches)
 
     def _taker(self, cls: int, early: bool) -> Worker | None:
         """Who takes the next batch of class ``cls`` (see the module docstring): with one worker in the class
@@ -427,19 +433,27 @@ class LoadRun:
                 best = w
         return best
 
-    def _send(self, w: Worker, b: int) -> bool:
-        """Hand batch ``b`` to ``w``; whether it went (False: the worker is gone)."""
-        sent = time.perf_counter()  # before the send: the worker may start before the write returns
+    def _send(self, w: Worker, batches: list[int]) -> None:
+        """Write ``batches`` (already in ``w.inflight``) to ``w`` in one ``os.write``, each frame stamped when
+        it was packed (before the write: the worker may start before the write returns). If the worker is
+        gone they go back to the head of their queue, for another worker."""
+        clock, t0, sizes, due = time.perf_counter, self.t0, self._sizes, self._due
+        frames = []
+        for b in batches:
+            sent = clock()
+            frames.append(BATCH.pack(BATCH_LEN, b, sizes[b], b, sent, t0 + due[b]))
+            self.t_sent[b] = sent - t0
+            self.batch_worker[b] = w.wid
         try:
-            os.write(w.fd, BATCH.pack(BATCH_LEN, b, self._sizes[b], b, sent, self.t0 + self._due[b]))
+            data = memoryview(b"".join(frames))
+            while data:  # a signal can cut a write short
+                data = data[os.write(w.fd, data):]
         except OSError:
+            for _ in batches:
+                w.inflight.pop()
+            self._inflight -= len(batches)
+            self.queues[w.cls].extendleft(reversed(batches))
             self._died(w)
-            return False
-        w.inflight.append(b)
-        self._inflight += 1
-        self.batch_worker[b] = w.wid
-        self.t_sent[b] = sent - self.t0
-        return True
 
     def _take_results(self) -> None:
         """Read the results that came while the loop slept without watching the pipes (one zero-timeout

@@ -13,10 +13,12 @@ Protocol over one duplex pipe (:func:`multiprocessing.Pipe`):
   dispatcher compares them with its own), taken in the worker, where the
   events happen.
 
-The per-batch frames are fixed-size ``struct`` records written with one
-``os.write`` in :class:`multiprocessing.connection.Connection`'s own framing
-(a 4-byte big-endian length, then the payload), so that the dispatcher pays
-no pickling per request and reads all waiting frames in one ``os.read``,
+The per-batch frames are fixed-size ``struct`` records in
+:class:`multiprocessing.connection.Connection`'s own framing (a 4-byte
+big-endian length, then the payload), so that neither side pays pickling
+per request and each reads all waiting frames in one ``os.read`` (the
+dispatcher writes all the batches it hands a worker at once in one
+``os.write``),
 while the pickled control messages (ready, error, stop) share the pipe: a
 pickle starts with ``0x80``, a result frame with ``R``.
 
@@ -56,6 +58,7 @@ from recstack.serving.timing import Waiter, tight_timers
 POOL_SLOTS = 4  # distinct input batches per batch size (requests cycle through them)
 WARMUP_SIZES = 24  # batch sizes run once each before "ready" (the largest always, and a spread)
 POLL_S = 100e-6  # an idle worker polls its pipe this long before it blocks in recv
+READ_CHUNK = 1 << 16  # bytes per os.read of the pipe (many batch frames)
 BATCH = struct.Struct("!iqqqdd")  # frame: payload length, batch id, size, slot, t_sent, t_due
 BATCH_BODY = struct.Struct("!qqqdd")  # its payload, as the worker receives it
 RESULT = struct.Struct("!icqdddd")  # frame: payload length, b"R", batch id, t_release, t_start, t_end, spun
@@ -192,14 +195,14 @@ def _serve(conn: Any, server: SpinServer | ModelServer) -> None:
     clock = time.perf_counter
     waiter = Waiter(clock)
     fd = conn.fileno()
+    frames = Frames(conn)
     free_at = clock()
     while True:
         try:
-            _poll_briefly(conn, clock)
-            data = conn.recv_bytes()
-        except (EOFError, OSError):
+            data = frames.next(clock)
+        except OSError:
             return
-        if len(data) != BATCH_LEN:  # the pickled None: stop
+        if data is None or len(data) != BATCH_LEN:  # end of file, or the pickled None: stop
             return
         bid, size, slot, t_sent, t_due = BATCH_BODY.unpack(data)
         release, spun = max(t_sent, t_due), 0.0
@@ -216,8 +219,33 @@ def _serve(conn: Any, server: SpinServer | ModelServer) -> None:
             return
 
 
+class Frames:
+    """The dispatcher's messages on the pipe in :class:`multiprocessing.connection.Connection`'s framing (a
+    4-byte big-endian length, then the payload), as many as are waiting in one ``os.read``: the dispatcher
+    writes a lookahead's batches to a worker at once."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn, self.fd = conn, conn.fileno()
+        self.buf, self.pos = b"", 0
+
+    def next(self, clock: Any) -> bytes | None:
+        """The next payload (None at end of file); polls briefly, then blocks, when none is waiting."""
+        while True:
+            buf, pos = self.buf, self.pos
+            if len(buf) - pos >= 4:
+                end = pos + 4 + int.from_bytes(buf[pos:pos + 4], "big")
+                if len(buf) >= end:
+                    self.pos = end
+                    return buf[pos + 4:end]
+            _poll_briefly(self.conn, clock)
+            chunk = os.read(self.fd, READ_CHUNK)
+            if not chunk:
+                return None
+            self.buf, self.pos = buf[pos:] + chunk, 0
+
+
 def _poll_briefly(conn: Any, clock: Any) -> None:
-    """Poll the pipe (no sleep) for up to :data:`POLL_S`; the caller then blocks in recv if nothing came.
+    """Poll the pipe (no sleep) for up to :data:`POLL_S`; the caller then blocks in its read if nothing came.
     The window is short, so an idle worker costs little CPU."""
     end = clock() + POLL_S
     while clock() < end:
