@@ -98,6 +98,8 @@ def profiles(tmp_path_factory, collectives) -> dict[tuple[str, str], Path]:
 
 def test_collective_benchmark_structure(collectives) -> None:
     rows = collectives["by_world_size"]["2"]
+    # pinned like a profile's ranks (one core each) when two fit the usable cores
+    assert collectives["placement"] == "pin" and rows["pinned"] == (len(os.sched_getaffinity(0)) >= 2)
     for name in ("all_to_all", "reduce_scatter", "all_reduce"):
         sizes = [r["bytes"] for r in rows[name]]
         assert sizes == sorted(sizes) and len(sizes) >= 3
@@ -552,7 +554,7 @@ def test_pinning_leaves_an_oversubscribed_host_unpinned_and_says_so() -> None:
     import sys
 
     usable = sorted(os.sched_getaffinity(0))
-    code = ("import json; from recstack.distributed.worker import place_rank; "
+    code = ("import json; from recstack.hardware.placement import place_rank; "
             f"print(json.dumps([place_rank('pin', r, {len(usable) + 1}, 1) for r in (0, 1)]))")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, check=True)

@@ -146,9 +146,9 @@ class RunConfig(BaseModel):
         json_schema_extra={"file": True, "cli": {"metavar": "TYPE|auto|PLAN.yaml"}},
     )
     rank_placement: Literal["os", "pin"] = Field(
-        "os",
-        description="CPUs of --nproc > 1 ranks: os (the scheduler places them) or pin (each rank on its own "
-        "cores, when ranks x threads fit the usable cores; else unpinned, recorded)",
+        "pin",
+        description="CPUs of --nproc > 1 ranks: pin (each rank on its own cores, when ranks x threads fit the "
+        "usable cores; else unpinned, recorded) or os (the scheduler places them)",
     )
     compile: str | dict[str, Any] | None = Field(
         None,

@@ -16,7 +16,6 @@ hardware-counter replay (a per-host measurement that may be skipped) is off.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import functools
 import json
@@ -25,6 +24,8 @@ import sys
 import traceback
 from pathlib import Path
 from typing import Any
+
+from recstack.hardware.placement import place_rank
 
 NUM_BATCHES = 4  # distinct batches per rank, cycled by the passes
 
@@ -71,24 +72,6 @@ def _run_rank(spec: dict[str, Any], rank: int, world_size: int, out: Path) -> No
         dist.barrier()
     finally:
         dist.destroy_process_group()
-
-
-def place_rank(mode: str, local_rank: int, local_ranks: int, threads: int) -> dict[str, Any]:
-    """Pin this rank to its own ``threads`` cores (``mode`` pin, when every rank of the host fits the usable
-    cores) and keep torch to one inter-op thread; called before the process group starts, so gloo's threads
-    inherit the mask. Returns what was done (the profile records it per rank)."""
-    import torch
-
-    usable = sorted(os.sched_getaffinity(0))
-    pinned = mode == "pin" and local_ranks * threads <= len(usable)
-    if pinned:
-        os.sched_setaffinity(0, set(usable[local_rank * threads:(local_rank + 1) * threads]))
-    with contextlib.suppress(RuntimeError):  # only settable before torch's first inter-op work
-        torch.set_num_interop_threads(1)
-    reason = ("its own cores" if pinned else "rank_placement os: the scheduler places it" if mode != "pin" else
-              f"{local_ranks} ranks x {threads} threads > {len(usable)} usable cores: oversubscribed, unpinned")
-    return {"mode": mode, "pinned": pinned, "cpus": sorted(os.sched_getaffinity(0)), "usable_cpus": usable,
-            "interop_threads": torch.get_num_interop_threads(), "reason": reason}
 
 
 def _profile_rank(cfg: Any, rank: int, world_size: int, trace: str | None) -> tuple[Any, dict[str, Any]]:

@@ -11,7 +11,10 @@ figures in the machine file under ``collectives``::
               reduce_scatter: [...], all_reduce: [...]}
 
 Each world size is one torchrun launch of ``python -m recstack.hardware.collectives``
-(one thread per rank). ``bytes`` is the size of each rank's input tensor
+(one thread per rank, each rank pinned to its own core when the ranks fit the
+usable cores, as sharded profiles place theirs by default:
+:mod:`recstack.hardware.placement`; ``by_world_size[W].pinned`` says whether
+they were). ``bytes`` is the size of each rank's input tensor
 (what ``all_to_all_single`` sends, its own part included; what
 ``reduce_scatter_tensor`` reduces, each rank keeping 1/W of it, as row-wise
 sharding's output_dist does; what ``all_reduce`` reduces); per repeat the ranks meet at a barrier, then time one collective,
@@ -24,6 +27,7 @@ gradients: kilobytes to megabytes).
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -43,11 +47,11 @@ def measure_collectives(world_sizes: list[int], *, quick: bool = False, timeout_
     sizes = list(QUICK_SIZES if quick else SIZES)
     by_ws: dict[str, Any] = {}
     for ws in world_sizes:
-        spec = {"sizes": sizes, "repeats": 7 if quick else REPEATS}
+        spec = {"sizes": sizes, "repeats": 7 if quick else REPEATS, "placement": "pin"}
         by_ws[str(ws)] = torchrun("recstack.hardware.collectives", spec, ws,
                                   lambda out: json.loads((out / "collectives.json").read_text()),
                                   expect=["collectives.json"], timeout_s=timeout_s)
-    return {"backend": "gloo", "threads_per_rank": 1, "by_world_size": by_ws,
+    return {"backend": "gloo", "threads_per_rank": 1, "by_world_size": by_ws, "placement": "pin",
             "method": "median over repeats of the slowest rank's time for one collective after a barrier"}
 
 
@@ -85,11 +89,16 @@ def main(argv: list[str]) -> int:
     import torch
     import torch.distributed as dist
 
+    from recstack.hardware.placement import place_rank
+
     spec = json.loads(Path(argv[0]).read_text())
     torch.set_num_threads(1)
+    ws = int(os.environ.get("WORLD_SIZE", "1"))
+    placement = place_rank(spec.get("placement", "pin"), int(os.environ.get("LOCAL_RANK", "0")),
+                           int(os.environ.get("LOCAL_WORLD_SIZE", ws)), 1)
     dist.init_process_group("gloo")
     try:
-        result = _bench(spec["sizes"], spec["repeats"])
+        result = {**_bench(spec["sizes"], spec["repeats"]), "pinned": placement["pinned"]}
         if dist.get_rank() == 0:
             (Path(spec["out_dir"]) / "collectives.json").write_text(json.dumps(result))
         dist.barrier()
