@@ -56,7 +56,7 @@ def _machine(out: Path, world_sizes: str) -> Path:
 
 
 def _profile(model: str, sharding: str, nproc: int, args: argparse.Namespace, machine: Path, out: Path,
-             placement: str = "os", tag: str = "") -> Path:
+             placement: str = "pin", tag: str = "") -> Path:
     path = out / f"{model}-{sharding}-{nproc}{tag}.json"
     rc = _cli(["profile", model, "--nproc", str(nproc), "--sharding", sharding, "--scale", str(args.scale),
                "--batch-size", str(args.batch_size), "--iters", str(args.iters), "--warmup", "5",
@@ -99,7 +99,7 @@ def _placement_ab(runs: list[list[str]], args: argparse.Namespace, machine: Path
             for phase in base[0]["phases"]:
                 for key in ("stage_s", "collective_s", "transfer_s", "replay_s"):
                     xs = [o["phases"][phase][key] / b["phases"][phase][key] for o, b in zip(other, base, strict=True)
-                          if phase in o["phases"] and o["phases"][phase].get(key) and b["phases"][phase].get(key)]
+                          if o["phases"].get(phase, {}).get(key) and b["phases"].get(phase, {}).get(key)]
                     pairs[f"{phase} {key.removesuffix('_s')}"] = xs
             for fig, xs in pairs.items():
                 head.append(f"| {model} | {sharding} | {n} | {place} / {places[0]} | {fig} | "

@@ -115,3 +115,8 @@ class Mixed(nn.Module):
 def mixed(batch_size: int, seed: int):
     torch.manual_seed(seed)
     return Mixed(), _batches(batch_size, seed)
+
+
+def wins(batch_size: int, seed: int):
+    torch.manual_seed(seed)
+    return Wins(), _batches(batch_size, seed)

@@ -395,3 +395,14 @@ def test_a_whole_model_compile_puts_the_counted_forward_work_on_the_run_not_on_t
     forward = sum(c.flops or 0.0 for c in eager.root.children if c.name in ("dense", "head"))
     assert forward > 0 and whole.root.flops == pytest.approx(forward, rel=1e-6)
     assert not [n.name for n in whole.root.walk() if n.level == "op" and n.flops]
+
+
+def test_a_whole_model_compile_places_the_root_modules_own_ops_on_the_run_too():
+    """Work in the root module's own forward (``wins`` multiplies a buffer there) is part of the whole-model
+    region: on the run node, nothing unplaced."""
+    from recstack import api
+
+    whole = api.profile_config(_cfg("compile_models:wins", compile={"defaults": {"backend": "aot_eager"}},
+                                    op_iters=1))
+    assert whole.extra["cost_model"]["unplaced"] == []
+    assert whole.root.flops >= 2 * 2 * 512**3  # the two 512 x 512 x 512 products, at least

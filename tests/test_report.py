@@ -258,12 +258,17 @@ def test_payload_carries_the_producers_formats(torch_prof: Profile, machine: dic
     assert len(main) == 1 and main[0]["dtype"] == torch_prof.run["dtype"] == m["dtype"]
     assert main[0]["flops"] == m["peak_flops"] > 0 and m["stream_bandwidth"] > 0
     assert m["threads"] == torch_prof.run["threads"] and m["host"] == machine["host"]
-    assert m["gather_roofs"] and all(g["bytes_per_s"] > 0 for g in m["gather_roofs"])  # the embedding stage
-    # Points: each node's extra.roofline; a gather stage has both bases.
+    # Points: each node's extra.roofline; a gather stage has both bases. Whether the embedding stage is gather
+    # bound depends on a measured share (its embedding ops' share of its op time, >= GATHER_DOMINANCE): at this
+    # tiny scale a busy host can push it under, and then no gather roof is drawn for it (the measured range is).
     emb = next(c for c in data["root"]["children"] if c["name"] == "embedding")
     r = emb["extra"]["roofline"]
-    assert r["roof"] == "gather" and r["gather"]["row_bytes"] == 4 * 32
-    assert r["achieved_unique_bytes_per_s"] > 0 and r["intensity"] > 0 and r["achieved_flops"] > 0
+    if r["roof"] == "gather":
+        assert m["gather_roofs"] and all(g["bytes_per_s"] > 0 for g in m["gather_roofs"])  # the embedding stage
+        assert r["gather"]["row_bytes"] == 4 * 32 and r["achieved_unique_bytes_per_s"] > 0
+    else:
+        assert m["gather_roofs"] == [] and m["gather_bandwidth_range"][0] > 0
+    assert r["intensity"] > 0 and r["achieved_flops"] > 0
     frac = r["memory_fraction_unique"] if emb["extra"]["bound_basis"] == "unique bytes" else r["memory_fraction_requested"]
     assert math.isclose(r["ceiling_fraction"], max(r["compute_fraction"], frac))
     assert emb["extra"]["bound"] in ("memory", "compute", "overhead") and emb["extra"]["bound_reason"]
@@ -614,7 +619,8 @@ def test_report_in_browser(browser, torch_prof: Profile, hostile_prof: Profile, 
     m = torch_prof.extra["machine"]
     assert len(drv.find_elements(By.CSS_SELECTOR, "#roofline-chart line.roof.compute")) == len(m["compute_roofs"])
     assert len(drv.find_elements(By.CSS_SELECTOR, "#roofline-chart line.roof.stream")) == 1
-    assert len(drv.find_elements(By.CSS_SELECTOR, "#roofline-chart line.roof.gather")) == len(m["gather_roofs"])
+    # each gather roof of the stages, or (none: see test_payload_carries_the_producers_formats) the measured range
+    assert len(drv.find_elements(By.CSS_SELECTOR, "#roofline-chart line.roof.gather")) == (len(m["gather_roofs"]) or 2)
     assert len(drv.find_elements(By.CSS_SELECTOR, "#roofline-chart circle.pt")) > 3
     emb = torch_prof.stage("embedding")
     pts = drv.find_elements(By.CSS_SELECTOR, '#roofline-chart circle.pt.stage[data-path="embedding"]')

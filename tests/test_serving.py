@@ -312,9 +312,13 @@ def test_csv_arrivals_are_replayed_and_cannot_be_searched(tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("error: --arrivals"), r.stderr
 
 
-def test_stop_from_another_thread_marks_the_run_incomplete():
+@pytest.mark.parametrize("lookahead_s", [0.02, 0.0])
+def test_stop_from_another_thread_marks_the_run_incomplete(lookahead_s):
+    """Stopped 0.5 s into the load: incomplete, and every request due by the stop arrived and was served (none
+    counted that never arrived; at lookahead 0 the loop wakes exactly at an arrival, so the stop can come then)."""
     cfg = RunConfig(model="spin")
-    opts = ServeOptions(qps=100, duration_s=30, workers=1, query_size=1, service_ms=1.0, grace_s=1.0)
+    opts = ServeOptions(qps=100, duration_s=30, workers=1, query_size=1, service_ms=1.0, grace_s=1.0,
+                        lookahead_s=lookahead_s)
     plan = build_plan(cfg, opts)
     runs = []
     with pool_for(cfg, opts, plan_sizes(plan)) as pool:
@@ -322,6 +326,7 @@ def test_stop_from_another_thread_marks_the_run_incomplete():
         out = probe(pool, plan, opts, on_run=runs.append,
                     announce=lambda: threading.Timer(0.5, lambda: runs[0].stop()).start())  # 0.5 s into the load
     assert out["stopped"] == "stop" and not out["complete"] and 0 < out["requests"] < plan.requests
+    assert out["late"] == out["failed"] == 0 and out["completed"] == out["requests"]
 
 
 def test_wake_margin_follows_the_wake_up_lateness_within_its_bounds():
@@ -418,18 +423,19 @@ def test_without_lookahead_one_worker_holds_depth_batches_of_a_burst_and_serves_
 
 
 def test_with_lookahead_one_worker_holds_a_whole_burst_before_it_is_due(tmp_path):
-    """The same burst with the default lookahead: all six are in the one worker's pipe before they are due
-    (whatever the depth), the first starts at its arrival, the rest back to back."""
+    """A burst 0.3 s after a first request, with a 0.5 s lookahead: all six are in the one worker's pipe
+    about 0.3 s before they are due (whatever the depth), the first starts at its arrival, the rest back to
+    back."""
     d, n = 0.1, 6
-    (tmp_path / "burst.csv").write_text("0\n" * n)
+    (tmp_path / "burst.csv").write_text("0\n" + "0.3\n" * n)
     cfg = RunConfig(model="spin")
     opts = ServeOptions(workers=1, query_size=1, max_batch=1, service_ms=d * 1e3, depth=1, grace_s=5.0,
-                        arrivals=parse_arrivals(str(tmp_path / "burst.csv")))
+                        arrivals=parse_arrivals(str(tmp_path / "burst.csv")), lookahead_s=0.5)
     plan = build_plan(cfg, opts)
     out, run = _probe_once(cfg, opts, plan)
-    assert out["completed"] == n and out["failed"] == out["late"] == 0
-    sent, rel, start, end = run.t_sent, run.t_release, run.t_start, run.t_end
-    due = plan.arrivals[0]  # the replay starts at the first timestamp
+    assert out["completed"] == n + 1 and out["failed"] == out["late"] == 0
+    sent, rel, start, end = run.t_sent[1:], run.t_release[1:], run.t_start[1:], run.t_end[1:]
+    due = plan.arrivals[1]
     assert np.all(sent < due) and rel[0] >= due - 1e-9 and start[0] == rel[0]
     assert np.array_equal(start[1:], end[:-1])  # back to back: each was in the worker's hands at once
 
@@ -497,3 +503,24 @@ def test_a_dead_worker_fails_its_due_batches_and_gives_back_those_not_yet_due():
     assert run.failed[plan.batch_request[due_b]] and not run.failed[plan.batch_request[ahead_b]]
     assert list(run.queues[CPU]) == [ahead_b, later_b] and run._inflight == 0 and run.deaths == 1
     child.close()
+
+
+def test_a_worker_can_hold_its_whole_pipe_bound_without_a_write_blocking():
+    """The worker's pipe (a socketpair) takes PIPE_FRAMES_MAX result frames written one by one, and as many
+    batch frames, unread, without a write blocking (the kernel counts each small write at far more than its
+    size: the bound is what fits, not what 64 KiB would suggest)."""
+    import multiprocessing as mp
+
+    from recstack.serving.loadgen import PIPE_FRAMES_MAX
+    from recstack.serving.worker import BATCH, BATCH_LEN, RESULT, RESULT_LEN
+
+    parent, child = mp.get_context("spawn").Pipe(duplex=True)
+    try:
+        for conn in (parent, child):
+            os.set_blocking(conn.fileno(), False)
+        for k in range(PIPE_FRAMES_MAX):  # raises BlockingIOError if the bound does not fit
+            os.write(child.fileno(), RESULT.pack(RESULT_LEN, b"R", k, 0.0, 0.0, 0.0, 0.0))
+        os.write(parent.fileno(), b"".join(BATCH.pack(BATCH_LEN, k, 1, k, 0.0, 0.0) for k in range(PIPE_FRAMES_MAX)))
+    finally:
+        parent.close()
+        child.close()

@@ -313,7 +313,7 @@ def _site_keys(scope: tuple[Any, ...], chain: tuple[str, ...], norm: str) -> tup
 
 
 def _region_of(path: str | None, regions: frozenset[str]) -> str | None:
-    if not path or not regions:
+    if path is None or not regions:  # path "": ops of the root module's own forward
         return None
     return next((r for r in regions if r == "" or path == r or path.startswith(r + ".")), None)
 

@@ -192,12 +192,14 @@ def waits_recorded() -> Iterator[None]:
     saved = {name: getattr(dist, name) for name in _INPUT_ARG}
 
     def wrap(name: str, fn: Any) -> Any:
+        at = _SIGNATURES[name].index("async_op")  # read per call without describe(): it is on TorchRec's path
+
         def waited(*args: Any, **kwargs: Any) -> Any:
             import torch
 
             if not torch._C._autograd._profiler_enabled():
                 return fn(*args, **kwargs)
-            if not describe(name, args, kwargs)["async"]:  # it waits inside: the whole call is the range
+            if not kwargs.get("async_op", args[at] if len(args) > at else False):  # it waits inside: one range
                 from recstack.profiling.oppass import profiler_range
 
                 with profiler_range(f"c10d::{name}"):

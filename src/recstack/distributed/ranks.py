@@ -84,9 +84,9 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
         pr["stage_pass_ratio"] = p.overhead.get("stage_pass_ratio")
     timing = next((i["collective_timing"] for i in infos if i.get("collective_timing")), None)
     split = stage_split(timing, roots) if timing else None
-    for root, sp in zip(roots, split or [], strict=False):
-        _collective_pass_figures(root, sp)
-    for pr, sp in zip(per_rank, split or [None] * len(per_rank), strict=True):
+    for pr, root, sp in zip(per_rank, roots, split or [None] * len(per_rank), strict=True):
+        if sp:
+            _collective_pass_figures(root, sp)
         for key, field in (("peer_wait_s", "wait_s"), ("transfer_measured_s", "transfer_s")):
             vals = [ph[field] for ph in sp["phases"].values() if ph[field] is not None] if sp else []
             pr[key] = sum(vals) if vals else None

@@ -11,8 +11,6 @@ import contextlib
 import os
 from typing import Any
 
-MODES = ("pin", "os")
-
 
 def place_rank(mode: str, local_rank: int, local_ranks: int, threads: int) -> dict[str, Any]:
     """Pin this rank to its own ``threads`` cores (``mode`` pin, when every rank of the host fits the usable
@@ -20,13 +18,18 @@ def place_rank(mode: str, local_rank: int, local_ranks: int, threads: int) -> di
     inherit the mask. Returns what was done (recorded per rank)."""
     import torch
 
-    usable = sorted(os.sched_getaffinity(0))
-    pinned = mode == "pin" and local_ranks * threads <= len(usable)
+    from recstack.config.run import usable_cores
+
+    can_pin = hasattr(os, "sched_setaffinity")
+    usable = sorted(os.sched_getaffinity(0)) if can_pin else list(range(usable_cores()))
+    pinned = can_pin and mode == "pin" and local_ranks * threads <= len(usable)
     if pinned:
         os.sched_setaffinity(0, set(usable[local_rank * threads:(local_rank + 1) * threads]))
     with contextlib.suppress(RuntimeError):  # only settable before torch's first inter-op work
         torch.set_num_interop_threads(1)
     reason = ("its own cores" if pinned else "rank_placement os: the scheduler places it" if mode != "pin" else
+              "no sched_setaffinity on this platform: unpinned" if not can_pin else
               f"{local_ranks} ranks x {threads} threads > {len(usable)} usable cores: oversubscribed, unpinned")
-    return {"mode": mode, "pinned": pinned, "cpus": sorted(os.sched_getaffinity(0)), "usable_cpus": usable,
+    cpus = sorted(os.sched_getaffinity(0)) if can_pin else usable
+    return {"mode": mode, "pinned": pinned, "cpus": cpus, "usable_cpus": usable,
             "interop_threads": torch.get_num_interop_threads(), "reason": reason}

@@ -56,7 +56,6 @@ then are late.
 from __future__ import annotations
 
 import contextlib
-import math
 import multiprocessing as mp
 import os
 import pickle
@@ -76,6 +75,8 @@ from recstack.serving.plan import ACCEL, CPU, Plan
 from recstack.serving.worker import (
     BATCH,
     BATCH_LEN,
+    HEADER_LEN,
+    READ_CHUNK,
     RESULT,
     RESULT_BODY,
     RESULT_LEN,
@@ -90,9 +91,10 @@ START_TIMEOUT_S = 600.0
 RETURN_TIMEOUT_S = 60.0  # after a run: how long in-flight batches may take to come back
 MAX_WAIT_S = 0.05  # the loop looks at the stop flag at least this often
 LOOKAHEAD_S = 0.02  # batches are handed over up to this long before they are due
-PIPE_FRAMES_MAX = 512  # batches one worker may hold (512 frames of 44 bytes: well inside a 64 KiB pipe)
-READ_CHUNK = 1 << 16  # bytes per os.read of a worker's pipe (many result frames)
-HEADER_LEN = 4  # Connection framing: a 4-byte big-endian payload length
+# Batches one worker may hold. Its pipe is a Unix socketpair (multiprocessing.Pipe, duplex), whose send buffer
+# counts each small write at ~770 bytes: ~278 one-result writes fit before a write would block, and a worker's
+# unread results are among the batches it holds, so 256 keeps the worker's result writes from ever blocking.
+PIPE_FRAMES_MAX = 256
 
 
 def new_histogram() -> HdrHistogram:
@@ -118,7 +120,6 @@ class Worker:
     replaced_by: int | None = None
     fd: int = -1  # the pipe's descriptor (per-batch frames are written and read on it directly)
     buf: bytearray = field(default_factory=bytearray)  # a partial frame read from the pipe
-    last_end: float = -math.inf  # run time of the last result's end
 
 
 class WorkerPool:
@@ -258,7 +259,7 @@ class LoadRun:
     def __init__(self, plan: Plan, pool: WorkerPool, *, grace_s: float = 1.0, depth: int = 2,
                  lookahead_s: float = LOOKAHEAD_S, announce: Callable[[], None] | None = None) -> None:
         self.plan, self.pool, self.grace_s = plan, pool, grace_s
-        self.depth = min(depth, PIPE_FRAMES_MAX)  # both pipes stay far from full: no write ever blocks
+        self.depth = min(depth, PIPE_FRAMES_MAX)  # no write to or from a worker ever blocks
         self.lookahead_s = lookahead_s
         self.announce = announce  # called once when the load starts (the CLI's "load started" line)
         nb = plan.batch_size.size
@@ -302,7 +303,7 @@ class LoadRun:
         deadline = (plan.duration_s if n == 0 else max(plan.duration_s, arr[-1])) + self.grace_s
         clock = time.perf_counter
         for w in self.pool.workers:
-            w.busy_s, w.served, w.last_end = 0.0, 0, -math.inf
+            w.busy_s, w.served = 0.0, 0
         cpu0 = time.process_time()
         if self.announce is not None:
             self.announce()
@@ -313,10 +314,6 @@ class LoadRun:
         late: list[int] = []  # release lateness (us) of requests found already due, into the histogram after
         while True:
             now = clock() - t0
-            if self.stop_flag.reason and stop_at is None:
-                stop_at = now
-                deadline = min(deadline, now + self.grace_s)
-                self._stop_arrivals(now)
             if stop_at is None:
                 while i < n and arr[i] <= now + ahead:
                     if arr[i] <= now:
@@ -326,6 +323,10 @@ class LoadRun:
                     for b in range(first[i], first[i + 1]):
                         self.queues[bcls[b]].append(b)
                     i += 1
+                if self.stop_flag.reason:  # after the arrivals: those due by now did arrive
+                    stop_at = now
+                    deadline = min(deadline, now + self.grace_s)
+                    self._stop_arrivals(now)
             queued = self.queues[CPU] or self.queues[ACCEL]
             if queued:
                 self._take_results()  # results the loop slept through free room first
@@ -341,12 +342,12 @@ class LoadRun:
         elapsed = clock() - t0
         self._record_lateness(late)
         cpu = time.process_time() - cpu0
-        stats = self._worker_stats()
+        stats, spun = self._worker_stats(), self.spun_s
         self._collect_stragglers()
         return RunRecord(
             plan, self.t_start, self.t_end, self.t_sent, self.t_release, self.batch_worker, self.failed,
             self.released if stop_at is not None else i, deadline, elapsed, self.stop_flag.reason, self.lateness,
-            cpu, self.spun_s, self.lookahead_s, stats, self.deaths,
+            cpu, spun, self.lookahead_s, stats, self.deaths,
         )
 
     def _timeout(self, now: float, next_arrival: float | None, deadline: float) -> float:
@@ -543,7 +544,7 @@ class LoadRun:
         self.spun_s += spun
         self.t_release[b] = tr - self.t0
         self.t_start[b] = ts - self.t0
-        self.t_end[b] = w.last_end = te - self.t0
+        self.t_end[b] = te - self.t0
         w.busy_s += te - ts
         w.served += 1
 

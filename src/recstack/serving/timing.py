@@ -85,7 +85,7 @@ class Waiter:
         clock = self.clock
         now = clock()
         spin = t - now <= SPIN_ALWAYS_S or self.spun_s <= SPIN_SHARE * max(now - self.since, 1.0)
-        sleep = t - now - (self.margin.value if spin else 0.0)
+        sleep = 0.0 if t - now <= SPIN_ALWAYS_S else t - now - (self.margin.value if spin else 0.0)
         if sleep > 0:
             time.sleep(sleep)
             woke = clock()

@@ -58,7 +58,8 @@ from recstack.serving.timing import Waiter, tight_timers
 POOL_SLOTS = 4  # distinct input batches per batch size (requests cycle through them)
 WARMUP_SIZES = 24  # batch sizes run once each before "ready" (the largest always, and a spread)
 POLL_S = 100e-6  # an idle worker polls its pipe this long before it blocks in recv
-READ_CHUNK = 1 << 16  # bytes per os.read of the pipe (many batch frames)
+READ_CHUNK = 1 << 16  # bytes per os.read of a pipe (many frames)
+HEADER_LEN = 4  # Connection's framing: a 4-byte big-endian payload length
 BATCH = struct.Struct("!iqqqdd")  # frame: payload length, batch id, size, slot, t_sent, t_due
 BATCH_BODY = struct.Struct("!qqqdd")  # its payload, as the worker receives it
 RESULT = struct.Struct("!icqdddd")  # frame: payload length, b"R", batch id, t_release, t_start, t_end, spun
@@ -232,11 +233,11 @@ class Frames:
         """The next payload (None at end of file); polls briefly, then blocks, when none is waiting."""
         while True:
             buf, pos = self.buf, self.pos
-            if len(buf) - pos >= 4:
-                end = pos + 4 + int.from_bytes(buf[pos:pos + 4], "big")
+            if len(buf) - pos >= HEADER_LEN:
+                end = pos + HEADER_LEN + int.from_bytes(buf[pos:pos + HEADER_LEN], "big")
                 if len(buf) >= end:
                     self.pos = end
-                    return buf[pos + 4:end]
+                    return buf[pos + HEADER_LEN:end]
             _poll_briefly(self.conn, clock)
             chunk = os.read(self.fd, READ_CHUNK)
             if not chunk:
