@@ -56,6 +56,16 @@ class Clean(nn.Module):
         return self.over_arch(self.dense_arch(x))
 
 
+def _factory(cls: type[nn.Module]):
+    """A recstack factory (batch_size, seed) -> (model, batch_fn) building ``cls`` seeded."""
+
+    def factory(batch_size: int, seed: int):
+        torch.manual_seed(seed)
+        return cls(), _batches(batch_size, seed)
+
+    return factory
+
+
 def _batches(batch_size: int, seed: int):
     def batch(i: int) -> torch.Tensor:
         return torch.randn(batch_size, 8, generator=torch.Generator().manual_seed(seed * 1000 + i))
@@ -63,14 +73,10 @@ def _batches(batch_size: int, seed: int):
     return batch
 
 
-def breaky(batch_size: int, seed: int):
-    torch.manual_seed(seed)
-    return Breaky(), _batches(batch_size, seed)
+breaky = _factory(Breaky)
 
 
-def clean(batch_size: int, seed: int):
-    torch.manual_seed(seed)
-    return Clean(), _batches(batch_size, seed)
+clean = _factory(Clean)
 
 
 class Wins(nn.Module):
@@ -112,11 +118,7 @@ class Mixed(nn.Module):
         return self.over_arch(self.dense_arch(x))
 
 
-def mixed(batch_size: int, seed: int):
-    torch.manual_seed(seed)
-    return Mixed(), _batches(batch_size, seed)
+mixed = _factory(Mixed)
 
 
-def wins(batch_size: int, seed: int):
-    torch.manual_seed(seed)
-    return Wins(), _batches(batch_size, seed)
+wins = _factory(Wins)

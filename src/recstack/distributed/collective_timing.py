@@ -118,12 +118,24 @@ def _callers(depth: int = 12) -> list[str]:
 
 
 @contextlib.contextmanager
-def recording(records: list[dict[str, Any]]) -> Iterator[None]:
-    """Wrap the Python collectives for the duration; each call appends ``{collective, phase, bytes, start,
-    finish}`` to ``records`` (``finish`` is filled in when the collective completes)."""
+def _patched(wrap: Any) -> Iterator[None]:
+    """``torch.distributed``'s Python collectives replaced by ``wrap(name, fn)`` for the duration."""
     import torch.distributed as dist
 
     saved = {name: getattr(dist, name) for name in _INPUT_ARG}
+    for name, fn in saved.items():
+        setattr(dist, name, wrap(name, fn))
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(dist, name, fn)
+
+
+@contextlib.contextmanager
+def recording(records: list[dict[str, Any]]) -> Iterator[None]:
+    """Wrap the Python collectives for the duration; each call appends ``{collective, phase, bytes, start,
+    finish}`` to ``records`` (``finish`` is filled in when the collective completes)."""
 
     def wrap(name: str, fn: Any) -> Any:
         kw, pos = _INPUT_ARG[name]
@@ -142,13 +154,8 @@ def recording(records: list[dict[str, Any]]) -> Iterator[None]:
 
         return timed
 
-    for name, fn in saved.items():
-        setattr(dist, name, wrap(name, fn))
-    try:
+    with _patched(wrap):
         yield
-    finally:
-        for name, fn in saved.items():
-            setattr(dist, name, fn)
 
 
 WAIT_RANGE = "c10d::Work.wait"  # the op pass's range around a collective's wait (communication.py finds it)
@@ -187,9 +194,6 @@ class _WaitedWork:
 def waits_recorded() -> Iterator[None]:
     """While torch.profiler runs, the Python collectives' ``Work`` objects record their waits (see
     :class:`_WaitedWork`) and a synchronous call (it waits inside) is one ``c10d::<function>`` range."""
-    import torch.distributed as dist
-
-    saved = {name: getattr(dist, name) for name in _INPUT_ARG}
 
     def wrap(name: str, fn: Any) -> Any:
         at = _SIGNATURES[name].index("async_op")  # read per call without describe(): it is on TorchRec's path
@@ -209,13 +213,8 @@ def waits_recorded() -> Iterator[None]:
 
         return waited
 
-    for name, fn in saved.items():
-        setattr(dist, name, wrap(name, fn))
-    try:
+    with _patched(wrap):
         yield
-    finally:
-        for name, fn in saved.items():
-            setattr(dist, name, fn)
 
 
 def time_collectives(step: Any, batches: list[Any], steps: int = STEPS) -> list[list[dict[str, Any]]]:

@@ -31,6 +31,7 @@ a moved node keeps its figures, only its path changes.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from recstack.tree import Node
 
@@ -68,11 +69,8 @@ def split_communication(root: Node) -> Node:
         if stage.level != "stage" or stage.name == COMM_STAGE:
             continue
         taken = 0.0
-        for chain in _outermost(stage, [stage]):
-            node, parents = chain[-1], chain[:-1]
-            parents[-1].children.remove(node)
-            for p in parents:
-                p.time_s = max(0.0, p.time_s - node.time_s)
+        for chain in _outermost(stage, [stage], _is_comm_op):
+            node = _detach(chain)
             moved[phase_of(node.name, stage.name)].append(node)
             taken += node.time_s
         if taken:
@@ -109,12 +107,7 @@ def _split_phase(pnode: Node, nodes: list[Node]) -> None:
     calls = [n for n in nodes if is_collective_call(n.name)]  # a call found on its own, outside TorchRec's ranges
     nodes = [n for n in nodes if not is_collective_call(n.name)]
     for n in nodes:
-        for chain in _calls_under(n, [n]):
-            node, parents = chain[-1], chain[:-1]
-            parents[-1].children.remove(node)
-            for par in parents:
-                par.time_s = max(0.0, par.time_s - node.time_s)
-            calls.append(node)
+        calls.extend(_detach(chain) for chain in _outermost(n, [n], lambda c: is_collective_call(c.name)))
     parts = []
     for name, kids, note in (
             ("collective", _merge_same_name(calls), "torch.distributed calls and the waits on their Work (op pass, "
@@ -133,26 +126,28 @@ def _split_phase(pnode: Node, nodes: list[Node]) -> None:
     pnode.self_time_s = 0.0
 
 
-def _calls_under(node: Node, chain: list[Node]) -> list[list[Node]]:
-    """Chains node..call for the outermost collective calls below ``node``."""
+def _is_comm_op(n: Node) -> bool:
+    return n.level in ("op", "kernel") and is_communication(n.name)
+
+
+def _outermost(node: Node, chain: list[Node], match: Callable[[Node], bool]) -> list[list[Node]]:
+    """Chains node..found for the outermost nodes below ``node`` that ``match``."""
     found = []
     for c in node.children:
-        if is_collective_call(c.name):
+        if match(c):
             found.append(chain + [c])
         else:
-            found.extend(_calls_under(c, chain + [c]))
+            found.extend(_outermost(c, chain + [c], match))
     return found
 
 
-def _outermost(node: Node, chain: list[Node]) -> list[list[Node]]:
-    """Chains root..op for the outermost communication ops under ``node``."""
-    found = []
-    for c in node.children:
-        if c.level in ("op", "kernel") and is_communication(c.name):
-            found.append(chain + [c])
-        else:
-            found.extend(_outermost(c, chain + [c]))
-    return found
+def _detach(chain: list[Node]) -> Node:
+    """Take the chain's last node out of its parent; its time leaves every ancestor on the chain."""
+    node, parents = chain[-1], chain[:-1]
+    parents[-1].children.remove(node)
+    for p in parents:
+        p.time_s = max(0.0, p.time_s - node.time_s)
+    return node
 
 
 def _merge_same_name(nodes: list[Node]) -> list[Node]:
