@@ -143,9 +143,18 @@ def test_two_ranks_profile(profiles, sharding: str, mode: str) -> None:
         stages = _stages(r["root"])
         phases = {c["name"] for c in stages["communication"]["children"]}
         assert {"input_dist", "output_dist"} <= phases, phases
+        # the forward phases were timed as stages of their own on the rank; backward ones come from the op pass
+        assert not any(s.startswith("communication.") for s in stages)
+        by_name = {c["name"]: c for c in stages["communication"]["children"]}
+        for name in ("input_dist", "output_dist"):
+            ph = by_name[name]
+            assert ph["source"] in ("timing pass", "timing pass + op pass") and ph["measured_s"] > 0, ph["source"]
+            assert ph["time_s"] == pytest.approx(ph["measured_s"] + ph.get("moved_s", 0.0), rel=1e-9)
+            assert 0 < ph["apportion_factor"] <= 1.0 and ph["time_s_p10"] <= ph["time_s_p90"]
         if mode == "train":
             assert {"backward_all_to_all", "dense_all_reduce"} <= phases, phases
             assert {"loss", "backward", "optimizer"} <= set(stages)
+            assert by_name["backward_all_to_all"]["source"] == "op pass, apportioned"
         for n in _walk(stages["communication"]):
             assert n["stage"] == "communication" and n["path"].startswith("communication")
     # shards: table-wise puts each whole table on one rank; column-wise splits every table's columns

@@ -528,3 +528,56 @@ def test_call_order_sees_every_depth_and_direct_forward_calls():
     order = record_call_order(model, lambda: model(torch.ones(1, 2)))
     assert order == ["", "blocks.0", "blocks.1"]
     assert "forward" not in model.blocks[0].__dict__  # the wrappers are gone
+
+
+class _Body(torch.nn.Module):
+    """A module that calls a heavy helper (`sync`) no module boundary separates from its own work."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 16)
+        self.big = torch.randn(384, 384)
+
+    def sync(self, x: torch.Tensor) -> torch.Tensor:
+        return x + (self.big @ self.big).sum() * 0  # ~20x the Linear's work: the region dominates the module
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.sync(self.lin(x))
+
+
+class _SyncRegions:
+    """recstack.profiling.passes.Regions: every `body.sync` call (inside `body`) is the stage `region`."""
+
+    def install(self, model, enter, leave):
+        inner = model.body.sync
+
+        def sync(x):
+            enter("region")
+            try:
+                return inner(x)
+            finally:
+                leave()
+
+        model.body.sync = sync
+        return lambda: model.body.__dict__.pop("sync", None)
+
+
+def test_regions_are_stages_measured_in_both_passes_and_leave_the_modules_they_ran_in():
+    from recstack.profiling.runner import ProfileOptions, profile_model
+
+    model = torch.nn.Sequential()
+    model.add_module("body", _Body())
+    model.eval()
+    rules = StageRules(rules=[StageRule(stage="dense", match="body")])
+    opts = ProfileOptions(stage_rules=rules, counters=False, cost_model=False, regions=_SyncRegions(), iters=6,
+                          warmup=1, op_iters=2, mode="inference")
+    prof = profile_model(model, [torch.randn(32, 16)], opts, batch_size=32)
+    region, dense = prof.stage("region"), prof.stage("dense")
+    assert region is not None and region.time_s > 0 and region.extra["apportion_factor"] <= 1.0
+    assert any(n.name == "aten::mm" for n in region.walk())  # the region's ops are its own
+    assert not any(n.name == "aten::mm" for n in dense.walk())
+    assert dense.time_s < region.time_s  # timed apart: the Linear is a fraction of the product
+    body = dense.child("body")  # its op-pass time without the region's: it fits in its stage
+    assert body is not None and body.time_s <= dense.time_s * (1 + 1e-9)
+    assert sum(st.time_s for st in prof.root.children) == pytest.approx(prof.root.time_s, rel=1e-9)
+    assert "sync" not in model.body.__dict__  # the passes undid the regions

@@ -33,9 +33,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from recstack.profiling.assemble import FRAMEWORK
 from recstack.tree import Node
 
 COMM_STAGE = "communication"
+MEASURED_PREFIX = COMM_STAGE + "."  # a phase a rank timed as a stage of its own (comm_regions)
 _COMM = re.compile(
     r"\[splits_dist\]|\[input_dist\]|\[output_dist|all2all|All2All|alltoall|all_to_all|allreduce|all_reduce|"
     r"reduce_scatter|ReduceScatter|allgather|all_gather|c10d::|gloo:|nccl:|record_param_comms|"
@@ -63,7 +65,37 @@ def phase_of(name: str, stage: str) -> str:
 
 
 def split_communication(root: Node) -> Node:
-    """Move every collective of ``root``'s stages into a ``communication`` stage (in place); returns it."""
+    """Gather ``root``'s communication into a stage ``communication`` (in place); returns it.
+
+    Phases the ranks timed as stages of their own (``communication.<phase>``, see
+    :mod:`recstack.distributed.comm_regions`) become that phase with their measured time; collectives
+    found by name in the other stages (the backward ones, anything outside those regions) are moved out
+    of them and join their phase."""
+    measured = _take_measured_phases(root)
+    moved = _move_named(root)
+    comm = Node(name=COMM_STAGE, path=COMM_STAGE, level="stage", stage=COMM_STAGE, time_s=0.0, calls=1)
+    for phase in PHASES:
+        own = measured.get(phase)
+        nodes = (own.children if own is not None else []) + moved[phase]
+        if not nodes:
+            continue
+        pnode = Node(name=phase, path=f"{COMM_STAGE}/{phase}", level="module", stage=COMM_STAGE,
+                     time_s=sum(n.time_s for n in nodes), calls=1, extra={"kind": "communication"})
+        pnode.extra.update(_measured_figures(own, moved[phase]))
+        _split_phase(pnode, _merge_same_name(nodes))
+        comm.children.append(pnode)
+    comm.time_s = sum(c.time_s for c in comm.children)
+    comm.extra["note"] = ("TorchRec's forward input and output distribution timed as stages of their own (timing "
+                          "pass), the collectives found by name elsewhere moved out of their stages (op-pass times "
+                          "apportioned there); see docs/distributed.md")
+    root.children = [c for c in root.children if c.name != COMM_STAGE] + [comm]
+    root.children.sort(key=lambda n: -n.time_s)
+    return comm
+
+
+def _move_named(root: Node) -> dict[str, list[Node]]:
+    """The outermost collective ops of every other stage, taken out of it (their time leaves every ancestor),
+    by phase; a timed phase's part of backward that the move emptied goes too."""
     moved: dict[str, list[Node]] = {p: [] for p in PHASES}
     for stage in list(root.children):
         if stage.level != "stage" or stage.name == COMM_STAGE:
@@ -78,21 +110,49 @@ def split_communication(root: Node) -> Node:
             for k in ("time_s_p10", "time_s_p90"):  # the stage's spread, shifted by what moved out
                 if isinstance(stage.extra.get(k), (int, float)):
                     stage.extra[k] = max(0.0, stage.extra[k] - taken)
-    comm = Node(name=COMM_STAGE, path=COMM_STAGE, level="stage", stage=COMM_STAGE, time_s=0.0, calls=1)
-    for phase in PHASES:
-        nodes = moved[phase]
-        if not nodes:
-            continue
-        pnode = Node(name=phase, path=f"{COMM_STAGE}/{phase}", level="module", stage=COMM_STAGE,
-                     time_s=sum(n.time_s for n in nodes), calls=1, extra={"kind": "communication"})
-        _split_phase(pnode, _merge_same_name(nodes))
-        comm.children.append(pnode)
-    comm.time_s = sum(c.time_s for c in comm.children)
-    comm.extra["note"] = ("collectives moved out of the stages they ran in (op-pass times apportioned within "
-                          "each stage's measured time); see docs/distributed.md")
-    root.children = [c for c in root.children if c.name != COMM_STAGE] + [comm]
-    root.children.sort(key=lambda n: -n.time_s)
-    return comm
+        stage.children = [c for c in stage.children if not (c.level == "stage" and c.name.startswith(
+            MEASURED_PREFIX) and c.time_s <= 0 and not c.children)]
+    return moved
+
+
+def _take_measured_phases(root: Node) -> dict[str, Node]:
+    """The ``communication.<phase>`` stages, taken out of ``root``: their children (op-pass nodes
+    apportioned against the phase's own measured time) plus a filler for the time in no op or range
+    (TorchRec's Python between its ranges). Model code the rank ran just before a phase's region outside
+    every stage (``[caller code]``) is not communication: it joins ``other``."""
+    out: dict[str, Node] = {}
+    other = root.child("other")
+    for stage in [c for c in root.children if c.level == "stage" and c.name.startswith(MEASURED_PREFIX)]:
+        root.children.remove(stage)
+        phase = stage.name[len(MEASURED_PREFIX):]
+        for caller in [c for c in stage.children if c.extra.get("kind") == "caller"]:
+            stage.children.remove(caller)
+            stage.time_s -= caller.time_s
+            if other is not None:
+                other.children.append(caller)
+                other.time_s += caller.time_s
+        glue = max(0.0, stage.time_s - sum(c.time_s for c in stage.children))
+        if glue > 0:
+            stage.children.append(Node(name=FRAMEWORK, path=f"{stage.path}/{FRAMEWORK}", level="op",
+                                       stage=COMM_STAGE, time_s=glue, self_time_s=glue, calls=0,
+                                       extra={"kind": "framework", "note": "time in the phase's region outside "
+                                              "every op and range the op pass saw: TorchRec's Python"}))
+        stage.extra["measured_s"] = stage.time_s
+        out[phase] = stage
+    return out
+
+
+def _measured_figures(own: Node | None, moved: list[Node]) -> dict[str, object]:
+    """What a phase's time is: timed as a stage (``measured_s``, its spread and the op pass's apportioning
+    factor) and/or ``moved_s`` found by name in other stages (op-pass times apportioned there)."""
+    out: dict[str, object] = {"source": "timing pass" if own is not None and not moved else
+                              "op pass, apportioned" if own is None else "timing pass + op pass"}
+    if own is not None:
+        out.update({k: own.extra[k] for k in ("measured_s", "time_s_p10", "time_s_p90", "apportion_factor",
+                                              "op_pass_time_s", "rusage") if k in own.extra})
+    if moved:
+        out["moved_s"] = sum(n.time_s for n in moved)
+    return out
 
 
 def is_collective_call(name: str) -> bool:

@@ -166,8 +166,10 @@ def _profile(model: Any, batches: list[Any], cfg: Any, info: dict[str, Any], tra
         rules = parse_config(StageRules, cfg.stage_rules, source="stage_rules")
     machine, machine_file = machine_with_file(cfg.machine)
     run_info = {**info, "config": cfg.model_dump(mode="json"), "config_key": cfg.key()}
+    from recstack.distributed.comm_regions import TorchRecCommRegions
+
     opts = ProfileOptions(cfg, stage_rules=rules, machine=machine, machine_file=machine_file, run_info=run_info,
-                          counters=False, trace_path=trace)
+                          counters=False, trace_path=trace, regions=TorchRecCommRegions())
     return profile_model(model, batches, opts, batch_size=cfg.batch_size)
 
 

@@ -187,6 +187,7 @@ class Folder:
         self.unparented_us = 0.0
         self.step_us = 0.0  # summed duration of the step ranges
         self.op_total_us = 0.0  # summed duration of outermost ops in the steps, counted from the raw events
+        self._open: list[RawNode] = []  # the nodes being visited, outermost first (see _nested)
 
     def fold(self, events: Iterable[Any]) -> None:
         # Host events only: with CUDA the list also holds the kernels themselves (device events, no CPU
@@ -235,8 +236,10 @@ class Folder:
             if ctx.level == "stage" or ctx.level == "module" or ctx.level == "op":
                 # A nested stage root: its time belongs to it, not to the enclosing stage.
                 self._nested(ctx, _dur(evt))
+            self._open.append(node)
             for c in evt.cpu_children:
                 self._visit(c, node, st, in_backward=st == "backward")
+            self._open.pop()
             return
         if name.startswith(MODULE) and stage is None:
             # A module outside every stage: look through it (its ops are grouped by op name).
@@ -271,14 +274,21 @@ class Folder:
                 node.device_us += float(k.duration)
         node.us += _dur(evt)
         node.calls += 1
+        self._open.append(node)
         for c in evt.cpu_children:
             self._visit(c, node, stage, in_backward=in_backward)
+        self._open.pop()
 
     def _nested(self, ctx: RawNode, us: float) -> None:
-        """Record time of a nested stage inside ``ctx``'s stage so it can be subtracted."""
+        """Record time of a nested stage inside ``ctx``'s stage so it can be subtracted: from the stage
+        (``nested_us``) and from each module and op it ran in (their time is then their own stage's)."""
         outer = self.root.children.get(("stage", ctx.stage)) if ctx.stage else None
         if outer is not None:
             outer.nested_us += us
+        for n in reversed(self._open):
+            if n.level == "stage":
+                break
+            n.us = max(0.0, n.us - us)
 
     @staticmethod
     def stage_exclusive_us(node: RawNode) -> float:

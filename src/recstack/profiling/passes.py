@@ -31,6 +31,21 @@ class Step(Protocol):
     def run(self, batch: Any, region: Callable[[str], Any] | None = None) -> None: ...
 
 
+class Regions(Protocol):
+    """Code outside the module tree that is a stage of its own (TorchRec's collectives run inside the
+    embedding module: :mod:`recstack.distributed.comm_regions`). ``install`` makes every entry into such
+    code call ``enter(stage)`` and its exit ``leave()``, and returns the function that undoes it; the
+    timing pass times these stages like the stage roots', the op pass opens a stage range for each, so
+    both passes see the same stages and each is apportioned against its own measured time."""
+
+    def install(self, model: nn.Module, enter: Callable[[str], None], leave: Callable[[], None]
+                ) -> Callable[[], None]: ...
+
+
+def _no_regions() -> None:
+    return None
+
+
 @dataclass
 class Discovery:
     """What the warm-up found: the modules that ran (first call order, every depth) and the stage map."""
@@ -112,10 +127,11 @@ def timing_pass(
     roots: dict[str, str],
     iters: int,
     sync: Callable[[], None] | None,
+    regions: Regions | None = None,
 ) -> TimingResult:
     """A (uninstrumented) / B (stage timing) steps, interleaved on the same batch.
 
-    ``other`` per B step is its step time minus the sum of its stage times.
+    ``other`` per B step is its step time minus the sum of its stage times; ``regions`` time as stages too.
     """
     n = len(batches)
     timer = StageTimer(sync)
@@ -125,12 +141,14 @@ def timing_pass(
         batch = batches[i % n]
         res.plain.append(_plain_step(step, batch, sync))
         wrappers = install_stage_hooks(model, roots, timer)
+        undo = regions.install(model, timer.enter, timer.exit) if regions is not None else _no_regions
         try:
             timer.reset()
             t0 = timer.start()
             step.run(batch, region)
             t1 = timer.stop()
         finally:
+            undo()
             wrappers.remove()
         total = (t1 - t0) * 1e-9
         res.timed.append(total)
@@ -168,6 +186,7 @@ def op_pass(
     sync: Callable[[], None] | None,
     export_trace: Callable[[Any], None] | None = None,
     opaque: frozenset[str] = frozenset(),
+    regions: Regions | None = None,
 ) -> OpPassResult:
     """``op_iters`` steps under torch.profiler with stage and module ranges, folded into one tree;
     modules in ``opaque`` (inside compiled regions) get no range of their own.
@@ -186,6 +205,7 @@ def op_pass(
     folder = Folder()
     steps_s: list[float] = []
     range_wrappers = install_range_hooks(model, roots, opaque)
+    undo = regions.install(model, *_stage_ranges()) if regions is not None else _no_regions
     try:
         with quiet_native(profile(activities=acts, record_shapes=True)) as prof:
             for i in range(op_iters):
@@ -197,8 +217,25 @@ def op_pass(
                     sync()
                 steps_s.append((time.perf_counter_ns() - t0) * 1e-9)
     finally:
+        undo()
         range_wrappers.remove()
     folder.fold(prof.events())
     if export_trace is not None:
         export_trace(prof)
     return OpPassResult(folder=folder, steps_s=steps_s)
+
+
+def _stage_ranges() -> tuple[Callable[[str], None], Callable[[], None]]:
+    """``enter(stage)`` / ``leave()`` that open and close the op pass's stage range (see :class:`Regions`)."""
+    open_ranges: list[Any] = []
+
+    def enter(stage: str) -> None:
+        rf = profiler_range(STAGE + stage)
+        rf.__enter__()
+        open_ranges.append(rf)
+
+    def leave() -> None:
+        if open_ranges:
+            open_ranges.pop().__exit__(None, None, None)
+
+    return enter, leave

@@ -42,6 +42,7 @@ from recstack.profiling.oppass import Folder
 from recstack.profiling.passes import (
     Discovery,
     OpPassResult,
+    Regions,
     TimingResult,
     op_pass,
     timing_pass,
@@ -76,6 +77,7 @@ class ProfileOptions:
         cost_model: bool = True,
         counters: bool = True,
         compile_hook: Callable[..., Any] | None = None,
+        regions: Regions | None = None,
         **fields: Any,
     ) -> None:
         self.config = RunConfig.build(config, fields) if fields or config is None else config
@@ -90,6 +92,7 @@ class ProfileOptions:
         # Applies ``config.compile`` after discovery (recstack.compilation.profiling.compile_for_profile,
         # passed in by the API so that profiling does not import compilation).
         self.compile_hook = compile_hook
+        self.regions = regions  # code outside the module tree timed as stages (passes.Regions), or None
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names that are not instance attributes: the config's fields.
@@ -273,14 +276,14 @@ def _profile(
         "timing pass", estimate_s=2 * opts.iters * (time.perf_counter() - wall0) / max(opts.warmup, 1), measuring=True
     )
     watch = ContentionWatch(opts.machine).start()
-    timing = timing_pass(model, step, batches, roots, opts.iters, sync)
+    timing = timing_pass(model, step, batches, roots, opts.iters, sync, opts.regions)
     contention = watch.stop()
     ops = OpPassResult(folder=Folder(), steps_s=[])
     if opts.op_pass:
         progress.advance("op pass", measuring=True)
         ops = op_pass(model, step, batches, roots, opts.op_iters, sync,
                       export_trace=opts.write_trace if opts.trace_path else None,
-                      opaque=compiled.opaque if compiled is not None else frozenset())
+                      opaque=compiled.opaque if compiled is not None else frozenset(), regions=opts.regions)
     extra = _embedding_and_memory(model, step, batches[0], found.smap, opts)
     if compiled is not None:
         opts.run_info["compile"] = compiled.finish()

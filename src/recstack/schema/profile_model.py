@@ -222,9 +222,9 @@ class Node(_M):
     children: list[Node] = F("child nodes, largest first", producer="profiling.runner")
 
     # run and stage nodes
-    time_s_p10: Seconds | None = F("10th percentile over the timed steps (run, stage)", None, unit="s",
+    time_s_p10: Seconds | None = F("10th percentile over the timed steps (run, stage, timed communication phase)", None, unit="s",
                                    producer="profiling.runner")
-    time_s_p90: Seconds | None = F("90th percentile over the timed steps (run, stage)", None, unit="s",
+    time_s_p90: Seconds | None = F("90th percentile over the timed steps (run, stage, timed communication phase)", None, unit="s",
                                    producer="profiling.runner")
     latency_s: Latency | None = F("uninstrumented step latency percentiles (run)", None, unit="s",
                                   producer="profiling.runner")
@@ -236,7 +236,8 @@ class Node(_M):
     optimizer_note: str | None = F("why there is no optimizer stage (run)", None, producer="profiling.runner")
     op_pass_time_s: Seconds | None = F("time in the op pass, under torch.profiler (stage, op)", None, unit="s",
                                        producer="profiling.runner")
-    apportion_factor: Ratio | None = F("timing-pass over op-pass time: scales the stage's children (stage)",
+    apportion_factor: Ratio | None = F("timing-pass over op-pass time: scales the stage's children (stage, "
+                                       "timed communication phase)",
                                        None, producer="profiling.runner")
     note: str | None = F("a remark on the stage (e.g. fused optimizer)", None, producer="profiling.runner")
     collective_pass_wait_s: Seconds | None = F("a communication phase's ``collective`` node: the collective "
@@ -246,6 +247,16 @@ class Node(_M):
     collective_pass_transfer_s: Seconds | None = F("a communication phase's ``collective`` node: the collective "
                                                    "pass's transfer once every rank had called (measured)", None,
                                                    unit="s", producer="distributed.ranks")
+    source: Literal["timing pass", "op pass, apportioned", "timing pass + op pass"] | None = F(
+        "a communication phase: where its time comes from: timed as a stage of its own on the rank (TorchRec's "
+        "forward input/output distribution), op-pass times of collectives found by name in other stages, or "
+        "both", None, producer="distributed.communication")
+    measured_s: Seconds | None = F("a communication phase's time timed as a stage of its own (timing pass; its "
+                                   "p10/p90, op_pass_time_s and apportion_factor beside it)", None, unit="s",
+                                   producer="distributed.communication")
+    moved_s: Seconds | None = F("a communication phase's time found by name in other stages and moved out of "
+                                "them (op-pass times apportioned there)", None, unit="s",
+                                producer="distributed.communication")
     communication_moved_s: Seconds | None = F("collectives moved out of this stage into ``communication`` "
                                               "(stage, multi-rank runs)", None, unit="s",
                                               producer="distributed.communication")

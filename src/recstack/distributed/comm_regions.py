@@ -1,0 +1,114 @@
+"""TorchRec's forward communication as stages of their own, so that both passes measure it.
+
+TorchRec runs its input and output distribution inside the sharded embedding
+module, where no module boundary separates them from the lookups. Left there,
+the communication phases were cut out of the embedding stage afterwards by op
+name, each with the op pass's time scaled by the embedding stage's factor; but
+torch.profiler slows TorchRec's many small ops and Python ranges more than the
+few large lookups, so that share was too large (RMC1 table-wise on 2 ranks:
+3.06 ms apportioned against 2.5 ms timed directly, docs/benchmarks.md).
+
+This module marks the code itself. While a pass runs:
+
+* ``input_dist``: every sharded module's ``input_dist`` call (the features
+  split by sharding, the splits all-to-all issued) and the waits on its
+  ``KJT*`` awaitables (the lengths/values all-to-alls, the re-layout);
+* ``output_dist``: every output-dist module's forward (the pooled-embedding
+  all-to-all or reduce-scatter issued) and the waits on the awaitables of its
+  result (``PooledEmbeddingsAwaitable``, ``EmbeddingBagCollectionAwaitable``,
+  wherever the model first reads the embeddings);
+
+each is entered as the stage ``communication.<phase>`` (:data:`PREFIX`): the
+timing pass times it like a stage root, the op pass opens a stage range around
+it (see :class:`recstack.profiling.passes.Regions`). A region entered inside
+another runs in it (no second entry). The backward collectives (autograd) and
+DDP's all-reduce (C++) have no such call to mark; they are still moved out of
+the backward stage by name (:mod:`recstack.distributed.communication`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from recstack.distributed.communication import MEASURED_PREFIX as PREFIX
+from recstack.distributed.communication import is_communication, phase_of
+
+
+def awaitable_phase(class_name: str) -> str | None:
+    """The phase whose wait an awaitable of this class is, or None (not communication)."""
+    if not is_communication(class_name):
+        return None
+    return phase_of(class_name, "")
+
+
+class _Marker:
+    """Enter/leave one phase around a call, unless a phase is already open (then the call runs in it)."""
+
+    def __init__(self, enter: Callable[[str], None], leave: Callable[[], None]) -> None:
+        self.enter, self.leave, self.depth = enter, leave, 0
+
+    def run(self, phase: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self.depth:
+            return fn(*args, **kwargs)
+        self.depth += 1
+        self.enter(PREFIX + phase)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.leave()
+            self.depth -= 1
+
+    def wrap(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def marked(*args: Any, **kwargs: Any) -> Any:
+            return self.run(phase, fn, *args, **kwargs)
+
+        return marked
+
+
+def _dist_modules(model: Any) -> tuple[list[Any], list[Any]]:
+    """The model's sharded modules and their output-dist modules (TorchRec keeps some in plain lists)."""
+    from torchrec.distributed.embedding_sharding import BaseEmbeddingDist
+    from torchrec.distributed.types import ShardedModule
+
+    sharded = [m for m in model.modules() if isinstance(m, ShardedModule)]
+    outs: dict[int, Any] = {id(m): m for m in model.modules() if isinstance(m, BaseEmbeddingDist)}
+    for m in sharded:
+        for d in getattr(m, "_output_dists", None) or []:
+            outs.setdefault(id(d), d)
+    return sharded, list(outs.values())
+
+
+class TorchRecCommRegions:
+    """:class:`recstack.profiling.passes.Regions` for a model sharded by TorchRec's DMP."""
+
+    def install(self, model: Any, enter: Callable[[str], None], leave: Callable[[], None]) -> Callable[[], None]:
+        from torchrec.distributed.types import Awaitable
+
+        marker = _Marker(enter, leave)
+        sharded, outs = _dist_modules(model)
+        saved = [(m, "input_dist", m.__dict__.get("input_dist")) for m in sharded]
+        saved += [(d, "forward", d.__dict__.get("forward")) for d in outs]  # the op pass's range wrapper, if any
+        for m, name, _ in saved:  # instance attributes: ShardedModule.forward calls self.input_dist
+            setattr(m, name, marker.wrap("input_dist" if name == "input_dist" else "output_dist", getattr(m, name)))
+        wait = Awaitable.wait
+        phases: dict[type, str | None] = {}
+
+        def marked_wait(aw: Any) -> Any:
+            cls = type(aw)
+            if cls not in phases:
+                phases[cls] = awaitable_phase(cls.__name__)
+            phase = phases[cls]
+            return wait(aw) if phase is None else marker.run(phase, wait, aw)
+
+        Awaitable.wait = marked_wait  # type: ignore[method-assign]
+
+        def undo() -> None:
+            Awaitable.wait = wait  # type: ignore[method-assign]
+            for m, name, previous in saved:
+                if previous is None:
+                    m.__dict__.pop(name, None)
+                else:
+                    setattr(m, name, previous)
+
+        return undo
