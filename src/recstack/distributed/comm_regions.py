@@ -89,8 +89,6 @@ class TorchRecCommRegions:
         sharded, outs = _dist_modules(model)
         saved = [(m, "input_dist", m.__dict__.get("input_dist")) for m in sharded]
         saved += [(d, "forward", d.__dict__.get("forward")) for d in outs]  # the op pass's range wrapper, if any
-        for m, name, _ in saved:  # instance attributes: ShardedModule.forward calls self.input_dist
-            setattr(m, name, marker.wrap("input_dist" if name == "input_dist" else "output_dist", getattr(m, name)))
         wait = Awaitable.wait
         phases: dict[type, str | None] = {}
 
@@ -101,8 +99,6 @@ class TorchRecCommRegions:
             phase = phases[cls]
             return wait(aw) if phase is None else marker.run(phase, wait, aw)
 
-        Awaitable.wait = marked_wait  # type: ignore[method-assign]
-
         def undo() -> None:
             Awaitable.wait = wait  # type: ignore[method-assign]
             for m, name, previous in saved:
@@ -111,4 +107,12 @@ class TorchRecCommRegions:
                 else:
                     setattr(m, name, previous)
 
+        try:
+            for m, name, _ in saved:  # instance attributes: ShardedModule.forward calls self.input_dist
+                setattr(m, name, marker.wrap("input_dist" if name == "input_dist" else "output_dist",
+                                             getattr(m, name)))
+            Awaitable.wait = marked_wait  # type: ignore[method-assign]
+        except BaseException:
+            undo()
+            raise
         return undo

@@ -1,14 +1,6 @@
-"""The ``communication`` stage of a rank's tree: the collectives moved out of the stages they ran in.
+"""The ``communication`` stage of a rank's tree: TorchRec's distribution and every other collective.
 
-TorchRec runs its collectives inside the embedding module (and autograd and
-DDP inside backward), so the op pass sees them as ops of those stages. This
-module finds them by name, the outermost matching op of each subtree (TorchRec's
-own ranges ``[splits_dist]_...``, ``[output_dist]_...``, ``## all2all_data:... ##``,
-the awaitables' ``wait()`` ranges, ``All2All_*``, and the c10d/gloo ops
-``c10d::alltoall_base_``, ``c10d::allreduce_``, ``gloo:all_to_all``), takes each
-out of its stage with its time (subtracted from every ancestor up to the
-stage, so that stage times still add up to the run) and puts it under a stage
-``communication``, grouped by phase:
+Its children are the phases:
 
 * ``input_dist``: the KJT all-to-alls (splits, lengths, values) and their re-layout;
 * ``output_dist``: the pooled-embedding all-to-all or reduce-scatter and its wait;
@@ -17,15 +9,25 @@ stage, so that stage times still add up to the run) and puts it under a stage
 * ``dense_all_reduce``: DDP's gradient all-reduce of the dense layers (training);
 * ``other_collectives``: any other collective.
 
+A phase's time comes from one of two places (its ``source``). The forward
+phases are timed on the rank as stages of their own, ``communication.<phase>``
+(:mod:`recstack.distributed.comm_regions`): they become the phase with their
+measured time and their op-pass children apportioned against it. Collectives
+found by name in the other stages (the backward ones, DDP's all-reduce, any
+outside the marked code) are taken out of the stage they ran in: the
+outermost matching op of each subtree (TorchRec's own ranges
+``[splits_dist]_...``, ``[output_dist]_...``, ``## all2all_data:... ##``, the
+awaitables' ``wait()`` ranges, ``All2All_*``, and the c10d/gloo ops
+``c10d::alltoall_base_``, ``c10d::allreduce_``, ``gloo:all_to_all``), with its
+apportioned time subtracted from every ancestor up to the stage, so that stage
+times still add up to the run.
+
 Each phase has two children that add up to it: ``collective`` (the
 torch.distributed calls, ``c10d::...`` ops and, from the worker's
 :func:`~recstack.distributed.collective_timing.waits_recorded`, the
 ``c10d::Work.wait`` ranges: the main thread inside the collectives) and
 ``torchrec_overhead`` (TorchRec's ranges with those taken out: its ops around
 the calls, such as the KJT re-layout, and its Python).
-
-Times are the op pass's apportioned times (see :mod:`recstack.profiling.assemble`);
-a moved node keeps its figures, only its path changes.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ MEASURED_PREFIX = COMM_STAGE + "."  # a phase a rank timed as a stage of its own
 _COMM = re.compile(
     r"\[splits_dist\]|\[input_dist\]|\[output_dist|all2all|All2All|alltoall|all_to_all|allreduce|all_reduce|"
     r"reduce_scatter|ReduceScatter|allgather|all_gather|c10d::|gloo:|nccl:|record_param_comms|"
-    r"KJT\w*Awaitable|PooledEmbeddingsAwaitable|EmbeddingBagCollectionAwaitable|reducer::"
+    r"KJT\w*Awaitable|PooledEmbeddingsAwaitable|EmbeddingBagCollectionAwaitable|SequenceEmbeddingsAwaitable|"
+    r"EmbeddingCollectionAwaitable|reducer::"
 )
 _CALL = re.compile(r"c10d::|gloo:|nccl:|record_param_comms")
 PHASES = ("input_dist", "output_dist", "backward_all_to_all", "dense_all_reduce", "other_collectives")
@@ -59,7 +62,8 @@ def phase_of(name: str, stage: str) -> str:
                                                   re.I) else "other_collectives"
     if re.search(r"splits_dist|input_dist|KJT|kjt", name):
         return "input_dist"
-    if re.search(r"output_dist|Pooled|EmbeddingBagCollectionAwaitable|reduce_scatter|ReduceScatter", name):
+    if re.search(r"output_dist|Pooled|EmbeddingBagCollectionAwaitable|EmbeddingCollectionAwaitable|Sequence|"
+                 r"reduce_scatter|ReduceScatter", name):
         return "output_dist"
     return "other_collectives"
 
@@ -128,9 +132,10 @@ def _take_measured_phases(root: Node) -> dict[str, Node]:
         for caller in [c for c in stage.children if c.extra.get("kind") == "caller"]:
             stage.children.remove(caller)
             stage.time_s -= caller.time_s
+            for k in ("time_s_p10", "time_s_p90"):  # they were of the phase and its caller together
+                stage.extra.pop(k, None)
             if other is not None:
-                other.children.append(caller)
-                other.time_s += caller.time_s
+                _join_other(other, caller)
         glue = max(0.0, stage.time_s - sum(c.time_s for c in stage.children))
         if glue > 0:
             stage.children.append(Node(name=FRAMEWORK, path=f"{stage.path}/{FRAMEWORK}", level="op",
@@ -142,14 +147,27 @@ def _take_measured_phases(root: Node) -> dict[str, Node]:
     return out
 
 
+def _join_other(other: Node, caller: Node) -> None:
+    """A timed phase's ``[caller code]`` becomes ``other``'s (merged with one already there)."""
+    caller.extra.pop("time_s_p10", None)
+    caller.extra.pop("time_s_p90", None)
+    _repath(caller, f"{other.path}/{caller.name}", stage=other.stage or "other")
+    merged = _merge_same_name(other.children + [caller])
+    other.children = sorted(merged, key=lambda n: -n.time_s)
+    other.time_s += caller.time_s
+    other.extra.pop("time_s_p10", None)  # its spread was of the steps without it
+    other.extra.pop("time_s_p90", None)
+
+
 def _measured_figures(own: Node | None, moved: list[Node]) -> dict[str, object]:
     """What a phase's time is: timed as a stage (``measured_s``, its spread and the op pass's apportioning
     factor) and/or ``moved_s`` found by name in other stages (op-pass times apportioned there)."""
     out: dict[str, object] = {"source": "timing pass" if own is not None and not moved else
                               "op pass, apportioned" if own is None else "timing pass + op pass"}
     if own is not None:
-        out.update({k: own.extra[k] for k in ("measured_s", "time_s_p10", "time_s_p90", "apportion_factor",
-                                              "op_pass_time_s", "rusage") if k in own.extra})
+        keys = ("measured_s", "apportion_factor", "op_pass_time_s", "rusage") + (
+            () if moved else ("time_s_p10", "time_s_p90"))  # the spread is the timed part's: only when it is all
+        out.update({k: own.extra[k] for k in keys if k in own.extra})
     if moved:
         out["moved_s"] = sum(n.time_s for n in moved)
     return out
@@ -231,12 +249,13 @@ def _merge_same_name(nodes: list[Node]) -> list[Node]:
     return list(by_name.values())
 
 
-def _repath(node: Node, path: str) -> None:
-    """Give ``node`` the path ``path`` and its subtree paths below it (siblings that share a name get ``#k``)."""
+def _repath(node: Node, path: str, stage: str = COMM_STAGE) -> None:
+    """Give ``node`` the path ``path`` and stage ``stage``, and its subtree paths below it (siblings that
+    share a name get ``#k``)."""
     node.path = path
-    node.stage = COMM_STAGE
+    node.stage = stage
     seen: dict[str, int] = {}
     for c in node.children:
         k = seen.get(c.name, 0)
         seen[c.name] = k + 1
-        _repath(c, f"{path}/{c.name}" + (f"#{k}" if k else ""))
+        _repath(c, f"{path}/{c.name}" + (f"#{k}" if k else ""), stage)

@@ -24,7 +24,7 @@ from typing import Any
 from recstack.config.run import RunConfig, usable_cores
 from recstack.distributed.collective_timing import stage_split, transfer_vs_benchmark
 from recstack.distributed.comm_model import classify, phase_messages
-from recstack.distributed.communication import split_communication
+from recstack.distributed.communication import MEASURED_PREFIX, split_communication
 from recstack.distributed.imbalance import imbalance, per_rank_figures, planner_vs_measured, shard_figures
 from recstack.distributed.launch import DEFAULT_TIMEOUT_S, run_ranks
 from recstack.distributed.sharding import check_sharding
@@ -75,6 +75,7 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
     profs = [Profile.from_dict(p, source=f"rank {r}") for r, p in enumerate(profiles)]
     for p in profs:
         split_communication(p.root)
+        _drop_phase_findings(p)
     g_tables = {t["table"]: t for t in infos[0].get("global_tables", [])}
     shards = [shard_figures(info["shards"], {t["table"]: t for t in info.get("tables", [])}, g_tables)
               for info in infos]
@@ -208,6 +209,15 @@ def _comm_roofline(cfg: RunConfig, root: Node, phases: dict[str, list[float]], t
                     "replay_ratio": got.get("replay_ratio"), "wait_s": mine.get("wait_s"),
                     "other_s": mine.get("other_s")})
     return rows
+
+
+def _drop_phase_findings(prof: Profile) -> None:
+    """The rank's analyses classified its timed communication phases as stages against the compute roofs;
+    gathered, they are phases of ``communication``, which its own roofline classifies: those findings go."""
+    findings = prof.extra.get("findings")
+    if isinstance(findings, list):
+        prof.extra["findings"] = [f for f in findings if not (isinstance(f, dict) and str(
+            f.get("stage", "")).startswith(MEASURED_PREFIX))]
 
 
 def _copy(node: Node) -> Node:

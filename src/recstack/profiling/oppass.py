@@ -280,13 +280,12 @@ class Folder:
         self._open.pop()
 
     def _nested(self, ctx: RawNode, us: float) -> None:
-        """Record time of a nested stage inside ``ctx``'s stage so it can be subtracted: from the stage
-        (``nested_us``) and from each module and op it ran in (their time is then their own stage's)."""
-        outer = self.root.children.get(("stage", ctx.stage)) if ctx.stage else None
-        if outer is not None:
-            outer.nested_us += us
+        """Record time of a nested stage so it can be subtracted: from the innermost stage range open around
+        it (``nested_us``; none when it ran in code outside every stage, whose ops ``ctx`` collects for the
+        next stage) and from each module and op it ran in (their time is then the nested stage's)."""
         for n in reversed(self._open):
             if n.level == "stage":
+                n.nested_us += us
                 break
             n.us = max(0.0, n.us - us)
 

@@ -141,15 +141,19 @@ def timing_pass(
         batch = batches[i % n]
         res.plain.append(_plain_step(step, batch, sync))
         wrappers = install_stage_hooks(model, roots, timer)
-        undo = regions.install(model, timer.enter, timer.exit) if regions is not None else _no_regions
+        undo = _no_regions
         try:
+            if regions is not None:
+                undo = regions.install(model, timer.enter, timer.exit)
             timer.reset()
             t0 = timer.start()
             step.run(batch, region)
             t1 = timer.stop()
         finally:
-            undo()
-            wrappers.remove()
+            try:
+                undo()
+            finally:
+                wrappers.remove()
         total = (t1 - t0) * 1e-9
         res.timed.append(total)
         acc = {k: v * 1e-9 for k, v in timer.acc.items()}
@@ -205,8 +209,10 @@ def op_pass(
     folder = Folder()
     steps_s: list[float] = []
     range_wrappers = install_range_hooks(model, roots, opaque)
-    undo = regions.install(model, *_stage_ranges()) if regions is not None else _no_regions
+    undo = _no_regions
     try:
+        if regions is not None:
+            undo = regions.install(model, *_stage_ranges())
         with quiet_native(profile(activities=acts, record_shapes=True)) as prof:
             for i in range(op_iters):
                 batch = batches[i % n]
@@ -217,8 +223,10 @@ def op_pass(
                     sync()
                 steps_s.append((time.perf_counter_ns() - t0) * 1e-9)
     finally:
-        undo()
-        range_wrappers.remove()
+        try:
+            undo()
+        finally:
+            range_wrappers.remove()
     folder.fold(prof.events())
     if export_trace is not None:
         export_trace(prof)
