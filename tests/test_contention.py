@@ -342,3 +342,70 @@ def test_gpu_check_skips_without_a_gpu():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "no GPU: skipped"
+
+
+# -- this process's own threads (schedstat) ---------------------------------------------
+def test_own_threads_from_files_group_by_name_and_count_threads_born_in_the_window(tmp_path: Path) -> None:
+    from recstack.profiling.threads import read_threads, thread_usage
+
+    def task(tid: int, name: str, run: int, wait: int, slices: int) -> None:
+        (tmp_path / str(tid)).mkdir(exist_ok=True)
+        (tmp_path / str(tid) / "comm").write_text(name + "\n")
+        (tmp_path / str(tid) / "schedstat").write_text(f"{run} {wait} {slices}\n")
+
+    task(1, "python", 1_000_000_000, 0, 10)
+    task(2, "pt_gloo_runloop", 0, 0, 0)
+    before = read_threads(str(tmp_path))
+    task(1, "python", 1_600_000_000, 100_000_000, 30)
+    task(2, "pt_gloo_runloop", 50_000_000, 200_000_000, 40)
+    task(3, "pt_gloo_runloop", 10_000_000, 100_000_000, 5)  # born in the window: counts from zero
+    (tmp_path / "4").mkdir()  # a thread that ended between the listing and the read
+    rows = {r["name"]: r for r in thread_usage(before, read_threads(str(tmp_path)), wall_s=1.0)}
+    assert rows["python"]["cpu_s"] == pytest.approx(0.6) and rows["python"]["runq_wait_s"] == pytest.approx(0.1)
+    gloo = rows["pt_gloo_runloop"]
+    assert gloo["threads"] == 2 and gloo["cpu_s"] == pytest.approx(0.06) and gloo["waiting_cores"] == pytest.approx(0.3)
+    assert gloo["slices"] == 45 and list(rows) == ["python", "pt_gloo_runloop"]  # largest CPU first
+    assert read_threads(str(tmp_path / "missing")) is None and thread_usage(None, before, 1.0) is None
+    r = assess(_quiet_sample(own_threads=list(rows.values())))
+    notes = r["notes"]
+    assert r["detected"] is False  # its own threads are recorded, not contention
+    assert any("own threads waited for a core 0.40" in n and "pt_gloo_runloop x2" in n for n in notes), notes
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="Linux /proc only")
+def test_a_runnable_thread_is_running_or_waiting_for_a_core() -> None:
+    """A spinning thread is runnable throughout: its CPU time plus its run-queue wait covers its spin,
+    however busy the host (half of it asserted: a cgroup quota's throttled time is neither)."""
+    import threading
+
+    from recstack.profiling.threads import read_threads, thread_usage
+
+    spun: list[float] = []
+    tid: list[int] = []
+    done, release = threading.Event(), threading.Event()
+
+    def spin() -> None:
+        tid.append(threading.get_native_id())
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 0.3:
+            pass
+        spun.append(time.perf_counter() - t0)
+        done.set()
+        release.wait(30)  # asleep (not runnable) while the main thread reads its figures
+
+    before = read_threads()
+    if before is None:
+        pytest.skip("the kernel keeps no per-thread schedstat")
+    th = threading.Thread(target=spin)
+    t0 = time.perf_counter()
+    th.start()
+    assert done.wait(30)
+    after = read_threads()
+    wall = time.perf_counter() - t0
+    release.set()
+    th.join(30)
+    mine = after[tid[0]]
+    assert tid[0] not in before and (mine.run_ns + mine.wait_ns) * 1e-9 >= 0.5 * spun[0]
+    rows = thread_usage(before, after, wall)
+    assert sum(r["threads"] for r in rows) == len(after)
+    assert sum(r["cpu_s"] for r in rows) >= mine.run_ns * 1e-9  # the spinner counted from zero

@@ -181,6 +181,12 @@ def test_two_ranks_profile(profiles, sharding: str, mode: str) -> None:
         assert pr["communication_s"] == pytest.approx(_stages(r["root"])["communication"]["time_s"])
         assert pr["transfer_s"] + pr["wait_s"] == pytest.approx(pr["communication_s"])
     assert min(pr["wait_s"] for pr in per_rank) == 0.0
+    # each rank's threads over its timing pass: gloo's threads worked there (schedstat, where the kernel has it)
+    if os.path.exists(f"/proc/self/task/{os.getpid()}/schedstat"):
+        for pr in per_rank:
+            names = [t["name"] for t in pr["threads"]]
+            assert any(n.startswith(("gloo", "pt_gloo")) for n in names), names
+            assert pr["comm_thread_cores"] > 0 and pr["waiting_cores"] >= 0
     assert dist["imbalance"]["totals"]["time_s"] >= 1.0
     # every table-wise or column-wise shard serves the global batch: the lookups of both ranks' batches
     assert sum(pr["lookups"] for pr in per_rank) == pytest.approx(

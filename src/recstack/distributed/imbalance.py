@@ -82,6 +82,19 @@ def per_rank_figures(roots: list[Node], shards: list[list[dict[str, Any]]]) -> l
     return out
 
 
+COMM_THREADS = ("gloo", "pt_gloo", "nccl", "pt_nccl")  # thread names of the collectives' backends
+
+
+def thread_figures(threads: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """A rank's threads over its timing pass (:mod:`recstack.profiling.threads`, measured): the list, the
+    cores its collective backend's threads used (``comm_thread_cores``) and how many of its threads were
+    runnable but waiting for a core on average (``waiting_cores``); None where not measured."""
+    if not threads:
+        return {"threads": None, "comm_thread_cores": None, "waiting_cores": None}
+    comm = sum(t["cores"] for t in threads if t["name"].startswith(COMM_THREADS))
+    return {"threads": threads, "comm_thread_cores": comm, "waiting_cores": sum(t["waiting_cores"] for t in threads)}
+
+
 def imbalance(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
     """max / mean over ranks (1.0: balanced) of every stage and of the per-rank totals."""
     def ratio(values: list[float]) -> float | None:

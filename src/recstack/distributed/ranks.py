@@ -25,7 +25,13 @@ from recstack.config.run import RunConfig, usable_cores
 from recstack.distributed.collective_timing import stage_split, transfer_vs_benchmark
 from recstack.distributed.comm_model import classify, phase_messages
 from recstack.distributed.communication import MEASURED_PREFIX, split_communication
-from recstack.distributed.imbalance import imbalance, per_rank_figures, planner_vs_measured, shard_figures
+from recstack.distributed.imbalance import (
+    imbalance,
+    per_rank_figures,
+    planner_vs_measured,
+    shard_figures,
+    thread_figures,
+)
 from recstack.distributed.launch import DEFAULT_TIMEOUT_S, run_ranks
 from recstack.distributed.sharding import check_sharding
 from recstack.errors import ConfigError
@@ -83,6 +89,7 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
     per_rank = per_rank_figures(roots, shards)
     for pr, p in zip(per_rank, profs, strict=True):  # each rank's own profiler overhead (its timing pass)
         pr["stage_pass_ratio"] = p.overhead.get("stage_pass_ratio")
+        pr.update(thread_figures((p.environment.get("contention") or {}).get("own_threads")))
     timing = next((i["collective_timing"] for i in infos if i.get("collective_timing")), None)
     split = stage_split(timing, roots) if timing else None
     for pr, root, sp in zip(per_rank, roots, split or [None] * len(per_rank), strict=True):

@@ -34,9 +34,11 @@ The decision is the pure function :func:`assess` over those numbers
    :data:`THROTTLE_FRACTION` of the window (cgroup v2 ``cpu.stat``
    ``throttled_usec``, or v1 ``throttled_time``).
 
-Load average, runnable tasks, the CPU-time ratio and involuntary context
-switches are recorded, not used to decide: each depends on the model as much
-as on the host.
+Load average, runnable tasks, the CPU-time ratio, involuntary context
+switches and this process's own threads (:mod:`recstack.profiling.threads`:
+per thread name, CPU time and time runnable but waiting for a core) are
+recorded, not used to decide: each depends on the model as much as on the
+host.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from typing import Any
 import torch
 
 from recstack.hardware.probe import compare_probe, probe_capacity
+from recstack.profiling.threads import read_threads, thread_usage
 
 BUSY_PROCESS_CORES = 0.1  # a process listed as busy used at least this many cores over the window
 MIN_TICKS = 3  # clock ticks of CPU time below which a figure is tick noise
@@ -58,6 +61,7 @@ OVERSUB_MARGIN_CORES = 0.5  # demand beyond the usable cores by at least this mu
 STEAL_FRACTION = 0.05
 THROTTLE_FRACTION = 0.05  # share of the window the cgroup's CPU quota held this process back
 MAX_LISTED = 5  # busy processes named in the evidence text (the record lists all)
+OWN_WAIT_CORES = 0.1  # this process's threads waiting for a core this share of the window gets a note
 
 _PLANNED: set[int] = set()
 
@@ -247,6 +251,7 @@ class Sample:
     machine_known: bool = True  # False: the profile had no machine file at all
     cgroup_quota_cores: float | None = None  # the container's CPU quota, when it has one
     cgroup_throttled_s: float | None = None  # time the quota throttled this process's cgroup in the window
+    own_threads: list[dict[str, Any]] | None = None  # this process's threads (threads.thread_usage), recorded
 
 
 def _proc_list(procs: list[ProcUsage], wall_s: float) -> list[dict[str, Any]]:
@@ -344,6 +349,7 @@ def assess(s: Sample) -> dict[str, Any]:
         out["notes"] += notes
         out.update(record)
     out["detected"] = bool(evidence)
+    out["own_threads"] = _own_threads(s, out["notes"])
     ratio = (s.own_cpu_s / wall) if s.own_cpu_s is not None else None
     if evidence and ratio is not None:
         evidence.append(f"this process got {ratio:.2f} CPU-seconds per second with {s.torch_threads} torch thread(s)")
@@ -359,6 +365,19 @@ def assess(s: Sample) -> dict[str, Any]:
         "cgroup cpu.stat, getrusage, and a GEMM + copy probe against the machine file's probe",
     )
     return out
+
+
+def _own_threads(s: Sample, notes: list[str]) -> list[dict[str, Any]] | None:
+    """This process's threads, rounded; a note when they waited for a core for at least
+    :data:`OWN_WAIT_CORES` of the window (its own threads outnumber its cores: recorded, not contention)."""
+    if s.own_threads is None:
+        return None
+    waiting = sum(t["waiting_cores"] for t in s.own_threads)
+    if waiting >= OWN_WAIT_CORES:
+        top = max(s.own_threads, key=lambda t: t["waiting_cores"])
+        notes.append(f"this process's own threads waited for a core {waiting:.2f} of the time on average "
+                     f"(runnable, not running; most: {top['name']} x{top['threads']}, {top['waiting_cores']:.2f})")
+    return [{k: round(v, 6) if isinstance(v, float) else v for k, v in t.items()} for t in s.own_threads]
 
 
 # -- the watch -------------------------------------------------------------------
@@ -396,11 +415,13 @@ class ContentionWatch:
         self._ticks0 = read_cpu_ticks(self.cpus)
         self._cg0 = read_cgroup_cpu()
         self._own0 = _own_usage()
+        self._threads0 = read_threads()
         self._t0 = time.perf_counter()
         return self
 
     def stop(self) -> dict[str, Any]:
         wall = time.perf_counter() - self._t0
+        threads1 = read_threads()
         own1 = _own_usage()
         ticks1 = read_cpu_ticks(self.cpus)
         cg1 = read_cgroup_cpu()
@@ -437,6 +458,7 @@ class ContentionWatch:
             machine_known=isinstance(self.machine, dict),
             cgroup_quota_cores=cg1["quota_cores"] if cg1 else None,
             cgroup_throttled_s=(cg1["throttled_s"] - self._cg0["throttled_s"]) if cg1 and self._cg0 else None,
+            own_threads=thread_usage(self._threads0, threads1, wall),
         )
         self.result = assess(self.sample)
         return self.result

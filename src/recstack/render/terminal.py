@@ -307,6 +307,11 @@ def print_ranks(c: Console, prof: Any) -> None:
     c.print("imbalance (max/mean over ranks): " + ", ".join(f"{k} {v:.3f}" for k, v in totals.items())
             + "; waiting = communication beyond the fastest rank's; peer wait / transfer / other: the collective "
             "pass's split (measured; see docs/distributed.md)")
+    for r in dist["per_rank"]:
+        if r.get("threads"):
+            c.print(f"rank {r['rank']} threads (timing pass, cores used / waiting for a core): " + ", ".join(
+                f"{_text(t['name'])}{' x' + str(t['threads']) if t['threads'] > 1 else ''} {t['cores']:.2f} / "
+                f"{t['waiting_cores']:.2f}" for t in r["threads"] if t["cpu_s"] > 0 or t["runq_wait_s"] > 0))
 
 
 def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -> None:

@@ -437,6 +437,21 @@ class CgroupQuota(_M):
                                          producer="profiling.contention")
 
 
+class ThreadLoad(_M):
+    """This process's threads of one name over the timed steps (``environment.contention.own_threads[]``)."""
+
+    name: str = F("thread name (comm): python (main), pt_gloo_runloop, gloo_tcp_loop, OpenMP workers, ...",
+                  producer="profiling.threads")
+    threads: NonNegInt = F("threads of this name seen at the end of the window", unit="threads",
+                           producer="profiling.threads")
+    cpu_s: Seconds = F("their CPU time in the window (schedstat)", unit="s", producer="profiling.threads")
+    runq_wait_s: Seconds = F("their time runnable but waiting for a core (schedstat)", unit="s",
+                             producer="profiling.threads")
+    slices: NonNegInt = F("time slices they ran", unit="slices", producer="profiling.threads")
+    cores: Ratio = F("cpu_s / the window's wall time", unit="cores", producer="profiling.threads")
+    waiting_cores: Ratio = F("runq_wait_s / the window's wall time", unit="cores", producer="profiling.threads")
+
+
 class Contention(_M):
     """Was the run sharing its CPUs, or the host slower than measured (``environment.contention``)."""
 
@@ -470,6 +485,9 @@ class Contention(_M):
                                      producer="profiling.contention")
     runnable: BeforeAfter | None = F("runnable tasks on the host, before and after", None, unit="tasks",
                                      producer="profiling.contention")
+    own_threads: list[ThreadLoad] | None = F("this process's own threads by name, over the window (null: the "
+                                              "kernel keeps no per-thread schedstat)", None,
+                                              producer="profiling.threads")
     window_s: Seconds | None = F("the watched window", None, unit="s", producer="profiling.contention")
     method: str | None = F("how it was measured", None, producer="profiling.contention")
 
@@ -765,6 +783,12 @@ class RankFigures(_M):
     communication_other_s: Seconds | None = F("communication_s - transfer_measured_s - the larger of peer_wait_s "
                                               "and wait_s, at least 0: Python/TorchRec work around the "
                                               "collectives (derived)", None, unit="s", producer=_DI)
+    threads: list[ThreadLoad] | None = F("the rank's threads over its timing pass (its "
+                                         "``environment.contention.own_threads``, measured)", None, producer=_DI)
+    comm_thread_cores: Ratio | None = F("cores the collective backend's threads (gloo*, pt_gloo*, nccl*) used "
+                                        "over the timing pass (measured)", None, unit="cores", producer=_DI)
+    waiting_cores: Ratio | None = F("the rank's threads runnable but waiting for a core, on average over the "
+                                    "timing pass (measured)", None, unit="cores", producer=_DI)
 
 
 class Imbalance(_M):
