@@ -162,9 +162,22 @@ def _row(prof: Profile, machine: dict[str, Any]) -> dict[str, Any]:
         "sim_comm_model": pred.get("comm_model"),
         "communication_roofline": dist.get("communication_roofline"),
         "stage_pass_overhead": prof.overhead.get("stage_pass_ratio"),
+        "stage_pass_overhead_per_rank": [r.get("stage_pass_ratio") for r in dist["per_rank"]],
+        "comm_thread_cores": [r.get("comm_thread_cores") for r in dist["per_rank"]],
+        "threads_waiting_cores": [r.get("waiting_cores") for r in dist["per_rank"]],
+        "threads": [r.get("threads") for r in dist["per_rank"]],
+        "forward_phases": _forward_phases(prof),
         "sim": check["per_rank"],
         "load": os.getloadavg(),
     }
+
+
+def _forward_phases(prof: Profile) -> dict[str, Any]:
+    """The critical rank's forward phases: time, where it comes from, the op pass's apportioning factor."""
+    comm = prof.root.child("communication")
+    return {ph.name: {k: ph.extra.get(k) for k in ("source", "measured_s", "moved_s", "apportion_factor")}
+            | {"time_s": ph.time_s} for ph in (comm.children if comm is not None else [])
+            if ph.name in ("input_dist", "output_dist")}
 
 
 def _ms(v: float | None) -> float | None:
@@ -180,11 +193,13 @@ def _tables(rows: list[dict[str, Any]], scaled: dict[str, Any] | None) -> str:
         out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']}{' (oversubscribed)' if r['oversubscribed'] else ''}"
                    f" | {r['step_ms']} | {r['compute_ms']} | {r['communication_ms']} | {r['wait_ms']} | "
                    f"{imb['compute'] or 0:.3f} | {imb['embedding'] or 0:.3f} | {pe} |")
-    out += ["", "| model | sharding | ranks | waiting for the last rank ms | transfer ms | other ms |",
-            "|" + "---|" * 6]
+    out += ["", "| model | sharding | ranks | waiting for the last rank ms | transfer ms | other ms | "
+            "stage-pass overhead per rank | gloo threads' cores | threads waiting for a core |", "|" + "---|" * 9]
+    r2 = (lambda vs: "-" if not vs or None in vs else "[" + ", ".join(f"{v:.2f}" for v in vs) + "]")  # noqa: E731
     for r in rows:
         out.append(f"| {r['model']} | {r['sharding']} | {r['ranks']} | {r['peer_wait_ms']} | {r['transfer_ms']} | "
-                   f"{r['other_ms']} |")
+                   f"{r['other_ms']} | {r2(r['stage_pass_overhead_per_rank'])} | {r2(r['comm_thread_cores'])} | "
+                   f"{r2(r['threads_waiting_cores'])} |")
     f = (lambda v, d=3: "-" if v is None else f"{v * 1e3:.{d}f}")  # noqa: E731
     x = (lambda v: "-" if v is None else f"{v:.2f}")  # noqa: E731
     us = (lambda v: "-" if v is None else f"{v * 1e6:.0f}")  # noqa: E731

@@ -131,7 +131,8 @@ def timing_pass(
 ) -> TimingResult:
     """A (uninstrumented) / B (stage timing) steps, interleaved on the same batch.
 
-    ``other`` per B step is its step time minus the sum of its stage times; ``regions`` time as stages too.
+    ``other`` per B step is its step time minus the sum of its stage times; ``regions`` time as stages too
+    (without getrusage at their boundaries: their faults and switches count in the enclosing stage).
     """
     n = len(batches)
     timer = StageTimer(sync)
@@ -144,7 +145,8 @@ def timing_pass(
         undo = _no_regions
         try:
             if regions is not None:
-                undo = regions.install(model, timer.enter, timer.exit)
+                # no getrusage at regions' boundaries: on a rank it cost ~2-4% of the step (benchmarks.md)
+                undo = regions.install(model, timer.enter_unmarked, timer.exit_unmarked)
             timer.reset()
             t0 = timer.start()
             step.run(batch, region)

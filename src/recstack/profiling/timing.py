@@ -110,28 +110,36 @@ class StageTimer:
             prev = cur
         return out
 
-    def enter(self, stage: str) -> None:
+    def enter(self, stage: str, *, mark: bool = True) -> None:
+        """Open ``stage``; ``mark=False`` takes no getrusage here (the interval's faults and switches then
+        count in the stage of the next boundary that takes one)."""
         if self.sync:
             self.sync()
         now = time.perf_counter_ns()
         # No stage open: the interval since the last boundary is caller code preparing this stage.
         owner = self.stack[-1] if self.stack else caller_key(stage)
         self.acc[owner] = self.acc.get(owner, 0) + now - self.last
-        if self.ru:
+        if self.ru and mark:
             self.marks.append((owner, self.ru(_SELF)))
         self.stack.append(stage)
         self.last = now
 
-    def exit(self) -> None:
+    def exit(self, *, mark: bool = True) -> None:
         if self.sync:
             self.sync()
         now = time.perf_counter_ns()
         if self.stack:
             top = self.stack.pop()
             self.acc[top] = self.acc.get(top, 0) + now - self.last
-            if self.ru:
+            if self.ru and mark:
                 self.marks.append((top, self.ru(_SELF)))
         self.last = now
+
+    def enter_unmarked(self, stage: str) -> None:
+        self.enter(stage, mark=False)
+
+    def exit_unmarked(self) -> None:
+        self.exit(mark=False)
 
 
 class _Region:
