@@ -491,7 +491,8 @@ def test_comm_regions_mark_torchrec_distribution_and_undo_everything(tmp_path: P
         wait, sentinel = Awaitable.wait, outs[0].forward  # an instance wrapper already there (as the op pass's)
         outs[0].forward = sentinel
         events: list[str] = []
-        undo = TorchRecCommRegions().install(dmp, lambda s: events.append(s), lambda: events.append("leave"))
+        regions = TorchRecCommRegions()
+        undo = regions.install(dmp, lambda s: events.append(s), lambda: events.append("leave"))
         with torch.no_grad():
             dmp(kjt)
         entered = [e for e in events if e != "leave"]
@@ -501,7 +502,18 @@ def test_comm_regions_mark_torchrec_distribution_and_undo_everything(tmp_path: P
         with pytest.raises(Exception):  # noqa: B017 - whatever TorchRec raises on a bad input
             sharded[0].input_dist(sharded[0].create_context(), "not a KeyedJaggedTensor")
         assert events == ["communication.input_dist", "leave"]
+        undo()  # the pass is over: the marks pass through, the patches stay until close
+        events.clear()
+        with torch.no_grad():
+            dmp(kjt)
+        assert events == [] and Awaitable.wait is not wait
+        undo = regions.install(dmp, lambda s: events.append(s), lambda: events.append("leave"))  # patched once
+        with torch.no_grad():
+            dmp(kjt)
+        assert {"communication.input_dist", "communication.output_dist"} <= set(events)
         undo()
+        regions.close()
+        regions.close()  # idempotent
         assert Awaitable.wait is wait and "input_dist" not in sharded[0].__dict__
         assert outs[0].__dict__["forward"] is sentinel and all("forward" not in d.__dict__ for d in outs[1:])
     finally:

@@ -43,20 +43,24 @@ def awaitable_phase(class_name: str) -> str | None:
 
 
 class _Marker:
-    """Enter/leave one phase around a call, unless a phase is already open (then the call runs in it)."""
+    """Enter/leave one phase around a call, unless a phase is already open (then the call runs in it) or no
+    pass is marking (``enter`` None: the call passes through)."""
 
-    def __init__(self, enter: Callable[[str], None], leave: Callable[[], None]) -> None:
-        self.enter, self.leave, self.depth = enter, leave, 0
+    def __init__(self) -> None:
+        self.enter: Callable[[str], None] | None = None
+        self.leave: Callable[[], None] | None = None
+        self.depth = 0
 
     def run(self, phase: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if self.depth:
+        enter, leave = self.enter, self.leave
+        if self.depth or enter is None or leave is None:
             return fn(*args, **kwargs)
         self.depth += 1
-        self.enter(PREFIX + phase)
+        enter(PREFIX + phase)
         try:
             return fn(*args, **kwargs)
         finally:
-            self.leave()
+            leave()
             self.depth -= 1
 
     def wrap(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -80,39 +84,68 @@ def _dist_modules(model: Any) -> tuple[list[Any], list[Any]]:
 
 
 class TorchRecCommRegions:
-    """:class:`recstack.profiling.passes.Regions` for a model sharded by TorchRec's DMP."""
+    """:class:`recstack.profiling.passes.Regions` for a model sharded by TorchRec's DMP.
+
+    The first :meth:`install` patches (``input_dist``, the output dists' ``forward``, ``Awaitable.wait``);
+    the patches stay until :meth:`close`, and each install only points the marks at its pass's
+    ``enter``/``leave`` (its undo makes them pass through). Patching TorchRec's classes and modules again
+    for every timed step cost that step 4-9% (paired runs, docs/benchmarks.md: Python re-specialises every
+    call site of a class that changed); a mark passing through costs well under a microsecond, so the
+    uninstrumented steps between the timed ones stay as good as bare."""
+
+    def __init__(self) -> None:
+        self._marker = _Marker()
+        self._unpatch: Callable[[], None] | None = None
 
     def install(self, model: Any, enter: Callable[[str], None], leave: Callable[[], None]) -> Callable[[], None]:
-        from torchrec.distributed.types import Awaitable
+        if self._unpatch is None:
+            self._unpatch = _patch(model, self._marker)
+        self._marker.enter, self._marker.leave = enter, leave
 
-        marker = _Marker(enter, leave)
-        sharded, outs = _dist_modules(model)
-        saved = [(m, "input_dist", m.__dict__.get("input_dist")) for m in sharded]
-        saved += [(d, "forward", d.__dict__.get("forward")) for d in outs]  # the op pass's range wrapper, if any
-        wait = Awaitable.wait
-        phases: dict[type, str | None] = {}
+        def stop() -> None:
+            self._marker.enter = self._marker.leave = None
 
-        def marked_wait(aw: Any) -> Any:
-            cls = type(aw)
-            if cls not in phases:
-                phases[cls] = awaitable_phase(cls.__name__)
-            phase = phases[cls]
-            return wait(aw) if phase is None else marker.run(phase, wait, aw)
+        return stop
 
-        def undo() -> None:
-            Awaitable.wait = wait  # type: ignore[method-assign]
-            for m, name, previous in saved:
-                if previous is None:
-                    m.__dict__.pop(name, None)
-                else:
-                    setattr(m, name, previous)
+    def close(self) -> None:
+        """Undo every patch (idempotent)."""
+        self._marker.enter = self._marker.leave = None
+        if self._unpatch is not None:
+            self._unpatch()
+            self._unpatch = None
 
-        try:
-            for m, name, _ in saved:  # instance attributes: ShardedModule.forward calls self.input_dist
-                setattr(m, name, marker.wrap("input_dist" if name == "input_dist" else "output_dist",
-                                             getattr(m, name)))
-            Awaitable.wait = marked_wait  # type: ignore[method-assign]
-        except BaseException:
-            undo()
-            raise
-        return undo
+
+def _patch(model: Any, marker: _Marker) -> Callable[[], None]:
+    """Mark the model's distribution calls through ``marker``; returns what undoes it (rolled back at once
+    if patching fails part-way)."""
+    from torchrec.distributed.types import Awaitable
+
+    sharded, outs = _dist_modules(model)
+    saved = [(m, "input_dist", m.__dict__.get("input_dist")) for m in sharded]
+    saved += [(d, "forward", d.__dict__.get("forward")) for d in outs]  # a wrapper already there, if any
+    wait = Awaitable.wait
+    phases: dict[type, str | None] = {}
+
+    def marked_wait(aw: Any) -> Any:
+        cls = type(aw)
+        if cls not in phases:
+            phases[cls] = awaitable_phase(cls.__name__)
+        phase = phases[cls]
+        return wait(aw) if phase is None else marker.run(phase, wait, aw)
+
+    def undo() -> None:
+        Awaitable.wait = wait  # type: ignore[method-assign]
+        for m, name, previous in saved:
+            if previous is None:
+                m.__dict__.pop(name, None)
+            else:
+                setattr(m, name, previous)
+
+    try:
+        for m, name, _ in saved:  # instance attributes: ShardedModule.forward calls self.input_dist
+            setattr(m, name, marker.wrap("input_dist" if name == "input_dist" else "output_dist", getattr(m, name)))
+        Awaitable.wait = marked_wait  # type: ignore[method-assign]
+    except BaseException:
+        undo()
+        raise
+    return undo

@@ -102,10 +102,15 @@ def _profile_rank(cfg: Any, rank: int, world_size: int, trace: str | None) -> tu
     dmp.supports_inference_mode = False  # FBGEMM's sharded lookups refuse inference tensors: no_grad instead
     info.update({"rank": rank, "world_size": world_size, "sharding": cfg.sharding})
     from recstack.distributed.collective_timing import waits_recorded
+    from recstack.distributed.comm_regions import TorchRecCommRegions
     from recstack.distributed.ranks import rank_trace
 
-    with waits_recorded():  # the op pass sees the rank blocked in each collective's wait
-        prof = _profile(dmp, batches, cfg, info, rank_trace(trace, rank) if trace else None)
+    regions = TorchRecCommRegions()  # the forward distribution timed as stages of their own
+    try:
+        with waits_recorded():  # the op pass sees the rank blocked in each collective's wait
+            prof = _profile(dmp, batches, cfg, info, rank_trace(trace, rank) if trace else None, regions)
+    finally:
+        regions.close()
     timing = _time_collectives(dmp, batches, cfg)  # a collective pass: every rank runs it
     rank_info = {"collective_timing": timing if rank == 0 else None, "rank": rank, "shards": shards_of(plan, rank), "tables": tables, "global_tables": global_tables,
                  "planner_estimates": estimates, "threads": torch.get_num_threads(),
@@ -152,7 +157,8 @@ def _dense_param_bytes(model: Any) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in sparse and p.requires_grad)
 
 
-def _profile(model: Any, batches: list[Any], cfg: Any, info: dict[str, Any], trace: str | None) -> Any:
+def _profile(model: Any, batches: list[Any], cfg: Any, info: dict[str, Any], trace: str | None,
+             regions: Any) -> Any:
     """The normal passes on this rank (as :func:`recstack.api.profile`, without the counter replay)."""
     from recstack.hardware.machine import machine_with_file
     from recstack.profiling.rules import load_stage_rules
@@ -166,10 +172,8 @@ def _profile(model: Any, batches: list[Any], cfg: Any, info: dict[str, Any], tra
         rules = parse_config(StageRules, cfg.stage_rules, source="stage_rules")
     machine, machine_file = machine_with_file(cfg.machine)
     run_info = {**info, "config": cfg.model_dump(mode="json"), "config_key": cfg.key()}
-    from recstack.distributed.comm_regions import TorchRecCommRegions
-
     opts = ProfileOptions(cfg, stage_rules=rules, machine=machine, machine_file=machine_file, run_info=run_info,
-                          counters=False, trace_path=trace, regions=TorchRecCommRegions())
+                          counters=False, trace_path=trace, regions=regions)
     return profile_model(model, batches, opts, batch_size=cfg.batch_size)
 
 

@@ -36,7 +36,9 @@ class Regions(Protocol):
     embedding module: :mod:`recstack.distributed.comm_regions`). ``install`` makes every entry into such
     code call ``enter(stage)`` and its exit ``leave()``, and returns the function that undoes it; the
     timing pass times these stages like the stage roots', the op pass opens a stage range for each, so
-    both passes see the same stages and each is apportioned against its own measured time."""
+    both passes see the same stages and each is apportioned against its own measured time. The returned
+    function must stop the marks; an implementation may keep its patches in place between installs
+    (marks passing through) and remove them when its owner is done with it."""
 
     def install(self, model: nn.Module, enter: Callable[[str], None], leave: Callable[[], None]
                 ) -> Callable[[], None]: ...
