@@ -224,4 +224,6 @@ def _factory_model(cfg: Any, rank: int, world_size: int, device: str) -> tuple[A
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from recstack.hardware.torchrun import exit_rank
+
+    exit_rank(main(sys.argv[1:]))  # not sys.exit: gloo can abort a finished rank at interpreter teardown

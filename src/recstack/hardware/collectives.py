@@ -108,4 +108,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from recstack.hardware.torchrun import exit_rank
+
+    exit_rank(main(sys.argv[1:]))  # not sys.exit: gloo can abort a finished rank at interpreter teardown
