@@ -369,6 +369,15 @@ def test_own_threads_from_files_group_by_name_and_count_threads_born_in_the_wind
     r = assess(_quiet_sample(own_threads=list(rows.values())))
     notes = r["notes"]
     assert r["detected"] is False  # its own threads are recorded, not contention
+    # an id reused in the window by a new thread (another name, or counters below the old one's) counts from 0
+    task(5, "old_worker", 900_000_000, 0, 90)
+    was = read_threads(str(tmp_path))
+    task(5, "pt_gloo_runloop", 20_000_000, 0, 2)
+    reused = {r["name"]: r for r in thread_usage(was, read_threads(str(tmp_path)), wall_s=1.0)}
+    assert reused["pt_gloo_runloop"]["cpu_s"] == pytest.approx(0.02) and "old_worker" not in reused
+    for t in (1, 2, 3, 5):  # schedstat kept at zero everywhere (sched_info off): not a measurement
+        task(t, "python", 0, 0, 0)
+    assert read_threads(str(tmp_path)) is None
     assert any("own threads waited for a core 0.40" in n and "pt_gloo_runloop x2" in n for n in notes), notes
 
 

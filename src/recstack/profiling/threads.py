@@ -47,19 +47,25 @@ def read_threads(task_dir: str = TASKS) -> dict[int, ThreadStat] | None:
         except (OSError, ValueError):
             continue  # the thread ended between the listing and the read, or no schedstat
         out[int(tid)] = ThreadStat(name, run, wait, slices)
-    return out or None
+    if not any(t.run_ns for t in out.values()):
+        return None  # schedstat present but not kept (sched_info off): all zeros, nothing measured
+    return out
 
 
 def thread_usage(before: dict[int, ThreadStat] | None, after: dict[int, ThreadStat] | None,
                  wall_s: float) -> list[dict[str, Any]] | None:
     """Per thread name over the window: ``threads`` seen, ``cpu_s`` and ``runq_wait_s`` (summed over
     them), ``cores`` = cpu_s / wall, ``waiting_cores`` = runq_wait_s / wall and ``slices``; largest
-    CPU first. A thread born in the window counts from zero; one that ended in it is not seen."""
+    CPU first. A thread born in the window counts from zero (also when it took the id of one that ended:
+    another name or counters that went back); one that ended in it is not seen."""
     if before is None or after is None or wall_s <= 0:
         return None
     by_name: dict[str, dict[str, Any]] = {}
+    born = ThreadStat("", 0, 0, 0)
     for tid, now in after.items():
-        was = before.get(tid, ThreadStat(now.name, 0, 0, 0))
+        was = before.get(tid, born)
+        if was.name != now.name or now.run_ns < was.run_ns or now.slices < was.slices:
+            was = born  # the id was reused by a thread born in the window (or renamed): count it from zero
         row = by_name.setdefault(now.name, {"name": now.name, "threads": 0, "cpu_s": 0.0, "runq_wait_s": 0.0,
                                             "slices": 0})
         row["threads"] += 1

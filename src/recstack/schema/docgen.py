@@ -31,6 +31,8 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("`environment.contention.probe`", pm.ContentionProbe, "`environment.contention`"),
     ("`environment.contention.probe.before` and `.after`", pm.ProbeFigures, "`environment.contention.probe`"),
     ("`environment.contention.cgroup`", pm.CgroupQuota, "`environment.contention`"),
+    ("`environment.contention.own_threads[]` and `distributed.per_rank[].threads[]`", pm.ThreadLoad,
+     "`environment.contention`, `distributed.per_rank[]`"),
     ("`environment.contention.load_avg` and `.runnable`", pm.BeforeAfter, "`environment.contention`"),
     ("`overhead`", pm.Overhead, "`overhead`"),
     ("`ranks[]`", pm.Rank, "`ranks`"),
