@@ -562,6 +562,56 @@ class _SyncRegions:
         return lambda: model.body.__dict__.pop("sync", None)
 
 
+class _PatchOnce:
+    """A Regions that patches a stage root's own forward once and keeps it until close (as TorchRec's
+    communication regions do with output-dist modules): what close puts back is what was there before."""
+
+    def __init__(self) -> None:
+        self.saved: list = []
+        self.marks: list = []
+
+    def install(self, model, enter, leave):
+        body = model.body
+        if not self.saved:
+            self.saved.append(body.__dict__.get("forward"))
+            inner = body.forward
+
+            def forward(x):
+                e, lv = self.marks[-1]
+                e("region")
+                try:
+                    return inner(x)
+                finally:
+                    lv()
+
+            body.forward = forward
+        self.marks.append((enter, leave))
+        return lambda: None
+
+    def close(self, model) -> None:
+        previous = self.saved[0]
+        if previous is None:
+            model.body.__dict__.pop("forward", None)
+        else:
+            model.body.forward = previous
+
+
+def test_a_region_patching_a_stage_root_keeps_its_patch_and_puts_back_the_bare_module():
+    from recstack.profiling.runner import ProfileOptions, profile_model
+
+    model = torch.nn.Sequential()
+    model.add_module("body", _Body())
+    model.eval()
+    regions = _PatchOnce()
+    opts = ProfileOptions(stage_rules=StageRules(rules=[StageRule(stage="dense", match="body")]), counters=False,
+                          cost_model=False, regions=regions, iters=4, warmup=1, op_iters=2, mode="inference")
+    prof = profile_model(model, [torch.randn(32, 16)], opts, batch_size=32)
+    region = prof.stage("region")  # the patch outlived each pass's stage wrapper: every pass saw the region
+    assert region is not None and region.time_s > 0 and region.extra["op_pass_time_s"] > 0
+    regions.close(model)
+    assert "forward" not in model.body.__dict__  # not a stage wrapper left behind
+
+
 def test_regions_are_stages_measured_in_both_passes_and_leave_the_modules_they_ran_in():
     from recstack.profiling.runner import ProfileOptions, profile_model
 
@@ -581,3 +631,31 @@ def test_regions_are_stages_measured_in_both_passes_and_leave_the_modules_they_r
     assert body is not None and body.time_s <= dense.time_s * (1 + 1e-9)
     assert sum(st.time_s for st in prof.root.children) == pytest.approx(prof.root.time_s, rel=1e-9)
     assert "sync" not in model.body.__dict__  # the passes undid the regions
+
+
+class _Recomputed(_Body):
+    """`sync` under activation checkpointing: backward runs it again, so the region opens inside backward."""
+
+    def sync(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x) + (self.big @ self.big).sum() * 0  # tanh saves its output: backward recomputes
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        return checkpoint(self.sync, self.lin(x), use_reentrant=False)
+
+
+def test_a_region_opened_inside_backward_leaves_backward_and_its_parts():
+    from recstack.profiling.runner import ProfileOptions, profile_model
+
+    model = torch.nn.Sequential()
+    model.add_module("body", _Recomputed())
+    opts = ProfileOptions(stage_rules=StageRules(rules=[StageRule(stage="dense", match="body")]), counters=False,
+                          cost_model=False, regions=_SyncRegions(), iters=4, warmup=1, op_iters=2, mode="train")
+    prof = profile_model(model, [torch.randn(32, 16)], opts, batch_size=32)
+    backward = prof.stage("backward")
+    assert backward is not None and prof.stage("region") is not None
+    parts = {c.name: c for c in backward.children if c.level == "stage"}  # one per forward stage
+    assert "region" in parts  # the recomputation ran inside backward's part for the region's own ops
+    for part in parts.values():  # each part's time is its ops' time: the recomputed region left both
+        assert part.time_s == pytest.approx(sum(c.time_s for c in part.children), rel=1e-6), part.name

@@ -28,6 +28,7 @@ the backward stage by name (:mod:`recstack.distributed.communication`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -43,25 +44,31 @@ def awaitable_phase(class_name: str) -> str | None:
 
 
 class _Marker:
-    """Enter/leave one phase around a call, unless a phase is already open (then the call runs in it) or no
-    pass is marking (``enter`` None: the call passes through)."""
+    """Enter/leave one phase around a call, unless a phase is already open (then the call runs in it), no
+    pass is marking (``enter`` None) or the call runs on another thread than the pass (a pipeline's or a
+    server's: the pass's stage stack is its own thread's); then the call passes through."""
 
     def __init__(self) -> None:
         self.enter: Callable[[str], None] | None = None
         self.leave: Callable[[], None] | None = None
+        self.thread: int | None = None  # the pass's thread
         self.depth = 0
+
+    def point(self, enter: Callable[[str], None] | None, leave: Callable[[], None] | None) -> None:
+        self.enter, self.leave = enter, leave
+        self.thread = threading.get_ident() if enter is not None else None
 
     def run(self, phase: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         enter, leave = self.enter, self.leave
-        if self.depth or enter is None or leave is None:
+        if self.depth or enter is None or leave is None or threading.get_ident() != self.thread:
             return fn(*args, **kwargs)
-        self.depth += 1
         enter(PREFIX + phase)
+        self.depth += 1  # only once entered: a failed enter leaves the marks working
         try:
             return fn(*args, **kwargs)
         finally:
-            leave()
             self.depth -= 1
+            leave()
 
     def wrap(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def marked(*args: Any, **kwargs: Any) -> Any:
@@ -83,6 +90,9 @@ def _dist_modules(model: Any) -> tuple[list[Any], list[Any]]:
     return sharded, list(outs.values())
 
 
+_PATCHING: TorchRecCommRegions | None = None  # the instance whose patches are in place
+
+
 class TorchRecCommRegions:
     """:class:`recstack.profiling.passes.Regions` for a model sharded by TorchRec's DMP.
 
@@ -96,23 +106,31 @@ class TorchRecCommRegions:
     def __init__(self) -> None:
         self._marker = _Marker()
         self._unpatch: Callable[[], None] | None = None
+        self._model: Any = None
 
     def install(self, model: Any, enter: Callable[[str], None], leave: Callable[[], None]) -> Callable[[], None]:
+        if self._unpatch is not None and model is not self._model:
+            self.close()  # another model: its patches replace the first one's
         if self._unpatch is None:
+            global _PATCHING
+            if _PATCHING is not None:  # two would patch Awaitable.wait over each other: undone out of order,
+                raise RuntimeError("another TorchRecCommRegions still patches TorchRec: close it first")  # one leaks
             self._unpatch = _patch(model, self._marker)
-        self._marker.enter, self._marker.leave = enter, leave
+            self._model, _PATCHING = model, self
+        self._marker.point(enter, leave)
 
         def stop() -> None:
-            self._marker.enter = self._marker.leave = None
+            self._marker.point(None, None)
 
         return stop
 
     def close(self) -> None:
         """Undo every patch (idempotent)."""
-        self._marker.enter = self._marker.leave = None
+        self._marker.point(None, None)
         if self._unpatch is not None:
+            global _PATCHING
             self._unpatch()
-            self._unpatch = None
+            self._unpatch = self._model = _PATCHING = None
 
 
 def _patch(model: Any, marker: _Marker) -> Callable[[], None]:

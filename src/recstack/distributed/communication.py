@@ -76,7 +76,7 @@ def split_communication(root: Node) -> Node:
     found by name in the other stages (the backward ones, anything outside those regions) are moved out
     of them and join their phase."""
     measured = _take_measured_phases(root)
-    moved = _move_named(root)
+    moved = _move_named(root, set(measured))
     comm = Node(name=COMM_STAGE, path=COMM_STAGE, level="stage", stage=COMM_STAGE, time_s=0.0, calls=1)
     for phase in PHASES:
         own = measured.get(phase)
@@ -97,15 +97,24 @@ def split_communication(root: Node) -> Node:
     return comm
 
 
-def _move_named(root: Node) -> dict[str, list[Node]]:
+def _move_named(root: Node, timed: set[str]) -> dict[str, list[Node]]:
     """The outermost collective ops of every other stage, taken out of it (their time leaves every ancestor),
-    by phase; a timed phase's part of backward that the move emptied goes too."""
+    by phase; a timed phase's part of backward that the move emptied goes too.
+
+    A range named for a ``timed`` phase with no torch.distributed call in it stays: it is TorchRec's
+    range around the phase's region (``[output_dist]_<module>`` around the output dist's forward), the
+    region's time already out of it, and what is left is TorchRec's Python outside the region, which the
+    timing pass counted in this stage too."""
     moved: dict[str, list[Node]] = {p: [] for p in PHASES}
     for stage in list(root.children):
         if stage.level != "stage" or stage.name == COMM_STAGE:
             continue
+
+        def to_move(n: Node, _stage: str = stage.name) -> bool:
+            return _is_comm_op(n) and (phase_of(n.name, _stage) not in timed or _has_call(n))
+
         taken = 0.0
-        for chain in _outermost(stage, [stage], _is_comm_op):
+        for chain in _outermost(stage, [stage], to_move):
             node = _detach(chain)
             moved[phase_of(node.name, stage.name)].append(node)
             taken += node.time_s
@@ -202,6 +211,10 @@ def _split_phase(pnode: Node, nodes: list[Node]) -> None:
     pnode.children = sorted(parts, key=lambda n: -n.time_s)
     pnode.time_s = sum(c.time_s for c in parts)
     pnode.self_time_s = 0.0
+
+
+def _has_call(n: Node) -> bool:
+    return is_collective_call(n.name) or any(_has_call(c) for c in n.children)
 
 
 def _is_comm_op(n: Node) -> bool:

@@ -208,7 +208,10 @@ class Folder:
                 if host is None:
                     continue
                 self.unparented_us += _dur(e)
-                self._visit(e, self.root.child("backward", "stage", "backward"), "backward", in_backward=True)
+                backward = self.root.child("backward", "stage", "backward")
+                self._open.append(backward)  # a stage range nested in these is taken out of backward
+                self._visit(e, backward, "backward", in_backward=True)
+                self._open.pop()
 
     def _fold_step(self, step: Any) -> None:
         """One step range: stage ranges in order, each preceded by the caller-code ops that ran before it."""
@@ -229,49 +232,47 @@ class Folder:
     def _visit(self, evt: Any, ctx: RawNode, stage: str | None, *, in_backward: bool) -> None:
         name: str = evt.name
         if name.startswith(STAGE):
-            st = name[len(STAGE) :]
-            node = self.root.child(st, "stage", st)
-            node.us += _dur(evt)
-            node.calls += 1
-            if ctx.level == "stage" or ctx.level == "module" or ctx.level == "op":
-                # A nested stage root: its time belongs to it, not to the enclosing stage.
-                self._nested(ctx, _dur(evt))
-            self._open.append(node)
-            for c in evt.cpu_children:
-                self._visit(c, node, st, in_backward=st == "backward")
-            self._open.pop()
+            self._visit_stage(evt, ctx, name[len(STAGE) :])
             return
         if name.startswith(MODULE) and stage is None:
             # A module outside every stage: look through it (its ops are grouped by op name).
             for c in evt.cpu_children:
                 self._visit(c, ctx, None, in_backward=in_backward)
             return
+        if not name.startswith(MODULE) and in_backward and ctx.level == "stage" and ctx.name == "backward":
+            # backward's part for the forward stage that made this op's autograd node
+            fwd = self.seq_stage.get(int(getattr(evt, "sequence_nr", -1)), "unattributed")
+            part = ctx.child(fwd, "stage", "backward")
+            part.us += _dur(evt)
+            part.calls += 1
+            self._open.append(part)  # a stage range nested in the op leaves this part too
+            self._visit_node(evt, part, stage, in_backward)
+            self._open.pop()
+            return
+        self._visit_node(evt, ctx, stage, in_backward)
+
+    def _visit_stage(self, evt: Any, ctx: RawNode, st: str) -> None:
+        node = self.root.child(st, "stage", st)
+        node.us += _dur(evt)
+        node.calls += 1
+        if ctx.level == "stage" or ctx.level == "module" or ctx.level == "op":
+            # A nested stage root: its time belongs to it, not to the enclosing stage.
+            self._nested(ctx, _dur(evt))
+        self._open.append(node)
+        for c in evt.cpu_children:
+            self._visit(c, node, st, in_backward=st == "backward")
+        self._open.pop()
+
+    def _visit_node(self, evt: Any, ctx: RawNode, stage: str | None, in_backward: bool) -> None:
+        """A module or op node under ``ctx``, then its children."""
+        name: str = evt.name
         if name.startswith(MODULE):
-            path = name[len(MODULE) :]
-            node = ctx.child(path, "module", stage)
+            node = ctx.child(name[len(MODULE) :], "module", stage)
         else:
-            if in_backward and ctx.level == "stage" and ctx.name == "backward":
-                fwd = self.seq_stage.get(int(getattr(evt, "sequence_nr", -1)), "unattributed")
-                ctx = ctx.child(fwd, "stage", "backward")
-                ctx.us += _dur(evt)
-                ctx.calls += 1
             if ctx is self.root:
                 ctx = self.root.child("other", "stage", "other")
                 stage = "other"
-            node = ctx.child(name, "op", stage)
-            key = _shape_key(evt)
-            if key is not None and (key in node.shapes or len(node.shapes) < MAX_SHAPES):
-                node.shapes[key] = node.shapes.get(key, 0) + 1
-            if (dt := _dtype_key(evt)) is not None:
-                node.dtypes[dt] = node.dtypes.get(dt, 0) + 1
-            seq = int(getattr(evt, "sequence_nr", -1))
-            if seq >= 0 and not in_backward and stage is not None:
-                self.seq_stage[seq] = stage  # the last op with this number created the autograd node
-            for k in getattr(evt, "kernels", []) or []:
-                kn = node.child(k.name, "kernel", stage)
-                kn.us += float(k.duration)
-                kn.calls += 1
-                node.device_us += float(k.duration)
+            node = self._op_node(evt, ctx, stage, in_backward)
         node.us += _dur(evt)
         node.calls += 1
         self._open.append(node)
@@ -279,15 +280,33 @@ class Folder:
             self._visit(c, node, stage, in_backward=in_backward)
         self._open.pop()
 
+    def _op_node(self, evt: Any, ctx: RawNode, stage: str | None, in_backward: bool) -> RawNode:
+        """The op's node under ``ctx`` with its shapes, dtypes and kernels counted (not its time)."""
+        node = ctx.child(evt.name, "op", stage)
+        key = _shape_key(evt)
+        if key is not None and (key in node.shapes or len(node.shapes) < MAX_SHAPES):
+            node.shapes[key] = node.shapes.get(key, 0) + 1
+        if (dt := _dtype_key(evt)) is not None:
+            node.dtypes[dt] = node.dtypes.get(dt, 0) + 1
+        seq = int(getattr(evt, "sequence_nr", -1))
+        if seq >= 0 and not in_backward and stage is not None:
+            self.seq_stage[seq] = stage  # the last op with this number created the autograd node
+        for k in getattr(evt, "kernels", []) or []:
+            kn = node.child(k.name, "kernel", stage)
+            kn.us += float(k.duration)
+            kn.calls += 1
+            node.device_us += float(k.duration)
+        return node
+
     def _nested(self, ctx: RawNode, us: float) -> None:
         """Record time of a nested stage so it can be subtracted: from the innermost stage range open around
         it (``nested_us``; none when it ran in code outside every stage, whose ops ``ctx`` collects for the
         next stage) and from each module and op it ran in (their time is then the nested stage's)."""
         for n in reversed(self._open):
-            if n.level == "stage":
+            if n.level == "stage" and n.name == n.stage:
                 n.nested_us += us
                 break
-            n.us = max(0.0, n.us - us)
+            n.us = max(0.0, n.us - us)  # a module, an op or a part of backward (named for a forward stage)
 
     @staticmethod
     def stage_exclusive_us(node: RawNode) -> float:

@@ -143,21 +143,21 @@ def timing_pass(
     for i in range(iters):
         batch = batches[i % n]
         res.plain.append(_plain_step(step, batch, sync))
-        wrappers = install_stage_hooks(model, roots, timer)
-        undo = _no_regions
+        # regions first: a region patching a module's forward then wraps the module itself, and the stage
+        # wrapper around it (removed first) never becomes what the region's close puts back
+        # (no getrusage at regions' boundaries: on a rank it cost ~2-4% of the step, benchmarks.md)
+        undo = _no_regions if regions is None else regions.install(model, timer.enter_unmarked, timer.exit_unmarked)
         try:
-            if regions is not None:
-                # no getrusage at regions' boundaries: on a rank it cost ~2-4% of the step (benchmarks.md)
-                undo = regions.install(model, timer.enter_unmarked, timer.exit_unmarked)
-            timer.reset()
-            t0 = timer.start()
-            step.run(batch, region)
-            t1 = timer.stop()
-        finally:
+            wrappers = install_stage_hooks(model, roots, timer)
             try:
-                undo()
+                timer.reset()
+                t0 = timer.start()
+                step.run(batch, region)
+                t1 = timer.stop()
             finally:
                 wrappers.remove()
+        finally:
+            undo()
         total = (t1 - t0) * 1e-9
         res.timed.append(total)
         acc = {k: v * 1e-9 for k, v in timer.acc.items()}
@@ -212,25 +212,23 @@ def op_pass(
 
     folder = Folder()
     steps_s: list[float] = []
-    range_wrappers = install_range_hooks(model, roots, opaque)
-    undo = _no_regions
+    undo = _no_regions if regions is None else regions.install(model, *_stage_ranges())  # first, as in timing_pass
     try:
-        if regions is not None:
-            undo = regions.install(model, *_stage_ranges())
-        with quiet_native(profile(activities=acts, record_shapes=True)) as prof:
-            for i in range(op_iters):
-                batch = batches[i % n]
-                t0 = time.perf_counter_ns()
-                with profiler_range(f"{STEP}{i}"):
-                    step.run(batch, op_region if step.train else None)
-                if sync:
-                    sync()
-                steps_s.append((time.perf_counter_ns() - t0) * 1e-9)
-    finally:
+        range_wrappers = install_range_hooks(model, roots, opaque)
         try:
-            undo()
+            with quiet_native(profile(activities=acts, record_shapes=True)) as prof:
+                for i in range(op_iters):
+                    batch = batches[i % n]
+                    t0 = time.perf_counter_ns()
+                    with profiler_range(f"{STEP}{i}"):
+                        step.run(batch, op_region if step.train else None)
+                    if sync:
+                        sync()
+                    steps_s.append((time.perf_counter_ns() - t0) * 1e-9)
         finally:
             range_wrappers.remove()
+    finally:
+        undo()
     folder.fold(prof.events())
     if export_trace is not None:
         export_trace(prof)
