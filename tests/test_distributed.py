@@ -598,6 +598,7 @@ def test_communication_split_keeps_the_run_and_moves_time_out_of_its_stage() -> 
         return Node(name=name, path=name, level="op", stage="embedding", time_s=t, children=list(kids))
 
     a2a = op("[splits_dist]_[sparse_arch.ebc]_[table_wise]", 0.002, op("c10d::alltoall_base_", 0.0015))
+    a2a.extra["op_pass_time_s"], a2a.children[0].extra["op_pass_time_s"] = 0.004, 0.003  # the op pass's own
     lookup = op("fbgemm::split_embedding_codegen_forward_cpu", 0.003)
     mod = Node(name="sparse_arch", path="embedding/sparse_arch", level="module", stage="embedding", time_s=0.005,
                children=[a2a, lookup])
@@ -619,6 +620,8 @@ def test_communication_split_keeps_the_run_and_moves_time_out_of_its_stage() -> 
     kept = parts["torchrec_overhead"].children[0]
     assert kept.path == "communication/input_dist/torchrec_overhead/[splits_dist]_[sparse_arch.ebc]_[table_wise]"
     assert kept.time_s == pytest.approx(0.0005) and kept.children == []
+    assert kept.extra["op_pass_time_s"] == pytest.approx(0.001)  # without the call taken out of it
+    assert parts["collective"].children[0].extra["op_pass_time_s"] == pytest.approx(0.003)
     dense = {c.name: c.time_s for c in comm.child("dense_all_reduce").children}  # a call found on its own
     assert dense == pytest.approx({"collective": 0.001, "torchrec_overhead": 0.0})
 

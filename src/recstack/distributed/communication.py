@@ -233,11 +233,15 @@ def _outermost(node: Node, chain: list[Node], match: Callable[[Node], bool]) -> 
 
 
 def _detach(chain: list[Node]) -> Node:
-    """Take the chain's last node out of its parent; its time leaves every ancestor on the chain."""
+    """Take the chain's last node out of its parent; its time (and its op-pass time, from the ops holding
+    one) leaves every ancestor on the chain."""
     node, parents = chain[-1], chain[:-1]
     parents[-1].children.remove(node)
+    raw = node.extra.get("op_pass_time_s")
     for p in parents:
         p.time_s = max(0.0, p.time_s - node.time_s)
+        if isinstance(raw, (int, float)) and isinstance(p.extra.get("op_pass_time_s"), (int, float)):
+            p.extra["op_pass_time_s"] = max(0.0, p.extra["op_pass_time_s"] - raw)
     return node
 
 
