@@ -335,8 +335,8 @@ def run(rank, out, store):
     dist.barrier()  # both ranks have written their trace before either tears the group down
     dist.destroy_process_group()
     # leave without interpreter teardown: a gloo thread dropping its last work then can abort a finished rank
-    # (about 1 run in 40; see recstack.hardware.torchrun.exit_rank)
-    os._exit(0)
+    from recstack.hardware.torchrun import exit_rank
+    exit_rank(0)
 
 if __name__ == "__main__":
     mp.spawn(run, args=(sys.argv[1], sys.argv[2]), nprocs=2)

@@ -60,7 +60,7 @@ class _Marker:
 
     def run(self, phase: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         enter, leave = self.enter, self.leave
-        if self.depth or enter is None or leave is None or threading.get_ident() != self.thread:
+        if self.depth or enter is None or threading.get_ident() != self.thread:  # (leave is set with enter)
             return fn(*args, **kwargs)
         enter(PREFIX + phase)
         self.depth += 1  # only once entered: a failed enter leaves the marks working
@@ -109,10 +109,10 @@ class TorchRecCommRegions:
         self._model: Any = None
 
     def install(self, model: Any, enter: Callable[[str], None], leave: Callable[[], None]) -> Callable[[], None]:
+        global _PATCHING
         if self._unpatch is not None and model is not self._model:
             self.close()  # another model: its patches replace the first one's
         if self._unpatch is None:
-            global _PATCHING
             if _PATCHING is not None:  # two would patch Awaitable.wait over each other: undone out of order,
                 raise RuntimeError("another TorchRecCommRegions still patches TorchRec: close it first")  # one leaks
             self._unpatch = _patch(model, self._marker)
@@ -126,9 +126,9 @@ class TorchRecCommRegions:
 
     def close(self) -> None:
         """Undo every patch (idempotent)."""
+        global _PATCHING
         self._marker.point(None, None)
         if self._unpatch is not None:
-            global _PATCHING
             self._unpatch()
             self._unpatch = self._model = _PATCHING = None
 
