@@ -81,12 +81,14 @@ def cmd_zoo_show(args: argparse.Namespace) -> int:
 def _add_zoo(sub: argparse._SubParsersAction) -> None:
     zoo = sub.add_parser("zoo", help="list and inspect the model zoo")
     zsub = zoo.add_subparsers(dest="zoo_cmd", required=True, metavar="{list,show}")
-    p = zsub.add_parser("list", help="the eight models with their sizes")
+    from recstack.zoo.config import BUILTIN, ZOO_IDS
+
+    p = zsub.add_parser("list", help=f"the {len(BUILTIN)} zoo models with their sizes")
     p.add_argument("--json", action="store_true", help="print a JSON list to stdout")
     p.add_argument("--scale", type=config_type("scale", "--scale"), default=1.0, help="scale table rows (default 1)")
     p.set_defaults(func=cmd_zoo_list)
     p = zsub.add_parser("show", help="one model's resolved config and module tree")
-    p.add_argument("model", help="model id (rmc1, ..., dien) or a model YAML file")
+    p.add_argument("model", help=f"zoo id ({ZOO_IDS}) or a model YAML file")
     p.add_argument("--json", action="store_true")
     p.add_argument("--scale", type=config_type("scale", "--scale"), default=1.0)
     p.add_argument("--tasks", type=config_type("tasks", "--tasks"), default=None, help="tasks (mtwnd only)")

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from recstack.config.run import RunConfig, field_range
 from recstack.errors import ConfigError
+from recstack.zoo.config import ZOO_IDS
 
 
 class Parser(argparse.ArgumentParser):
@@ -148,7 +149,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         base.update(RunConfig.from_yaml(args.config).model_dump(exclude_unset=True))
     cfg = RunConfig.build(base, given, name=cli_name)
     if cfg.model is None:
-        raise ConfigError("give a zoo id (rmc1 ... dien), a model YAML or package.module:factory, "
+        raise ConfigError(f"give a zoo id ({ZOO_IDS}), a model YAML or package.module:factory, "
                           "or a --config whose model: names one", field="MODEL")
     return cfg
 
