@@ -260,3 +260,49 @@ def test_zoo_table_lists_every_model() -> None:
     text = (REPO / "docs/zoo.md").read_text(encoding="utf-8")
     table = text[text.index("| id | arch |") :].split("\n\n", 1)[0]  # a blank line would end the table
     assert [ln.split("|")[1].strip() for ln in table.splitlines()[2:]] == list(BUILTIN)
+
+
+# -- help ----------------------------------------------------------------------------------------
+def _leaves() -> list:
+    from recstack.cli import _leaf_parsers
+
+    return list(_leaf_parsers(build_parser()))
+
+
+def test_every_command_shows_an_example_that_parses(capsys: pytest.CaptureFixture[str]) -> None:
+    from recstack.cli import EXAMPLES
+
+    names = [p.prog.removeprefix("recstack ") for p in _leaves()]
+    assert sorted(names) == sorted(EXAMPLES), "one example per command, in recstack.cli.EXAMPLES"
+    for name in names:
+        with pytest.raises(SystemExit):
+            main([*name.split(), "--help"])
+        out = capsys.readouterr().out
+        assert f"example:\n  {EXAMPLES[name]}\n" in out, out
+        build_parser().parse_args(shlex.split(EXAMPLES[name])[1:])  # its flags, choices and numbers are valid
+
+
+def test_every_flag_shows_its_default() -> None:
+    import argparse
+
+    for p in _leaves():
+        for a in p._actions:
+            if a.option_strings and a.help != argparse.SUPPRESS and a.default not in (None, False, argparse.SUPPRESS):
+                assert "default" in (a.help or ""), f"{p.prog} {a.option_strings[-1]}: help hides its default"
+
+
+def test_one_meaning_per_flag_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """--depth is a tree's depth wherever it shows; every --machine takes 'auto' for this host's machine file."""
+    for p in _leaves():
+        for a in p._actions:
+            if "--depth" in a.option_strings and a.help != "==SUPPRESS==":
+                assert "tree depth" in a.help, f"{p.prog} --depth: {a.help}"
+            if "--machine" in a.option_strings:
+                assert "auto" in f"{a.metavar} {a.help}", f"{p.prog} --machine: {a.help}"
+    # serve's queue depth, under its old name: still read, with a warning, and hidden from help
+    with pytest.warns(FutureWarning, match="--depth is deprecated here: use --queue-depth"):
+        args = build_parser().parse_args(["serve", "spin", "--depth", "1"])
+    assert args.queue_depth == 1 and not hasattr(args, "depth")
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    assert "--depth" not in capsys.readouterr().out

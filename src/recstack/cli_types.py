@@ -24,6 +24,21 @@ class Parser(argparse.ArgumentParser):
         raise ConfigError(f"{message} (see {self.prog} --help)")
 
 
+class DeprecatedAlias(argparse.Action):
+    """An old flag name kept working (hidden from help) that says which name replaced it."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, **kw: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        import warnings
+
+        warnings.warn(f"{option_string} is deprecated here: use {self.new}", FutureWarning, stacklevel=2)
+        setattr(namespace, self.dest, values)
+
+
 def config_type(field: str, flag: str) -> Callable[[str], Any]:
     """argparse type: a number checked by RunConfig's rule for ``field`` (one rule everywhere), named ``flag``."""
     from recstack.config.run import check_field
@@ -155,6 +170,6 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 __all__ = [
-    "Parser", "add_run_arguments", "cli_default", "cli_name", "config_type", "flag_of", "int_at_least",
+    "DeprecatedAlias", "Parser", "add_run_arguments", "cli_default", "cli_name", "config_type", "flag_of", "int_at_least",
     "positive_float", "run_config_from_args",
 ]
