@@ -64,7 +64,7 @@ from recstack.config.run import RunConfig
 from recstack.serving.service import ServeOptions, build_plan, plan_sizes, pool_for, probe
 
 # Requests per rho as a share of --requests-at-09: one Poisson sample path's mean wait is itself noisy
-# (its spread per rho and size is in docs/benchmarks.md), so the lower loads get half and 60% of them.
+# (its spread per rho and size is in benchmarks/LOG.md), so the lower loads get half and 60% of them.
 SHARE_OF_REQUESTS = {0.5: 0.5, 0.7: 0.6, 0.9: 1.0}
 RHOS = tuple(SHARE_OF_REQUESTS)
 

@@ -81,14 +81,16 @@ def cmd_zoo_show(args: argparse.Namespace) -> int:
 def _add_zoo(sub: argparse._SubParsersAction) -> None:
     zoo = sub.add_parser("zoo", help="list and inspect the model zoo")
     zsub = zoo.add_subparsers(dest="zoo_cmd", required=True, metavar="{list,show}")
-    p = zsub.add_parser("list", help="the eight models with their sizes")
+    from recstack.zoo.config import BUILTIN, ZOO_IDS
+
+    p = zsub.add_parser("list", help=f"the {len(BUILTIN)} zoo models with their sizes")
     p.add_argument("--json", action="store_true", help="print a JSON list to stdout")
-    p.add_argument("--scale", type=config_type("scale", "--scale"), default=1.0, help="scale table rows (default 1)")
+    p.add_argument("--scale", type=config_type("scale", "--scale"), default=1.0, help="scale table rows")
     p.set_defaults(func=cmd_zoo_list)
     p = zsub.add_parser("show", help="one model's resolved config and module tree")
-    p.add_argument("model", help="model id (rmc1, ..., dien) or a model YAML file")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--scale", type=config_type("scale", "--scale"), default=1.0)
+    p.add_argument("model", help=f"zoo id ({ZOO_IDS}) or a model YAML file")
+    p.add_argument("--json", action="store_true", help="print the config, tables and module tree as JSON")
+    p.add_argument("--scale", type=config_type("scale", "--scale"), default=1.0, help="scale table rows")
     p.add_argument("--tasks", type=config_type("tasks", "--tasks"), default=None, help="tasks (mtwnd only)")
     p.add_argument("--depth", type=int_at_least("--depth", 0), default=3, help="module tree depth")
     p.set_defaults(func=cmd_zoo_show)
@@ -112,7 +114,62 @@ def build_parser() -> argparse.ArgumentParser:
     from recstack.commands import register_all
 
     register_all(sub)
+    for p in _leaf_parsers(parser):
+        _finish_help(p)
     return parser
+
+
+# One example per command, shown at the end of its --help (tests/test_docs.py parses every one).
+EXAMPLES = {
+    "zoo list": "recstack zoo list --scale 0.01",
+    "zoo show": "recstack zoo show dlrmv2 --depth 2",
+    "workload fit": "recstack workload fit clicks.csv --columns user_id,item_id -o clicks.yaml",
+    "workload stats": "recstack workload stats --preset production --batch-size 4096",
+    "profile": "recstack profile rmc1 --scale 0.05 --batch-size 512 --workload production -o rmc1.json",
+    "show": "recstack show rmc1.json --depth 2 --top 5",
+    "demo": "recstack demo --model rmc2 --scale 0.01 --out out/rmc2",
+    "report": "recstack report rmc1.json -o rmc1.html",
+    "diff": "recstack diff base.json cand.json --fail-on-regression 5 -o diff.html",
+    "export": "recstack export rmc1.json --format parquet -o nodes.parquet",
+    "machine": "recstack machine --quick --json",
+    "roofline": "recstack roofline rmc1.json -o roofline.png --machine auto",
+    "analyse": "recstack analyse rmc1.json --machine auto -o classified.json",
+    "validate": "recstack validate rmc1.json",
+    "serve": "recstack serve rmc1 --scale 0.05 --qps 200 --duration 30",
+    "correlate": "recstack correlate results.duckdb -o correlate.html",
+    "share": "recstack share din --scale 0.01 --candidates 100",
+    "sweep": "recstack sweep --preset characterise -o out/sweep",
+    "best": "recstack best results.duckdb --p99 0.02",
+    "results": "recstack results results.duckdb --table stages --format csv -o stages.csv",
+    "plot": "recstack plot results.duckdb --chart latency -o plots",
+    "sweep-report": "recstack sweep-report results.duckdb -o sweep.html",
+    "shard-sim": "recstack shard-sim rmc1-tw2.json --ranks 64",
+    "import": "recstack import trace.json -o imported.json --machine auto",
+    "compile": "recstack compile rmc3 --scale 0.01 --compile cfg.yaml --batch-sizes 1,7,64",
+}
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, keeping the epilog's lines (the example) as they are written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("example:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _finish_help(p: argparse.ArgumentParser) -> None:
+    """The command's example as its epilog, and every flag's default in its help (argparse's %(default)s)."""
+    name = p.prog.removeprefix("recstack ")
+    if name in EXAMPLES:
+        p.epilog = f"example:\n  {EXAMPLES[name]}"
+        p.formatter_class = _HelpFormatter
+    for a in p._actions:
+        if not a.option_strings or a.help == argparse.SUPPRESS or "default" in (a.help or ""):
+            continue
+        if a.default is None or a.default is False or a.default == argparse.SUPPRESS:
+            continue
+        a.help = f"{a.help} (default: %(default)s)" if a.help else "default: %(default)s"
 
 
 # -- synopsis (README) -------------------------------------------------------------

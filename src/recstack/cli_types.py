@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from recstack.config.run import RunConfig, field_range
 from recstack.errors import ConfigError
+from recstack.zoo.config import ZOO_IDS
 
 
 class Parser(argparse.ArgumentParser):
@@ -21,6 +22,21 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> Any:  # type: ignore[override]
         raise ConfigError(f"{message} (see {self.prog} --help)")
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old flag name kept working (hidden from help) that says which name replaced it."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, **kw: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        import warnings
+
+        warnings.warn(f"{option_string} is deprecated here: use {self.new}", FutureWarning, stacklevel=2)
+        setattr(namespace, self.dest, values)
 
 
 def config_type(field: str, flag: str) -> Callable[[str], Any]:
@@ -148,12 +164,12 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         base.update(RunConfig.from_yaml(args.config).model_dump(exclude_unset=True))
     cfg = RunConfig.build(base, given, name=cli_name)
     if cfg.model is None:
-        raise ConfigError("give a zoo id (rmc1 ... dien), a model YAML or package.module:factory, "
+        raise ConfigError(f"give a zoo id ({ZOO_IDS}), a model YAML or package.module:factory, "
                           "or a --config whose model: names one", field="MODEL")
     return cfg
 
 
 __all__ = [
-    "Parser", "add_run_arguments", "cli_default", "cli_name", "config_type", "flag_of", "int_at_least",
+    "DeprecatedAlias", "Parser", "add_run_arguments", "cli_default", "cli_name", "config_type", "flag_of", "int_at_least",
     "positive_float", "run_config_from_args",
 ]

@@ -177,16 +177,18 @@ def register_all(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("show", help="render a saved profile JSON")
     p.add_argument("profile")
-    p.add_argument("--depth", type=int_at_least("--depth", 0), default=3)
-    p.add_argument("--top", type=int_at_least("--top", 1), default=8)
+    p.add_argument("--depth", type=int_at_least("--depth", 0), default=3, help="tree depth to print")
+    p.add_argument("--top", type=int_at_least("--top", 1), default=8, help="children shown per node")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("demo", help="the main job: profile a zoo model and write its profile and trace")
-    p.add_argument("--model", default="rmc1")
-    p.add_argument("--scale", type=config_type("scale", "--scale"), default=0.05)
-    p.add_argument("--batch-size", type=config_type("batch_size", "--batch-size"), default=512)
+    p.add_argument("--model", default="rmc1", help="zoo id or model YAML")
+    p.add_argument("--scale", type=config_type("scale", "--scale"), default=0.05, help="scale of the tables' rows")
+    p.add_argument("--batch-size", type=config_type("batch_size", "--batch-size"), default=512,
+                   help="samples per batch")
     p.add_argument("--out", default="out/demo", help="folder for the profile, trace, roofline and report")
-    p.add_argument("--machine", default="auto", help="machine file; 'auto' (default) measures this host once (quick)")
+    p.add_argument("--machine", default="auto", metavar="FILE|auto",
+                   help="machine file; 'auto' (default) for this host's, measured once (quick) if absent")
     p.set_defaults(func=cmd_demo)
 
     register_report(sub)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recstack.analysis.pipeline import STEPS, Machine, analyse, as_machine, select_steps
@@ -16,12 +17,19 @@ from recstack.analysis.pipeline import STEPS, Machine, analyse, as_machine, sele
 if TYPE_CHECKING:
     from recstack.tree import Profile
 
-HOST = "host"
+HOST = "auto"
+"""The one word every command's --machine takes for this host's machine file (profile, demo, shard-sim too)."""
+OLD_HOST = "host"  # analyse/roofline/import's former word for it: still accepted, with a warning
 
 
 def machine_arg(value: str) -> Machine:
-    """``--machine``: a machine JSON file, or ``host`` for this host's cached figures (measured
+    """``--machine``: a machine JSON file, or ``auto`` for this host's cached figures (measured
     ``--quick`` and cached when there are none)."""
+    if value == OLD_HOST and not Path(value).exists():
+        import warnings
+
+        warnings.warn(f"--machine {OLD_HOST} is deprecated: use --machine {HOST}", FutureWarning, stacklevel=2)
+        value = HOST
     if value != HOST:
         machine = as_machine(value)
     else:
@@ -90,8 +98,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--machine",
         default=None,
-        metavar="FILE",
-        help=f"machine JSON (from recstack machine), or '{HOST}' for this host's cached figures "
+        metavar="FILE|auto",
+        help=f"machine JSON (from recstack machine), or '{HOST}' for this host's machine file "
         "(measured --quick if absent); needed by the roofline step",
     )
     p.add_argument(

@@ -406,7 +406,7 @@ def gather_point(
     other tables in between evicts its page-table entries, so a stage cycling
     through many tables sits between the per-table roof and the
     summed-footprint roof, much nearer the former (measured figures:
-    docs/benchmarks.md, "Machine roofline"). The machine's *tables in turn* cells measure exactly
+    benchmarks/LOG.md, "Machine roofline"). The machine's *tables in turn* cells measure exactly
     that pattern, so the roof also takes the footprint (``footprint_bytes``,
     the sum of the tables read in turn): ``extra["footprint_bytes"]``; else
     ``stage_footprint`` (the enclosing stage's tables, passed by

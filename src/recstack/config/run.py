@@ -34,6 +34,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from recstack.config.limits import BATCH_SIZE_MAX, SEED_MAX, TASKS_MAX  # shared with zoo and workload
 from recstack.errors import ConfigError
+from recstack.zoo.config import ZOO_IDS
 
 ITERS_MAX = 100_000
 SCALE_MAX = 1000.0
@@ -80,7 +81,7 @@ class RunConfig(BaseModel):
 
     model: str | None = Field(
         None,
-        description="zoo id (rmc1 ... dien), a model YAML file, or package.module:factory",
+        description=f"zoo id ({ZOO_IDS}), a model YAML file, or package.module:factory",
         json_schema_extra={"file": True, "cli": {"positional": True, "metavar": "MODEL"}},
     )
     scale: float = Field(

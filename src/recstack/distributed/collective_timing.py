@@ -19,7 +19,7 @@ after the normal passes for a few steps, measures the first two directly:
   asynchronously and computes while they run, and on a host with a core per
   rank that compute shares the core with gloo's thread, so an overlapped
   transfer is slower than the same bytes alone (measured: 4-17x the
-  benchmark in flight under load, docs/benchmarks.md); the pass measures each
+  benchmark in flight under load, benchmarks/LOG.md); the pass measures each
   transfer as the benchmark does, with the rank asleep in the wait;
 * every rank runs the same collectives in the same order, so collective ``i``
   of a step is the same collective on every rank; the ranks' times come from

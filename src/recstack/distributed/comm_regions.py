@@ -6,7 +6,7 @@ the communication phases were cut out of the embedding stage afterwards by op
 name, each with the op pass's time scaled by the embedding stage's factor; but
 torch.profiler slows TorchRec's many small ops and Python ranges more than the
 few large lookups, so that share was too large (RMC1 table-wise on 2 ranks:
-3.06 ms apportioned against 2.5 ms timed directly, docs/benchmarks.md).
+3.06 ms apportioned against 2.5 ms timed directly, benchmarks/LOG.md).
 
 This module marks the code itself. While a pass runs:
 
@@ -99,7 +99,7 @@ class TorchRecCommRegions:
     The first :meth:`install` patches (``input_dist``, the output dists' ``forward``, ``Awaitable.wait``);
     the patches stay until :meth:`close`, and each install only points the marks at its pass's
     ``enter``/``leave`` (its undo makes them pass through). Patching TorchRec's classes and modules again
-    for every timed step cost that step 4-9% (paired runs, docs/benchmarks.md: Python re-specialises every
+    for every timed step cost that step 4-9% (paired runs, benchmarks/LOG.md: Python re-specialises every
     call site of a class that changed); a mark passing through costs well under a microsecond, so the
     uninstrumented steps between the timed ones stay as good as bare."""
 

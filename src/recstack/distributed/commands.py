@@ -78,6 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sharding", choices=["table_wise", "column_wise", "row_wise", "data_parallel"], default=None,
                    help="sharding to predict (default: the profile's, else table_wise)")
     p.add_argument("--machine", default="auto", metavar="FILE|auto|none",
-                   help="machine file with collectives (recstack machine --collectives); default: this host's cache")
+                   help="machine file with collectives (recstack machine --collectives); 'auto' (default) for this "
+                        "host's machine file")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     p.set_defaults(func=cmd_shard_sim)

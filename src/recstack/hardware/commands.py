@@ -264,7 +264,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``machine`` and ``roofline`` to the main CLI's sub-parsers."""
     p = subparsers.add_parser(
         "machine",
-        help="measure (or show the cached) roofs of this host: GEMM FLOP/s, stream/gather bandwidth, latency",
+        help="this host's machine file (GEMM FLOP/s, stream/gather bandwidth, latency): the cached one if it is "
+        "current, else measured now (a cached --quick one is re-measured in full unless --quick is given)",
         description="Measure peak GEMM FLOP/s, streaming and random-gather bandwidth, memory latency and caches; "
         "cached per host and CPU model under $RECSTACK_CACHE_DIR (default ~/.cache/recstack).",
     )
@@ -301,8 +302,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--machine",
         default=None,
-        help="classify against this machine JSON first (default: draw the profile's own classification; "
-        "if it has none, this host's cache, measured --quick if absent)",
+        metavar="FILE|auto",
+        help="classify against this machine file first, 'auto' for this host's (default: draw the profile's own "
+        "classification; if it has none, this host's machine file, measured --quick if absent)",
     )
     p.add_argument(
         "--top", type=int, default=10, help="how many top ops to plot beside the stages (default 10; 0: stages only)"

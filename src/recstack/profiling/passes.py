@@ -145,7 +145,7 @@ def timing_pass(
         res.plain.append(_plain_step(step, batch, sync))
         # regions first: a region patching a module's forward then wraps the module itself, and the stage
         # wrapper around it (removed first) never becomes what the region's close puts back
-        # (no getrusage at regions' boundaries: on a rank it cost ~2-4% of the step, benchmarks.md)
+        # (no getrusage at regions' boundaries: on a rank it cost ~2-4% of the step, benchmarks/LOG.md)
         undo = _no_regions if regions is None else regions.install(model, timer.enter_unmarked, timer.exit_unmarked)
         try:
             wrappers = install_stage_hooks(model, roots, timer)

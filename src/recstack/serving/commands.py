@@ -12,7 +12,13 @@ import json
 import sys
 from typing import Any
 
-from recstack.cli_types import add_run_arguments, int_at_least, positive_float, run_config_from_args
+from recstack.cli_types import (
+    DeprecatedAlias,
+    add_run_arguments,
+    int_at_least,
+    positive_float,
+    run_config_from_args,
+)
 from recstack.errors import EXIT_SIGINT, ConfigError, PartialResultsError
 
 
@@ -62,9 +68,12 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grace", type=_non_negative("--grace"), default=None,
                    help="seconds after the schedule's end before unfinished requests are late "
                         "(default max(1, 10%% of the duration))")
-    p.add_argument("--depth", type=int_at_least("--depth", 1), default=2,
+    p.add_argument("--queue-depth", type=int_at_least("--queue-depth", 1), default=2,
                    help="with several workers, due batches a worker may hold: 1 is one central FIFO queue (M/D/c) "
                         "with a pipe round trip per batch; 2 (default) lets the next batch wait in its pipe")
+    # the flag's old name (--depth is tree depth in profile and show): accepted, hidden, warned about
+    p.add_argument("--depth", dest="queue_depth", type=int_at_least("--depth", 1), action=DeprecatedAlias,
+                   new="--queue-depth", help=argparse.SUPPRESS)
     p.add_argument("--lookahead-ms", type=_non_negative("--lookahead-ms"), default=None,
                    help="hand batches to workers up to this long before they are due (they start at their "
                         "arrival; default 20); 0: at their arrival")
@@ -107,7 +116,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
     return ServeOptions(
         qps=args.qps or 100.0, duration_s=args.duration, max_batch=args.max_batch, workers=args.workers,
         query_size=args.query_size, query_sizes=args.query_sizes, arrivals=parse_arrivals(args.arrivals),
-        grace_s=args.grace, depth=args.depth, service_ms=args.service_ms, per_sample_us=args.per_sample_us,
+        grace_s=args.grace, depth=args.queue_depth, service_ms=args.service_ms, per_sample_us=args.per_sample_us,
         gpu_threshold=args.gpu_threshold, accel_workers=args.accel_workers, sim_accel=args.sim_accel,
         oversubscribe=args.oversubscribe,
         **({} if args.lookahead_ms is None else {"lookahead_s": args.lookahead_ms / 1e3}),

@@ -11,6 +11,7 @@ from recstack.config.run import RunConfig
 from recstack.errors import ConfigError
 from recstack.sharing.analysis import analyse_sharing
 from recstack.sharing.execute import Sides
+from recstack.zoo.config import ZOO_IDS
 
 CANDIDATES_MAX = 100_000
 REQUESTS_MAX = 10_000
@@ -39,7 +40,7 @@ def share_config(cfg: RunConfig, *, requests: int, candidates: int) -> dict[str,
 
     check_counts(requests, candidates)
     if cfg.model is None:
-        raise ConfigError("give a zoo id (rmc1 ... dien) or a model YAML file", field="MODEL")
+        raise ConfigError(f"give a zoo id ({ZOO_IDS}) or a model YAML file", field="MODEL")
     if cfg.mode != "inference":
         raise ConfigError("share measures inference (a ranking request); use --mode inference", field="--mode")
     if cfg.threads is not None:

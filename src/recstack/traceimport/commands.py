@@ -62,8 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("trace", metavar="TRACE", help="trace file (.json, .json.gz) or a folder of per-rank traces")
     p.add_argument("-o", "--output", required=True, help="where to write the profile JSON")
-    p.add_argument("--machine", default=None, metavar="FILE",
-                   help="machine JSON (from recstack machine), or 'host': classify every node (roofline)")
+    p.add_argument("--machine", default=None, metavar="FILE|auto",
+                   help="machine JSON (from recstack machine), or 'auto' for this host's machine file (measured "
+                        "--quick if absent): classify every node (roofline) (default: none, unclassified)")
     p.add_argument("--stage-rules", default=None, metavar="FILE", help="stage rules YAML (as for recstack profile)")
     p.add_argument("--module-map", default=None, metavar="FILE",
                    help="YAML 'modules: [{match: <glob on a range name>, path: <module path>, type: <class>}]': "

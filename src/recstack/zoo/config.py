@@ -245,6 +245,10 @@ def _round_down(x: float) -> float:
 BUILTIN = ("rmc1", "rmc2", "rmc3", "ncf", "wnd", "mtwnd", "din", "dien", "dlrmv2", "deepfm", "twotower", "bst", "hstu")
 
 
+ZOO_IDS = " ".join(BUILTIN)
+"""The built-in ids as help texts and the README list them (one place: help that lists them cannot go stale)."""
+
+
 def builtin_names() -> list[str]:
     return list(BUILTIN)
 
