@@ -93,10 +93,13 @@ def _nothing() -> None:
 
 
 def warm_up_and_discover(
-    model: nn.Module, step: Step, batches: list[Any], warmup: int, rules: StageRules | None
+    model: nn.Module, step: Step, batches: list[Any], warmup: int, rules: StageRules | None,
+    forward: Callable[[Any], Any] | None = None,
 ) -> Discovery:
     """Warm-up steps (at least two); the second records which modules run, which places stages and hands
-    down never-run roots.
+    down never-run roots. ``forward(batch)`` calls the model: one more forward, under
+    :class:`recstack.profiling.dataflow.StageFlow`, shows what each module computes (stages from dataflow);
+    without it, or where that trace fails (a warning says why), types and names place the stages.
 
     The first step runs plain, so an error in the model's own code surfaces
     with the user's frames innermost (the recording wrappers are recstack's
@@ -107,7 +110,10 @@ def warm_up_and_discover(
     order = record_call_order(model, lambda: step.run(batches[1 % n]))
     for i in range(max(0, warmup - 2)):
         step.run(batches[(i + 2) % n])
-    smap = detect_stages(model, rules, order)
+    from recstack.profiling.dataflow import try_trace_stages
+
+    flow = try_trace_stages(model, forward, batches[0]) if forward is not None else None
+    smap = detect_stages(model, rules, order, flow)
     never_ran = hand_down_roots(smap, order)
     return Discovery(order=order, smap=smap, never_ran=never_ran)
 

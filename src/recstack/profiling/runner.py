@@ -48,7 +48,7 @@ from recstack.profiling.passes import (
     timing_pass,
     warm_up_and_discover,
 )
-from recstack.profiling.rules import StageMap, StageRules
+from recstack.profiling.rules import Placement, StageMap, StageRules
 from recstack.profiling.stats import central_steps, percentile
 from recstack.profiling.timing import attach_stage_rusage, cuda_sync
 from recstack.render import progress
@@ -263,7 +263,8 @@ def _profile(
     sync = cuda_sync()
     wall0 = time.perf_counter()
     progress.advance("warm-up")
-    found = warm_up_and_discover(model, step, batches, opts.warmup, opts.stage_rules)
+    found = warm_up_and_discover(model, step, batches, opts.warmup, opts.stage_rules,
+                                 forward=lambda b: call_model(model, b))
     roots = found.roots
     compiled = None
     if opts.compile is not None:  # compile in place; stage roots inside compiled regions cannot time
@@ -391,7 +392,7 @@ def _run_metadata(
         "optimizer": opts.optimizer if step.train else None,
         "optimizer_fused_into_backward": step.fused,
         "stage_rules": [r.model_dump() for r in opts.stage_rules.rules] if opts.stage_rules else [],
-        "stage_roots": {p: {"stage": s, "rule": smap.placements[p].rule} for p, s in found.roots.items()},
+        "stage_roots": {p: _root_entry(smap.placements[p]) for p in found.roots},
         "never_ran_roots": {
             p: {"stage": nr.stage, "rule": nr.rule, "handed_to": nr.handed_to} for p, nr in found.never_ran.items()
         },
@@ -402,6 +403,14 @@ def _run_metadata(
     for k, v in opts.run_info.items():
         run.setdefault(k, v)
     return run
+
+
+def _root_entry(pl: Placement) -> dict[str, Any]:
+    """``run.stage_roots[path]``: the stage, the rule and its evidence."""
+    entry: dict[str, Any] = {"stage": pl.stage, "rule": pl.rule}
+    if pl.evidence is not None:
+        entry["evidence"] = pl.evidence
+    return entry
 
 
 def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: ProfileOptions) -> None:
