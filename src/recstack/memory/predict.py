@@ -29,7 +29,7 @@ buffers (:func:`per_rank`).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from recstack.errors import ConfigError
@@ -152,7 +152,8 @@ class Shape:
 
     cfg: ModelConfig
     tables: list[Table]
-    lengths: Lengths
+    mean: dict[str, float]  # per table: the workload's mean IDs per sample
+    length_models: dict[str, Any]  # per table: the workload's length model (None: fixed at the mean)
     dense_params: int
     dense_tensors: int
     dense_largest: int  # elements of the largest dense parameter
@@ -161,6 +162,16 @@ class Shape:
     num_tasks: int
     features: int
     ids_per_sample: float  # raw IDs per sample, all features
+
+    def lengths(self, batch_size: int) -> Lengths:
+        """Mean and padded (a batch's expected longest) IDs per sample of every table at ``batch_size``."""
+        return Lengths(self.mean, {t.name: _padded(self.length_models.get(t.name), self.mean[t.name], batch_size)
+                                   for t in self.tables})
+
+    def scaled(self, factor: float) -> Shape:
+        """The same model with every table's rows multiplied by ``factor`` (at least one row)."""
+        tables = [t.model_copy(update={"rows": max(1, math.ceil(t.rows * factor))}) for t in self.tables]
+        return replace(self, tables=tables, cfg=self.cfg.model_copy(update={"scale": self.cfg.scale * factor}))
 
 
 def _padded(length_model: Any, mean: float, batch_size: int) -> float:
@@ -172,7 +183,7 @@ def _padded(length_model: Any, mean: float, batch_size: int) -> float:
     return float(min(high, max(length_model.low, math.ceil(q))))
 
 
-def shape_of(cfg: ModelConfig, workload: WorkloadSpec | None = None, batch_size: int = 1024) -> Shape:
+def shape_of(cfg: ModelConfig, workload: WorkloadSpec | None = None) -> Shape:
     """Tables, per-table lengths (the workload's; default: the config's pooling) and dense sizes of ``cfg``."""
     from recstack.zoo.build import _skeleton, dense_param_count
 
@@ -188,14 +199,11 @@ def shape_of(cfg: ModelConfig, workload: WorkloadSpec | None = None, batch_size:
             mean[f.name] = f.lengths.mean()
             models[f.name] = f.lengths
     tables = cfg.resolved_tables()
-    lengths = Lengths(
-        {t.name: mean[t.feature] for t in tables},
-        {t.name: _padded(models.get(t.feature), mean[t.feature], batch_size) for t in tables},
-    )
     dense = [p for n, p in skel.named_parameters() if not n.startswith(("sparse_arch.", "feature_processing."))]
     bufs = [b for n, b in skel.named_buffers() if not n.startswith(("sparse_arch.", "feature_processing."))]
     return Shape(
-        cfg, tables, lengths, dense_param_count(skel), len(dense), max((p.numel() for p in dense), default=0),
+        cfg, tables, {t.name: mean[t.feature] for t in tables},
+        {t.name: models[t.feature] for t in tables if t.feature in models}, dense_param_count(skel), len(dense), max((p.numel() for p in dense), default=0),
         sum(b.numel() * b.element_size() for b in bufs), skel.num_dense, skel.num_tasks, len(requests),
         sum(mean.values()),
     )
@@ -260,7 +268,7 @@ def predict(shape: Shape, *, backend: str = "torch", mode: str = "inference", op
         consumers.append(Consumer("optimizer_state", "dense", dense_state, "dense layers"))
     inputs = input_bytes(shape, B, num_batches)
     consumers.append(Consumer("input_batches", "feature_processing", inputs, f"{num_batches} generated batches"))
-    dyn = _dynamic(shape, tabs, backend, train, optimizer, B, consumers)
+    dyn = _dynamic(shape, shape.lengths(B), tabs, backend, train, optimizer, B, consumers)
     base = resident_total = sum(resident.values()) + inputs
     del resident_total
     return Prediction(
@@ -269,12 +277,12 @@ def predict(shape: Shape, *, backend: str = "torch", mode: str = "inference", op
     )
 
 
-def _dynamic(shape: Shape, tabs: list[Table], backend: str, train: bool, optimizer: str, B: int,
+def _dynamic(shape: Shape, lengths: Lengths, tabs: list[Table], backend: str, train: bool, optimizer: str, B: int,
              consumers: list[Consumer]) -> dict[str, int]:
     """Per stage, the per-step bytes live at its peak (above resident bytes and inputs)."""
-    fp_live, fp_work = feature_bytes(tabs, shape.lengths, backend, train)
-    stages: list[StageActs] = [embedding_stage(tabs, shape.lengths, backend, train)]
-    stages += dense_stages(shape.cfg, shape.tables, shape.lengths)
+    fp_live, fp_work = feature_bytes(tabs, lengths, backend, train)
+    stages: list[StageActs] = [embedding_stage(tabs, lengths, backend, train)]
+    stages += dense_stages(shape.cfg, shape.tables, lengths)
     out: dict[str, int] = {"feature_processing": int(B * (fp_live + fp_work))}
     live = B * fp_live
     consumers.append(Consumer("indices_offsets", "feature_processing", int(B * fp_live)))
@@ -295,8 +303,8 @@ def _dynamic(shape: Shape, tabs: list[Table], backend: str, train: bool, optimiz
     loss = 4 * B * shape.num_tasks * 4
     out["loss"] = int(live + loss)
     dense_grads = shape.dense_params * 4
-    tgrads, tgrad_max = _table_grads(tabs, shape.lengths, backend, B)
-    emb_out = 4 * B * sum(t.dim * (shape.lengths.padded[t.name] if t.kind == "sequence" else 1) for t in tabs)
+    tgrads, tgrad_max = _table_grads(tabs, lengths, backend, B)
+    emb_out = 4 * B * sum(t.dim * (lengths.padded[t.name] if t.kind == "sequence" else 1) for t in tabs)
     begin = B * fp_live + saved_total + 2 * largest + dense_grads
     end = B * fp_live + emb_out + dense_grads + tgrads + tgrad_max
     out["backward"] = int(max(begin, end))
@@ -337,5 +345,64 @@ def predict_config(model: str | ModelConfig, *, scale: float = 1.0, batch_size: 
     from recstack.zoo.build import resolve_config
 
     cfg = resolve_config(model, scale, tasks)
-    return predict(shape_of(cfg, workload, batch_size), backend=backend, mode=mode, optimizer=optimizer,
+    return predict(shape_of(cfg, workload), backend=backend, mode=mode, optimizer=optimizer,
                    table_dtype=table_dtype, batch_size=batch_size, device=device, num_batches=num_batches)
+
+
+def _placement(tables: list[Table], sharding: str, world: int, plan: dict[str, Any] | None) -> list[list[Table]]:
+    """Each rank's table shards: whole tables (table-wise, greedy largest first onto the lightest rank), rows or
+    columns split over the ranks (row_wise, table_row_wise; column_wise), or every table everywhere (data_parallel);
+    a plan file's ``tables: {name: {sharding, ranks}}`` per table."""
+    ranks: list[list[Table]] = [[] for _ in range(world)]
+    load = [0] * world
+    for t in sorted(tables, key=lambda t: -t.rows * t.dim):
+        tp = (plan or {}).get(t.name)
+        kind = tp.sharding if tp is not None else sharding
+        owners = list(tp.ranks) if tp is not None and tp.ranks else None
+        if kind == "data_parallel":
+            for r in range(world):
+                ranks[r].append(t)
+        elif kind in ("row_wise", "table_row_wise"):
+            for r in owners or range(world):
+                ranks[r].append(t.model_copy(update={"rows": -(-t.rows // len(owners or range(world)))}))
+        elif kind == "column_wise":
+            who = owners or list(range(world))
+            for r in who:
+                ranks[r].append(t.model_copy(update={"dim": max(1, t.dim // len(who))}))
+        else:  # table_wise (and auto: recstack's placement, not TorchRec's planner)
+            r = owners[0] if owners else min(range(world), key=lambda i: load[i])
+            ranks[r].append(t)
+            load[r] += t.rows * t.dim
+    return ranks
+
+
+def per_rank(shape: Shape, *, world_size: int, sharding: str = "table_wise", plan: dict[str, Any] | None = None,
+             backend: str = "torchrec", mode: str = "inference", optimizer: str = "sgd", table_dtype: str = "fp32",
+             batch_size: int = 1024, device: str = "cpu", num_batches: int = NUM_BATCHES) -> list[Prediction]:
+    """One prediction per rank under a sharding plan; ``batch_size`` is each rank's (local) batch.
+
+    All-to-all buffers (TorchRec's input and output distribution) are added to the embedding stage: the
+    indices a rank sends and receives (int64, both directions: its local batch's IDs out, the IDs of every
+    rank's batch for its own shards in) and the pooled embeddings it sends (its shards' rows for the global
+    batch) and receives (every table's rows for its local batch); in training the gradients travel back
+    the same way. Data-parallel tables exchange no all-to-all; their gradients are all-reduced in place.
+    """
+    out = []
+    lengths = shape.lengths(batch_size)
+    B, W = batch_size, world_size
+    for rank, tabs in enumerate(_placement(shape.tables, sharding, W, plan)):
+        pred = predict(shape, backend=backend, mode=mode, optimizer=optimizer, table_dtype=table_dtype,
+                       batch_size=B, device=device, num_batches=num_batches, tables=tabs)
+        kinds = {t.name: (plan[t.name].sharding if plan and t.name in plan else sharding) for t in tabs}
+        sharded = [t for t in tabs if kinds[t.name] != "data_parallel"]
+        ids_out = 8 * B * sum(lengths.mean[t.name] for t in shape.tables)
+        ids_in = 8 * B * W * sum(lengths.mean[t.name] for t in sharded)
+        emb_send = 4 * B * W * sum(t.dim for t in sharded if t.kind == "pooled")
+        emb_recv = 4 * B * sum(t.dim for t in shape.tables if t.kind == "pooled")
+        a2a = int((ids_out + ids_in + emb_send + emb_recv) * (2 if mode == "train" else 1))
+        pred.consumers.append(Consumer("all_to_all", "embedding", a2a, "input and output distribution buffers"))
+        pred.stage_dynamic["embedding"] = pred.stage_dynamic.get("embedding", 0) + a2a
+        pred.stage_peaks["embedding"] = pred.stage_peaks.get("embedding", 0) + a2a
+        pred.rank, pred.world_size = rank, W
+        out.append(pred)
+    return out
