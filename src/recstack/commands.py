@@ -219,6 +219,9 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.traceimport.commands import register as register_import
 
     register_import(sub)
+    from recstack.memory.commands import register as register_memory
+
+    register_memory(sub)
     from recstack.compilation.commands import register as register_compile
 
     register_compile(sub, add_run_arguments, run_config_from_args)

@@ -1,0 +1,241 @@
+"""Activation bytes per stage of a zoo model, from its config and the batch's mean lengths.
+
+Every forward stage is described by what it leaves live for the rest of the step, per sample:
+
+* ``out``: its outputs, referenced by the model's ``forward`` (a local variable) until the forward returns;
+* ``saved``: tensors autograd keeps for backward (training only), beyond ``out``; e.g. a Linear saves its
+  input, a ReLU its output, a matmul both operands, a GRU its gates;
+* ``work``: the largest transient inside the stage on top of ``out`` and ``saved`` (an MLP layer's pre-ReLU
+  output, the flat rows before padding); in inference mode no graph is kept, so ``saved`` is transient too
+  and ``work`` is the stage's largest (input, output) pair instead.
+
+Values are float32 elements (4 bytes) unless a field says bytes; ``pair`` terms grow with the batch
+squared (in-batch retrieval scores ``[B, B]``). The layer rules follow the zoo's modules
+(:mod:`recstack.zoo.layers`) and what PyTorch's autograd saves for each op they call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from recstack.zoo.config import ModelConfig, Table
+
+
+@dataclass
+class StageActs:
+    stage: str
+    out: float = 0.0  # elements per sample, live until the forward returns
+    saved: float = 0.0  # elements per sample saved for backward (training), beyond out
+    work: float = 0.0  # largest transient (elements per sample)
+    out_pair: float = 0.0  # elements per (sample x sample)
+    saved_pair: float = 0.0
+    work_pair: float = 0.0
+    work_inf: float | None = None  # inference's largest transient (None: ``work``)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Per-table IDs per sample: ``mean`` (what the workload gives on average) and ``padded`` (batch max)."""
+
+    mean: dict[str, float]
+    padded: dict[str, float]
+
+
+def _mlp(widths: list[int], final_relu: bool) -> tuple[float, float, float, float]:
+    """(saved, out, work_train, work_inference) of an MLP (input not counted: its producer holds it).
+
+    Training: every Linear saves its input, a ReLU its output (the next Linear's input: one tensor), the
+    pre-activation output is transient. Inference: a layer's input (the first one's belongs to its
+    producer), its matmul output and its ReLU output are live together; the last output is ``out``.
+    """
+    outs = widths[1:]
+    n = len(outs)
+    relu = [i < n - 1 or final_relu for i in range(n)]
+    saved = float(sum(outs[:-1]))
+    out = float(outs[-1])
+    work_train = float(max(outs[:-1] + [outs[-1] if final_relu else 0]))
+    work_inf = max((widths[i] if i else 0) + outs[i] * (2 if relu[i] else 1) - (out if i == n - 1 else 0)
+                   for i in range(n))
+    return saved, out, work_train, float(work_inf)
+
+
+def mlp_stage(stage: str, widths: list[int], final_relu: bool, *, input_saved: float = 0.0) -> StageActs:
+    """An MLP as a stage; ``input_saved``: its input when the MLP's own producer does not keep it."""
+    s, o, wt, wi = _mlp(widths, final_relu)
+    return StageActs(stage, out=o, saved=s + input_saved, work=wt + input_saved, work_inf=wi + input_saved)
+
+
+def embedding_stage(tables: list[Table], lengths: Lengths, backend: str, train: bool) -> StageActs:
+    """Pooled rows [B, dim] per table; sequence rows padded to [B, padded, dim] (plus the flat rows and mask)."""
+    st = StageActs("embedding")
+    for t in tables:
+        if t.kind == "pooled":
+            st.out += t.dim
+        else:
+            pad = lengths.padded[t.name]
+            st.out += pad * t.dim + pad / 4  # padded rows + the bool mask
+            st.work = max(st.work, lengths.mean[t.name] * t.dim)  # the flat rows, freed after padding
+    return st
+
+
+def feature_bytes(tables: list[Table], lengths: Lengths, backend: str, train: bool) -> tuple[float, float]:
+    """(live, transient) bytes per sample of feature processing's outputs (indices and offsets)."""
+    ids = sum(lengths.mean[t.name] for t in tables)
+    n = len(tables)
+    if backend == "torch":
+        return ids * 8 + n * 8, 0.0
+    if backend == "torchrec":
+        # hashed IDs per table, concatenated into one values tensor; lengths concatenated; KJT offsets
+        return ids * 8 + n * 4 + n * 8, ids * 8
+    if train:  # tbe: int64 in training; per-table hashed IDs live until the group's concatenation returns
+        return ids * 8 + n * 8, ids * 8
+    return ids * 4 + n * 4, ids * 16 + n * 8  # int32 for the inference kernel, after int64 hashing and cat
+
+
+def _seq(tables: list[Table]) -> list[Table]:
+    return [t for t in tables if t.kind == "sequence"]
+
+
+def dense_stages(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    """The stages after embedding, per architecture."""
+    return _ARCH[cfg.arch](cfg, tables, lengths)
+
+
+def _dlrm(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    assert cfg.bottom_mlp and cfg.top_mlp
+    pooled = [t for t in tables if t.kind == "pooled"]
+    dense = mlp_stage("dense", cfg.bottom_mlp, True)
+    width = cfg.bottom_mlp[-1] + sum(t.dim for t in pooled)
+    if cfg.interaction == "dot":
+        f = len(pooled) + 1
+        pairs = f * (f - 1) // 2
+        inter = StageActs("interaction", out=cfg.bottom_mlp[-1] + pairs, saved=f * cfg.embedding_dim,
+                          work=f * f + pairs)
+    elif cfg.interaction == "dcn":
+        layers, rank = cfg.cross_layers or 0, cfg.cross_rank or 0
+        inter = StageActs("interaction", out=width, saved=width + layers * (rank + 2 * width) - width,
+                          work=2 * width)
+    else:
+        inter = StageActs("interaction", out=width, work=0.0)
+    return [dense, inter, mlp_stage("head", cfg.top_mlp, False)]
+
+
+def _ncf(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    assert cfg.mlp and cfg.final_mlp
+    dims = {t.name: t.dim for t in tables}
+    inter = StageActs("interaction", out=dims["mf_user"])
+    dense = mlp_stage("dense", cfg.mlp, True, input_saved=cfg.mlp[0])  # the concatenated input
+    return [inter, dense, mlp_stage("head", cfg.final_mlp, False, input_saved=cfg.final_mlp[0])]
+
+
+def _wnd(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    """Wide & Deep and MT-WnD: the concatenation (interaction), the deep MLP (head), the wide part (dense)."""
+    assert cfg.top_mlp
+    out = [StageActs("interaction", out=cfg.top_mlp[0])]
+    tasks = cfg.tasks if cfg.arch == "mtwnd" else 1
+    if cfg.arch == "mtwnd":
+        assert cfg.task_mlp
+        shared = mlp_stage("head", cfg.top_mlp, True)
+        ts, to, twt, twi = _mlp(cfg.task_mlp, False)
+        # every tower keeps its hidden outputs and logit; the towers' logits are concatenated
+        shared.saved += shared.out + tasks * ts
+        shared.out = tasks * (to + 1.0)
+        shared.work, shared.work_inf = max(shared.work, twt), max(shared.work_inf or 0.0, twi)
+        out.append(shared)
+    else:
+        out.append(mlp_stage("head", cfg.top_mlp, False))
+    if cfg.wide and cfg.dense_features:
+        out.append(StageActs("dense", out=2.0 * tasks))  # the wide logits and their sum with the deep ones
+    return out
+
+
+def _din(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    assert cfg.attention_hidden and cfg.top_mlp
+    seq = _seq(tables)[0]
+    L, d = lengths.padded[seq.name], seq.dim
+    # q expanded (a view), behaviours*q, the concatenated [L, 3d] input, MLP over every position, mask, weighted
+    ms, mo, mwt, _ = _mlp(cfg.attention_hidden, False)
+    att = StageActs("sequence", out=d, saved=L * (d + 3 * d + ms + mo + mo + d), work=L * (3 * d + mwt))
+    head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
+    return [att, head]
+
+
+def _dien(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    assert cfg.top_mlp and cfg.extractor_hidden and cfg.attention_dim
+    prefix = (cfg.sequence_tables or "behaviour") + "_"
+    T = sum(1 for t in tables if t.name.startswith(prefix))
+    d, h, a = cfg.embedding_dim, cfg.extractor_hidden, cfg.attention_dim
+    gates = 3 if cfg.extractor_cell == "gru" else 1
+    # extractor: stacked input [T, d] and the RNN's outputs and gate workspace [T, (gates + 1) h]
+    extractor = T * (d + h + gates * h + h)
+    # attention: keys [T, a], scores and softmax [T] x 2, the query
+    attention = T * (a + 2) + a
+    # AUGRU per step: x2h and h2h [3h] each, r, u, n, products, new h: ~ 14 h per step
+    evo = T * 14 * h if cfg.evolution_cell == "augru" else T * (h + gates * h + h)
+    seq = StageActs("sequence", out=T * h + h, saved=extractor + attention + evo, work=T * (d + 4 * h))
+    head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
+    return [seq, head]
+
+
+def _deepfm(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    assert cfg.top_mlp and cfg.fm_factors
+    k, nd, T = cfg.fm_factors, cfg.dense_features, len(tables)
+    dim = tables[0].dim
+    f = nd + T
+    dense = StageActs("dense", out=nd * k + 1, saved=nd, work=nd)
+    inter = StageActs("interaction", out=f * k + 1, saved=T * dim + 2 * f * k + 3 * k, work=f * k)
+    head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
+    return [dense, inter, head]
+
+
+def _twotower(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    assert cfg.user_tower and cfg.item_tower
+    us, uo, uwt, _ = _mlp(cfg.user_tower, False)
+    is_, io, iwt, _ = _mlp(cfg.item_tower, False)
+    dense = StageActs("dense", out=uo + io, saved=us + is_ + cfg.user_tower[0] + cfg.item_tower[0],
+                      work=max(uwt, iwt))
+    inter = StageActs("interaction", out_pair=1.0)
+    return [dense, inter]
+
+
+def _bst(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    assert cfg.top_mlp and cfg.blocks and cfg.attention_heads and cfg.ffn_dim
+    seq = _seq(tables)[0]
+    n, d, h, ffn = lengths.padded[seq.name] + 1, seq.dim, cfg.attention_heads, cfg.ffn_dim
+    # per block: qkv [3d], scores, masked, softmax [h n] each, att [d], proj [d], residual + norm1 [d] x 2,
+    # FFN hidden [ffn] x 2, out [d], residual + norm2 [d] x 2; per position
+    per_block = n * (3 * d + 3 * h * n + d + d + 2 * d + 2 * ffn + d + 2 * d) + 2 * n
+    tr = StageActs("sequence", out=2 * d, saved=cfg.blocks * per_block + n * d * 2,
+                   work=n * (3 * d + 2 * h * n))
+    head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
+    return [tr, head]
+
+
+def _hstu(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    assert cfg.blocks and cfg.attention_heads and cfg.linear_dim and cfg.attention_dim
+    seq = _seq(tables)[0]
+    n, d = lengths.padded[seq.name], seq.dim
+    h, dl, da = cfg.attention_heads, cfg.linear_dim, cfg.attention_dim
+    w = h * (2 * dl + 2 * da)
+    # per layer: input norm [d], uvqk pre and post SiLU [w] x 2, q k^T, SiLU, x mask, / counts [h n] x 4 (n
+    # per position), av [h dl], norm [h dl], x u [h dl], out [d], residual [d]
+    per_layer = n * (d + 2 * w + 4 * h * n + 3 * h * dl + 2 * d)
+    enc = StageActs("sequence", out=d, saved=cfg.blocks * per_layer + n * d + n * n / 4 + n * n,
+                    work=n * (w + 2 * h * n))
+    inter = StageActs("interaction", out_pair=1.0)
+    return [enc, inter]
+
+
+_ARCH = {
+    "dlrm": _dlrm,
+    "ncf": _ncf,
+    "wnd": _wnd,
+    "mtwnd": _wnd,
+    "din": _din,
+    "dien": _dien,
+    "deepfm": _deepfm,
+    "twotower": _twotower,
+    "bst": _bst,
+    "hstu": _hstu,
+}
