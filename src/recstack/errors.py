@@ -102,14 +102,14 @@ class EnvironmentFailure(RecstackError):
 # errno -> (exit code, what to do): the OSErrors that are the environment's (or a name's), not recstack's bug
 ENV_ERRNOS = {
     errno.ENOSPC: (EXIT_ENVIRONMENT, "free some space or write elsewhere"),
-    errno.EDQUOT: (EXIT_ENVIRONMENT, "the disk quota is used up; free some space or write elsewhere"),
-    errno.EACCES: (EXIT_ENVIRONMENT, "no permission; choose a path you may write, or fix its permissions"),
-    errno.EPERM: (EXIT_ENVIRONMENT, "not permitted; choose another path"),
-    errno.EROFS: (EXIT_ENVIRONMENT, "a read-only file system; write elsewhere"),
-    errno.EMFILE: (EXIT_ENVIRONMENT, "too many open files; raise the limit (ulimit -n) or close other programs"),
-    errno.ENFILE: (EXIT_ENVIRONMENT, "the system's open-file table is full; try again later"),
-    errno.EIO: (EXIT_ENVIRONMENT, "an I/O error on the device; check the disk"),
-    errno.ENAMETOOLONG: (EXIT_BAD_INPUT, "a name longer than the file system allows; use a shorter name"),
+    errno.EDQUOT: (EXIT_ENVIRONMENT, "free some space or write elsewhere"),
+    errno.EACCES: (EXIT_ENVIRONMENT, "fix its permissions or choose another path"),
+    errno.EPERM: (EXIT_ENVIRONMENT, "choose another path"),
+    errno.EROFS: (EXIT_ENVIRONMENT, "write elsewhere"),
+    errno.EMFILE: (EXIT_ENVIRONMENT, "raise the limit (ulimit -n) or close other programs"),
+    errno.ENFILE: (EXIT_ENVIRONMENT, "try again when fewer files are open"),
+    errno.EIO: (EXIT_ENVIRONMENT, "check the disk"),
+    errno.ENAMETOOLONG: (EXIT_BAD_INPUT, "use a shorter name"),
 }
 
 
@@ -122,6 +122,8 @@ def environment_error(exc: OSError, what: str | None = None) -> RecstackError | 
         return None
     code, fix = ENV_ERRNOS[exc.errno]
     where = exc.filename if exc.filename is not None else what
+    if where is not None and len(str(where)) > 120:  # a name too long for the file system: shown shortened
+        where = f"{str(where)[:60]}... ({len(str(where))} characters)"
     msg = f"{where}: {exc.strerror or exc}; {fix}" if where else f"{exc.strerror or exc}; {fix}"
     err: RecstackError = EnvironmentFailure(msg) if code == EXIT_ENVIRONMENT else DataError(msg)
     return err

@@ -66,7 +66,7 @@ def compile_times(cfg: Any, ccfg: Any) -> dict[str, Any]:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from recstack.outputs import atomic_write_text, check_writable
+    from recstack.outputs import atomic_write_text, check_writable, write_result
 
     if args.output:
         check_writable(args.output, "-o/--output")
@@ -79,7 +79,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         on_result, store = _store_writer(args.store, cfg) if args.store else (None, None)
         result = recommend(cfg, budget_s=args.budget * 60, batch_sizes=args.batch_sizes, loader=load,
                            on_result=on_result)
-        atomic_write_text(out_file, result["config_yaml"])
+        out_file = str(write_result(out_file, lambda p: atomic_write_text(p, result["config_yaml"]), "config"))
         result["written"] = out_file
         result["store"] = ({"path": store.path, "table": "compile", "search_id": store.search_id}
                            if store is not None else None)
@@ -103,7 +103,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
                                     "in_process": in_process,
                                     "unavailable": "unavailable: --no-compile-time (fresh-process runs skipped)"}
     if args.output:
-        atomic_write_text(args.output, json.dumps(report, indent=1, default=str) + "\n")
+        text = json.dumps(report, indent=1, default=str) + "\n"
+        write_result(args.output, lambda p: atomic_write_text(p, text), "report")
     _emit(report, args.json)
     _check(report)
     return 0

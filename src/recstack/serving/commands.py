@@ -116,9 +116,10 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
 def _emit(result: dict[str, Any], args: argparse.Namespace, render: Any) -> None:
     if args.output:
-        from recstack.outputs import atomic_write_text
+        from recstack.outputs import atomic_write_text, write_result
 
-        atomic_write_text(args.output, json.dumps(result, indent=2, default=str) + "\n")
+        text = json.dumps(result, indent=2, default=str) + "\n"
+        args.output = str(write_result(args.output, lambda p: atomic_write_text(p, text), "result"))
     if args.json:
         sys.stdout.write(json.dumps(result, default=str) + "\n")
     else:

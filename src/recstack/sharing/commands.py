@@ -98,7 +98,9 @@ def cmd_share(args: argparse.Namespace) -> int:
         raise
     text = json.dumps(result, indent=1, allow_nan=False)
     if out is not None:
-        atomic_write_text(out, text + "\n")
+        from recstack.outputs import write_result
+
+        write_result(out, lambda p: atomic_write_text(p, text + "\n"), "result")
     if report is not None:
         from recstack.report.sharing import write_share_report
 

@@ -65,16 +65,17 @@ def connect(path: str | Path, *, read_only: bool = False) -> Iterator[Any]:
         con.close()
 
 
-# DuckDB's I/O messages that are the host's fault, not the file's -> (what, exit code 5)
-_ENV_TEXT = ("no space left on device", "disk quota", "permission denied", "read-only file system",
-             "too many open files")
+# DuckDB's I/O messages that are the host's fault, not the file's (exit 5) -> what to do
+_ENV_TEXT = {"no space left on device": "free some space", "disk quota": "free some space",
+             "permission denied": "fix the permissions", "read-only file system": "write elsewhere",
+             "too many open files": "raise the open-file limit (ulimit -n)"}
 
 
 def _store_error(p: Path, exc: Exception, what: str) -> RecstackError:
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if any(t in first.lower() for t in _ENV_TEXT):
-        return EnvironmentFailure(f"{p}: {what} ({first}); free some space or fix the permissions, "
-                                  "then run again (points already stored are kept)")
+    fix = next((f for t, f in _ENV_TEXT.items() if t in first.lower()), None)
+    if fix is not None:
+        return EnvironmentFailure(f"{p}: {what} ({first}); {fix}, then run again (what the store holds is kept)")
     return DataError(f"{p}: {what} ({first}); the file is damaged or not a results store ({FIX})")
 
 
@@ -238,8 +239,12 @@ class SweepLock:
         self.fd: int | None = None
 
     def __enter__(self) -> SweepLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            exc.filename = exc.filename or str(self.path)
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -249,8 +254,13 @@ class SweepLock:
                 f"{self.store}: another sweep (pid {holder}) is writing this store; "
                 "wait for it or give another -o", field="store",
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+        except OSError as exc:  # a full disk: the lock is held but cannot name its holder
+            os.close(fd)
+            exc.filename = str(self.path)
+            raise
         self.fd = fd
         return self
 

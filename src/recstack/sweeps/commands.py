@@ -206,10 +206,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_sweep_report(args: argparse.Namespace) -> int:
     from recstack.outputs import check_writable
-    from recstack.report.sweep_report import write_sweep_report
 
     check_writable(args.output, "-o/--output")
-    path = write_sweep_report(args.store, args.output, x=args.x, y=args.y)
+    from recstack.outputs import atomic_write_text, write_result
+    from recstack.report.sweep_report import render_sweep_report
+
+    html = render_sweep_report(args.store, x=args.x, y=args.y)
+    path = write_result(args.output, lambda p: atomic_write_text(p, html), "report")
     print(f"sweep report written to {path.resolve()}")
     return 0
 
