@@ -153,7 +153,8 @@ def register(sub: argparse._SubParsersAction, add_run_arguments: Any, run_config
     """Add ``compile``; the run-option helpers of :mod:`recstack.commands` are passed in (no import cycle)."""
     p = sub.add_parser("compile", help="torch.compile from a config: eager vs compiled per stage, graph breaks, "
                                        "recompiles, compile time; --recommend searches configs")
-    add_run_arguments(p)
+    # one process, no op pass, no roofline: these run options would do nothing here
+    add_run_arguments(p, frozenset({"nproc", "sharding", "rank_placement", "machine", "op_iters"}))
     p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
     p.add_argument("--batch-sizes", type=_batch_sizes, default=None, metavar="N,N,...",
                    help="batch sizes to run compiled for recompiles (default: the workload's query sizes and 1)")

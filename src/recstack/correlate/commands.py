@@ -61,6 +61,9 @@ def _nan_free(x: object) -> object:
     return x
 
 
+MAX_BOOTSTRAP = 100_000  # resamples: two (resamples x models) float arrays per metric; beyond, memory and minutes
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``correlate`` to the main CLI's sub-parsers."""
     p = sub.add_parser("correlate", help="which architecture features go with which bottlenecks, across models")
@@ -68,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a results store (DuckDB file), or profile JSON files and folders of them")
     p.add_argument("-o", "--output", default="correlate.html", help="report HTML (plots go to <stem>_plots/)")
     p.add_argument("--json", default=None, help="also write the results as JSON")
-    p.add_argument("--bootstrap", type=int_at_least("--bootstrap", 50), default=1000,
+    p.add_argument("--bootstrap", type=int_at_least("--bootstrap", 50, MAX_BOOTSTRAP), default=1000,
                    help="bootstrap resamples over models (default 1000)")
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="seed of the resampling")
     p.set_defaults(func=cmd_correlate)

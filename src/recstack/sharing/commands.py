@@ -128,7 +128,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "where it meets candidate values); report the request-only share of every stage, the time, FLOPs and "
         "bytes saved, the speedup and whether the outputs agree (rtol 1e-5, atol 1e-6).",
     )
-    add_run_arguments(p)
+    # share runs one process, uncompiled, with no op pass or roofline: these run options do nothing here
+    add_run_arguments(p, frozenset({"nproc", "sharding", "rank_placement", "compile", "machine", "op_iters",
+                                    "workload_batches"}))
     p.add_argument("--candidates", type=int_at_least("--candidates", 1), required=True,
                    help="candidates per request (C)")
     p.add_argument("--requests", type=int_at_least("--requests", 1), default=1, help="requests per batch (R; default 1)")

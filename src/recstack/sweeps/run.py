@@ -30,6 +30,8 @@ from recstack.sweeps.spec import SweepSpec, as_spec
 from recstack.version import __version__
 
 DEFAULT_TIMEOUT_S = 600.0
+MAX_TIMEOUT_S = 7 * 86400.0  # per point: a week; beyond, timers overflow and a hung point is never reaped
+MAX_PARALLEL = 256  # worker processes side by side
 EXECUTORS = ("local", "ray")
 
 
@@ -89,10 +91,10 @@ def sweep(
     sweep_spec, configs = as_spec(spec)
     if executor not in EXECUTORS:
         raise ConfigError(f"must be one of {', '.join(EXECUTORS)} (got {executor!r})", field="--executor")
-    if not isinstance(parallel, int) or parallel < 1:
-        raise ConfigError(f"must be an integer >= 1 (got {parallel!r})", field="--parallel")
-    if not timeout_s > 0:
-        raise ConfigError(f"must be > 0 seconds (got {timeout_s!r})", field="--timeout")
+    if not isinstance(parallel, int) or not 1 <= parallel <= MAX_PARALLEL:
+        raise ConfigError(f"must be an integer within 1..{MAX_PARALLEL} (got {parallel!r})", field="--parallel")
+    if not 0 < timeout_s <= MAX_TIMEOUT_S:
+        raise ConfigError(f"must be within 0..{MAX_TIMEOUT_S:g} seconds (got {timeout_s!r})", field="--timeout")
     store_path = Path(store) if store else Path(out) / "results.duckdb"
     from recstack.outputs import check_writable
 
