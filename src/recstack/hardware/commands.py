@@ -207,7 +207,11 @@ def cmd_machine(args: argparse.Namespace) -> int:
     if getattr(args, "profile", None):
         return cmd_machine_compare_profile(args)
     other = load_machine(args.compare) if args.compare else None  # a bad file fails before measuring
-    world_sizes = parse_world_sizes(args.world_sizes) if args.collectives else None  # checked before measuring
+    if args.world_sizes is not None and not args.collectives:  # given alone it would be silently ignored
+        parse_world_sizes(args.world_sizes)
+        raise ConfigError("--world-sizes applies to --collectives; add --collectives or drop it",
+                          field="--world-sizes")
+    world_sizes = parse_world_sizes(args.world_sizes or "2") if args.collectives else None  # before measuring
     from recstack.render.progress import finish, reporter
 
     progress = reporter(_stderr_progress())  # a progress phase per benchmark group, besides the lines
@@ -274,7 +278,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="smaller arrays and fewer repeats (under a minute)")
     p.add_argument("--collectives", action="store_true",
                    help="also measure gloo all-to-all, reduce-scatter and all-reduce per message size (communication roofline)")
-    p.add_argument("--world-sizes", default="2", metavar="N[,N...]",
+    p.add_argument("--world-sizes", default=None, metavar="N[,N...]",
                    help="world sizes of --collectives (default: 2; ranks run one thread each)")
     p.add_argument(
         "--compare",
