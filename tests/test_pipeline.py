@@ -265,3 +265,30 @@ def test_stage_bound_finding_names_the_ceiling_it_is_against() -> None:
                                                 "roof_suspect_reason": "above the measured roof"}}
     f = stage_bound_finding("head", suspect)
     assert f["roof_suspect"] and "188%?" in f["text"] and "188% " not in f["text"]
+
+
+def test_a_machine_file_measured_under_contention_is_named_in_the_profile(saved: Path, tmp_path: Path) -> None:
+    from recstack.commands import strict_check
+    from recstack.errors import ContendedRunError
+
+    contended = json.loads(FAST.read_text())
+    contended["contention"] = {"detected": True, "evidence": ["load average 3.50 before the measurement on 2 "
+                                                             "usable core(s): other work filled every core"]}
+    mfile = tmp_path / "contended-machine.json"
+    mfile.write_text(json.dumps(contended))
+    from recstack.hardware.probe import probe_settings
+
+    p = Profile.load(saved)
+    run_probe = {"threads": 2, "gemm_flops": 170e9, "stream_bytes_per_s": 18e9, "settings": probe_settings()}
+    p.environment["contention"] = {"detected": False, "evidence": [], "notes": [],  # a quiet run
+                                   "probe": {"before": dict(run_probe), "after": dict(run_probe)}}
+    analyse(p, str(mfile))
+    assert p.extra["machine"]["contended"] is True
+    notes = p.environment["contention"]["notes"]
+    assert any(str(mfile) in n and "measured under contention" in n and "load average 3.50" in n for n in notes)
+    with pytest.raises(ContendedRunError, match="measured under contention"):
+        strict_check(p, None)
+    analyse(p, FAST)  # against a quiet file: the note and the mark go
+    assert p.extra["machine"]["contended"] is False
+    assert not any("measured under contention" in n for n in p.environment["contention"]["notes"])
+    strict_check(p, None)
