@@ -122,6 +122,11 @@ def print_warnings(c: Console, prof: Any) -> None:
             names = [_text(p.get("name", p) if isinstance(p, dict) else p) for p in planned]
             lines.append("planned load (recstack's own processes, not contention): " + ", ".join(names))
         c.print(Panel("\n".join(lines), title="[bold]WARNING: contention detected[/bold]", border_style="red"))
+    machine = (getattr(prof, "extra", None) or {}).get("machine")
+    if isinstance(machine, dict) and machine.get("contended") is True:
+        c.print(f"[bold yellow]warning[/bold yellow]: the machine file {_text(machine.get('file') or '')} was "
+                "measured under contention: its roofs are probably low, so roofline fractions read high; "
+                "`recstack machine --remeasure` on a quiet host replaces it")
     for note in getattr(prof, "notes", None) or []:
         c.print(f"[bold yellow]note[/bold yellow]: {_text(note)}")
 

@@ -407,11 +407,15 @@ class BeforeAfter(_M):
 
 
 class ProbeFigures(_M):
-    """One capacity probe (a few ms of GEMM and of streaming)."""
+    """One capacity probe (a copy beyond the last-level cache, then a GEMM; medians of the repeats)."""
 
     threads: NonNegInt | None = F("threads the probe ran at", None, unit="threads", producer="hardware.probe")
     gemm_flops: Ratio | None = F("GEMM rate", None, unit="FLOP/s", producer="hardware.probe")
     stream_bytes_per_s: Ratio | None = F("streaming copy rate", None, unit="bytes/s", producer="hardware.probe")
+    gemm_spread: Ratio | None = F("(max - min) / median of the GEMM repeats", None, producer="hardware.probe")
+    stream_spread: Ratio | None = F("(max - min) / median of the copy repeats", None, producer="hardware.probe")
+    settings: dict[str, Any] | None = F("what the probe did (sizes, repeats, LLC, version)", None,
+                                        producer="hardware.probe")
 
 
 class ContentionProbe(_M):
@@ -424,6 +428,10 @@ class ContentionProbe(_M):
                                        producer="profiling.contention")
     floor: dict[str, Ratio] | None = F("kind -> the rate below which the host counts as slower", None,
                                        producer="profiling.contention")
+    margin: dict[str, Ratio] | None = F("kind -> the floor's distance below the machine probe's median, as a "
+                                        "fraction (from the probe's spread)", None, producer="hardware.probe")
+    machine_contended: bool | None = F("the machine file was measured under contention", None,
+                                       producer="hardware.probe")
     evidence: list[str] | None = F("the probe's own evidence lines (also in the record's evidence); "
                                    "replaced when the profile is re-analysed against another machine file", None,
                                    producer="hardware.probe")
@@ -692,6 +700,8 @@ class Machine(_M):
     file: str | None = F("the machine file classified against (null: a machine passed as a dict)", None,
                          producer="analysis.pipeline")
     sha256: str | None = F("SHA-256 of the machine figures as canonical JSON", None, producer="analysis.pipeline")
+    contended: bool | None = F("the machine file was measured under contention (its roofs are suspect)", None,
+                               producer="analysis.roofline")
 
 
 class Counters(_M):

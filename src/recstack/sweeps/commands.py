@@ -138,6 +138,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
           f"{res.failed} failed; {res.wall_s:.1f} s wall, timed steps {res.timed_s:.1f} s"
           + (f" (overhead {share:.0%} of wall)" if share is not None and res.run else ""))
     print(f"results in {res.store}")
+    for note in res.notes:
+        print(f"note: {note}")
     if res.failed:
         raise PartialResultsError(f"{res.failed} of {res.run} points failed (their reasons are in the store: "
                                   f"recstack results {res.store})")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from recstack.config.run import RunConfig
-from recstack.errors import ConfigError, EnvironmentFailure
+from recstack.errors import ConfigError, EnvironmentFailure, RecstackError
 from recstack.store import db
 from recstack.sweeps.local import Job, LocalExecutor
 from recstack.sweeps.spec import SweepSpec, as_spec
@@ -47,6 +47,7 @@ class SweepResult:
     timed_s: float = 0.0  # inside the timed steps of the timing and op passes, summed over points
     store_write_s: list[float] = field(default_factory=list)
     statuses: dict[str, str] = field(default_factory=dict)  # point_id -> status of this run's points
+    notes: list[str] = field(default_factory=list)  # what the user should know about the sweep as a whole
 
     @property
     def overhead_share(self) -> float | None:
@@ -104,7 +105,30 @@ def sweep(
     ex = _executor(executor, address, parallel, timeout_s, store_path, runner, sweep_spec.min_timed_s)
     with db.SweepLock(store_path):
         db.migrate(store_path)
-        return _run(sweep_spec, configs, store_path, ex, parallel, retry_failed, progress, t0)
+        res = _run(sweep_spec, configs, store_path, ex, parallel, retry_failed, progress, t0)
+    res.notes += machine_notes(configs)
+    return res
+
+
+def machine_notes(configs: list[RunConfig]) -> list[str]:
+    """Why the points' ``machine: auto`` (the default, as ``recstack profile``) gave them no machine file,
+    or that it was measured under contention; empty when it is a quiet, current cache."""
+    if not any(c.machine == "auto" for c in configs):
+        return []
+    from recstack.hardware.machine import cache_path, machine_with_file
+    from recstack.hardware.measure_checks import is_contended
+
+    try:
+        machine, _file = machine_with_file("auto")
+    except RecstackError as exc:  # an unreadable cache: the points said so too
+        return [f"this host's machine file is unreadable ({exc}); `recstack machine --remeasure` replaces it"]
+    if machine is None:
+        return [f"no current machine file for this host ({cache_path()}): points with machine auto have no bound "
+                "classes and their capacity probes were not compared; `recstack machine --quick` measures one"]
+    if is_contended(machine):
+        return [f"the machine file {cache_path()} was measured under contention: the points' bound classes and "
+                "roof fractions are suspect; `recstack machine --remeasure` on a quiet host replaces it"]
+    return []
 
 
 def _run(spec: SweepSpec, configs: list[RunConfig], store: Path, ex: Any, parallel: int, retry_failed: bool,

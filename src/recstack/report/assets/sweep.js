@@ -112,7 +112,7 @@
     const ratio = (v) => (isNum(v) ? v.toFixed(2) + "x" : "-");
     const cols = [
       { key: "model", label: "model", get: (r) => r.model },
-      { key: "best", label: "best configuration", get: (r) => cfgText(r.best), sort: false },
+      { key: "best", label: "best configuration", get: (r) => (r.best ? cfgText(r.best) : r.mostly_contended ? "none presented: mostly contended" : "-"), sort: false },
       { key: "tput", label: "throughput", unit: "samples/s", num: true, get: (r) => (r.best ? r.best.throughput : null), fmt: (r) => U.compact(r.best ? r.best.throughput : null) },
       { key: "p50", label: "p50", num: true, get: (r) => (r.best ? r.best.step_p50_s : null), fmt: (r) => U.time(r.best ? r.best.step_p50_s : null) },
       { key: "p99", label: "p99", num: true, get: (r) => (r.best ? r.best.step_p99_s : null), fmt: (r) => U.time(r.best ? r.best.step_p99_s : null) },
@@ -174,6 +174,7 @@
       el("div", { class: "right" }, el("div", { text: "recstack " + D.recstack_version }))));
     const body = el("main");
     app.append(body);
+    for (const w of F.warnings || []) body.append(RS.note("Warning: " + w, "warn"));
     if (c.contended) body.append(RS.note(c.contended + " of the successful points ran contended (other processes shared the CPUs); their figures are drawn hollow and left out of the best table.", "warn"));
     body.append(RS.card("throughput", "Throughput vs batch size", F.formulas.throughput + ". One line per " + ["model"].concat(F.group_fields).join(" · ") + "; log-log.",
       lineChart("throughput-chart", F.series, (p) => p.throughput, U.compact, "throughput")));
