@@ -156,11 +156,38 @@ def find_steps(c: Collector, order: np.ndarray) -> Steps:
     return Steps([float(ts.min())], [float(end.max())], ["whole trace"], "whole trace")
 
 
-def _merge(src: RawNode, dst: RawNode, stage: str, forward: dict[int, RawNode]) -> None:
-    """Add ``src``'s subtree into ``dst``'s (as stage ``stage``); ``forward`` maps each src node to its dst."""
+@dataclass(eq=False)
+class FoldNode(RawNode):
+    """A RawNode of the fold with two references the sweep needs (no ``id()`` keys: the id of a node that is
+    merged and freed is reused by a new node, and a cache keyed by it hands back the dead node's entries).
+
+    ``ops``: op children by name id (the sweep's lookup without a key tuple per event); ``into``: the node
+    this one's counts were merged into (a step's ops outside every stage, merged into a caller-code tree
+    or ``other``), so a kernel whose launching op was merged follows it there."""
+
+    ops: dict[int, FoldNode] = field(default_factory=dict, repr=False)
+    into: FoldNode | None = field(default=None, repr=False)
+
+    def child(self, name: str, level: str, stage: str | None) -> FoldNode:
+        key = (level, name)
+        node = self.children.get(key)
+        if node is None:
+            node = self.children[key] = FoldNode(name, level, stage)
+        return node  # type: ignore[return-value]
+
+    def live(self) -> FoldNode:
+        """The node that holds this one's counts now (itself unless it was merged)."""
+        node = self
+        while node.into is not None:
+            node = node.into
+        return node
+
+
+def _merge(src: FoldNode, dst: FoldNode, stage: str) -> None:
+    """Add ``src``'s subtree into ``dst``'s (as stage ``stage``); each src node points at its dst (``into``)."""
     for c in src.children.values():
         d = dst.child(c.name, c.level, stage)
-        forward[id(c)] = d
+        c.into = d  # type: ignore[attr-defined]
         d.us += c.us
         d.calls += c.calls
         d.device_us += c.device_us
@@ -169,7 +196,7 @@ def _merge(src: RawNode, dst: RawNode, stage: str, forward: dict[int, RawNode]) 
                 d.shapes[k] = d.shapes.get(k, 0) + v
         for k, v in c.dtypes.items():
             d.dtypes[k] = d.dtypes.get(k, 0) + v
-        _merge(c, d, stage, forward)
+        _merge(c, d, stage)  # type: ignore[arg-type]
 
 
 class _Sweep:
@@ -178,13 +205,13 @@ class _Sweep:
     def __init__(self, c: Collector, smap: StageMap, steps: Steps, correct: bool = True) -> None:
         self.c, self.smap, self.steps, self.correct = c, smap, steps, correct
         self.folder = Folder()
+        self.folder.root = FoldNode("run", "run", None)
         n = len(steps.starts)
         self.stage_us: dict[str, list[float]] = {}
         self.caller_us: dict[str, list[float]] = {}
         self.boundary = list(steps.starts)
-        self.segs: dict[int, RawNode] = {}
-        self.corr: dict[int, RawNode] = {}
-        self.forward: dict[int, RawNode] = {}
+        self.segs: dict[int, FoldNode] = {}
+        self.corr: dict[int, FoldNode] = {}
         self.outside = 0
         self.n = n
         self.overhead = overhead.OverheadEstimate(None, 0)
@@ -196,10 +223,10 @@ class _Sweep:
             if pl is not None and pl.root and pl.stage:
                 self.root_stage[pid] = pl.stage
 
-    def seg(self, step: int) -> RawNode:
+    def seg(self, step: int) -> FoldNode:
         s = self.segs.get(step)
         if s is None:
-            s = self.segs[step] = RawNode("[outside]", "module", None)
+            s = self.segs[step] = FoldNode("[outside]", "module", None)
         return s
 
     def samples(self, table: dict[str, list[float]], stage: str) -> list[float]:
@@ -208,10 +235,10 @@ class _Sweep:
             row = table[stage] = [0.0] * self.n
         return row
 
-    def open_stage(self, st: str, outer: str | None, step: int, t: float, e: float) -> RawNode:
+    def open_stage(self, st: str, outer: str | None, step: int, t: float, e: float) -> FoldNode:
         """A stage root's range begins: its stage node; the outer stage loses the time, or, at the top, the
         ops since the previous boundary become this stage's caller code."""
-        root = self.folder.root
+        root: FoldNode = self.folder.root  # type: ignore[assignment]
         node = root.child(st, "stage", st)
         dur = e - t
         node.us += dur
@@ -223,8 +250,8 @@ class _Sweep:
         else:
             seg = self.segs.pop(step, None)
             if seg is not None and seg.children:
-                caller = self.folder.callers.setdefault(st, RawNode(CALLER, "module", st))
-                _merge(seg, caller, st, self.forward)
+                caller = self.folder.callers.setdefault(st, FoldNode(CALLER, "module", st))
+                _merge(seg, caller, st)  # type: ignore[arg-type]
             gap = max(0.0, t - self.boundary[step])
             if gap > 0 or st in self.caller_us or seg is not None:
                 self.samples(self.caller_us, st)[step] += gap
@@ -238,8 +265,7 @@ class _Sweep:
         step_of_start = {t: i for i, t in enumerate(starts)}
         root_stage = self.root_stage
         folder, segs = self.folder, self.segs
-        ops_of: dict[int, dict[int, RawNode]] = {}  # id(parent) -> name id -> op child (parents live on)
-        stack: list[tuple[float, RawNode | None, str | None, int, bool]] = []
+        stack: list[tuple[float, FoldNode | None, str | None, int, bool]] = []
         cur = -1
         op_total = 0.0
         for t, e, th, n, aux, ty in _rows(c, order, ("ts", "end", "thr", "nid", "aux", "ty")):
@@ -291,9 +317,7 @@ class _Sweep:
                 if kind == PSEUDO_STAGE and p_stage is None:
                     st = pseudo_stage(names[n]) or "other"
                     p_node, p_stage = self.open_stage(st, None, step, t, e), st
-                kids = ops_of.get(id(p_node))  # op children by name id (no key tuples per event)
-                if kids is None:
-                    kids = ops_of[id(p_node)] = {}
+                kids = p_node.ops  # op children by name id (no key tuples per event)
                 node = kids.get(n)
                 if node is None:
                     node = kids[n] = p_node.child(names[n], "op", p_stage)
@@ -324,8 +348,7 @@ class _Sweep:
             if node is None:
                 unmatched += 1
                 continue
-            while id(node) in self.forward:
-                node = self.forward[id(node)]
+            node = node.live()
             k = node.child(c.names[n], "kernel", node.stage)
             k.us += dur
             k.calls += 1
@@ -337,7 +360,7 @@ class _Sweep:
         """Ops after the last stage root go to ``other``; the per-step samples in seconds."""
         other = self.folder.root.child("other", "stage", "other")
         for seg in self.segs.values():
-            _merge(seg, other, "other", self.forward)
+            _merge(seg, other, "other")  # type: ignore[arg-type]
         self.segs = {}
         root, callers, n = self.folder.root, self.folder.callers, max(self.n, 1)
         runtime = frozenset(name for name, kind in zip(self.c.names, self.c.kinds, strict=True) if kind == RUNTIME)
