@@ -12,8 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
+from recstack.schema import ProfileModel, committed_json_schema
 from recstack.traceimport import import_trace
 from recstack.tree import Profile
 
@@ -126,3 +128,129 @@ def test_every_launched_device_event_reaches_the_tree_across_steps(tmp_path: Pat
         if n.level == "op":
             calls[n.name] = calls.get(n.name, 0) + n.calls
     assert calls["aten::to"] == 1 and calls["aten::zero_"] == 1 and calls["record_param_comms"] == 1
+
+
+def _files(p: Profile) -> list[dict[str, Any]]:
+    """``import.files`` of the profile as saved, checked against the committed schema and the typed models."""
+    d = json.loads(json.dumps(p.to_dict(), allow_nan=False))
+    jsonschema.Draft202012Validator(committed_json_schema()).validate(d)
+    ProfileModel.model_validate(d)
+    return d["import"]["files"]
+
+
+def _device_accounted(p: Profile, raw: dict[str, float]) -> dict[str, Any]:
+    """The import's device record: its raw sums are the events written, every microsecond of them is in the
+    tree, outside every step or without a launching call, and the tree holds exactly its share."""
+    dev = _files(p)[0]["device"]
+    steps = _files(p)[0]["steps"]
+    for k in ("kernel", "memcpy", "memset", "collective"):
+        assert dev["raw_s"][k] == pytest.approx(raw.get(k, 0.0) * 1e-6, rel=1e-9, abs=1e-12), k
+        parts = dev["in_tree_s"][k] + dev["outside_steps_s"][k] + dev["unlaunched_s"][k]
+        assert parts == pytest.approx(dev["raw_s"][k], rel=1e-9, abs=1e-12), k
+    kernel_nodes = sum(n.time_s for n in p.nodes() if n.level == "kernel") * steps
+    assert kernel_nodes == pytest.approx(sum(dev["in_tree_s"].values()), rel=1e-9)
+    assert tree_device_us(p) * 1e-6 == pytest.approx(sum(dev["in_tree_s"].values()), rel=1e-9)
+    return dev
+
+
+@pytest.mark.parametrize("old,rocm", [(True, False), (False, True), (False, False)])
+def test_category_spellings_and_rocm_names_attach_every_device_event(tmp_path: Path, old: bool, rocm: bool) -> None:
+    """PyTorch <= 1.9 writes ``Operator``/``Runtime``/``Kernel``/``Memcpy``/``Memset`` (0 of 9,096 kernels
+    attached before, silently); ROCm writes hipLaunchKernel / hipMemcpyAsync under ``cuda_runtime``."""
+    tr = KinetoTrace(old=old, rocm=rocm)
+    training_steps(tr, steps=3)
+    p = import_trace(tr.write(tmp_path / "t.json"))
+    dev = _device_accounted(p, tr.device_us)
+    assert sum(dev["in_tree_s"].values()) == pytest.approx(sum(tr.device_us.values()) * 1e-6)
+    f = _files(p)[0]
+    assert f["notes"] == [] and f["kernels"] == 3 * 6
+    assert ("Kernel" in f["categories"]) == old and ("kernel" in f["categories"]) == (not old)
+    launches = {n.name for n in p.nodes() if n.level == "op" and n.name.startswith(("cuda", "hip"))}
+    assert launches and all(n.startswith("hip" if rocm else "cuda") for n in launches)
+
+
+def test_flows_external_ids_graphs_and_device_ranges(tmp_path: Path) -> None:
+    """A kernel whose args lack the correlation id finds it through its ``ac2g`` flow; one whose runtime call
+    was not recorded joins its op by ``External id``; a CUDA graph launch's kernels share its correlation;
+    ``gpu_user_annotation`` ranges are device-timeline ranges, not device events without a launching op."""
+    tr = KinetoTrace()
+    tr.range("ProfilerStep#0", 0, 10_000)
+    tr.op("aten::mm", 100, 50)
+    corr = tr.launch(110, [("kernel", "gemm_flow", 200, 100.0)])
+    del next(e for e in tr.events if e["name"] == "gemm_flow")["args"]["correlation"]
+    tr.op("aten::addmm", 1000, 50)
+    tr.launch(1010, [("kernel", "gemm_ext", 1100, 40.0)], flow=False)
+    tr.events = [e for e in tr.events if e["name"] != "cudaLaunchKernel" or e["ts"] != 1010]  # not recorded
+    tr.op("CUDAGraphs::replay", 2000, 100)
+    tr.launch(2010, [("kernel", f"graph_k{i}", 2100 + 30 * i, 20.0) for i in range(3)], api="cudaGraphLaunch")
+    tr.x("gpu_user_annotation", "## forward ##", 150, 3000, tid=STREAM, pid=GPU_PID, **{"External id": 3})
+    p = import_trace(tr.write(tmp_path / "t.json"))
+    dev = _device_accounted(p, tr.device_us)
+    f = _files(p)[0]
+    assert not any("no launching op" in n for n in f["notes"]), f["notes"]
+    assert dev["unlaunched_s"]["kernel"] == 0 and dev["correlation_from_flow"] == 1 and dev["linked_by_external_id"] == 1
+    assert dev["ranges_s"] == {"gpu_user_annotation": pytest.approx(3000e-6)}
+    by_name = {n.name: n for n in p.nodes() if n.level == "op"}
+    assert by_name["aten::mm"].extra["device_time_s"] == pytest.approx(100e-6) and corr > 0
+    assert by_name["aten::addmm"].child("gemm_ext") is not None
+    replay = by_name["CUDAGraphs::replay"]  # the op around the cudaGraphLaunch holds the graph's kernels
+    assert {k.name for k in replay.children if k.level == "kernel"} == {"graph_k0", "graph_k1", "graph_k2"}
+    assert replay.extra["device_time_s"] == pytest.approx(60e-6) and replay.child("cudaGraphLaunch") is not None
+
+
+def test_device_time_is_never_scaled_by_the_host_correction(tmp_path: Path) -> None:
+    """The overhead correction shrinks host times; kernel nodes keep the device's recorded time (they were
+    multiplied by their stage's host factor: 0-88% of the recorded GPU time, 0 on an NCCL trace)."""
+    tr = KinetoTrace()
+    training_steps(tr, steps=4)
+    for s in range(4):  # wrapper ops (40 us exclusive): a large per-event estimate, stage factors well below 1
+        tr.op("aten::linear", 10_000.0 * s + 6000, 50)
+        tr.op("aten::t", 10_000.0 * s + 6005, 10)
+    p = import_trace(tr.write(tmp_path / "t.json"))
+    assert p.overhead["per_event_s"] >= 40e-6
+    factors = [n.extra["apportion_factor"] for n in p.nodes() if "apportion_factor" in n.extra]
+    assert min(factors) < 0.5
+    _device_accounted(p, tr.device_us)
+    nccl = [n for n in p.nodes() if n.level == "kernel" and n.name.startswith("ncclDevKernel")]
+    assert len(nccl) == 1 and nccl[0].time_s == pytest.approx(3000e-6) and nccl[0].extra["device_kind"] == "collective"
+    stage_dev = sum(c.extra.get("device_time_s", 0.0) for c in p.root.children)
+    assert p.root.extra["device_time_s"] == pytest.approx(stage_dev)
+    assert stage_dev * 4 == pytest.approx(sum(tr.device_us.values()) * 1e-6)
+
+
+def test_gpu_busy_idle_and_overlap_per_step(tmp_path: Path) -> None:
+    """Per step: busy is the union of device intervals clipped to the span (two streams not counted twice),
+    idle the rest, overlap the time compute and communication kernels ran together."""
+    tr = KinetoTrace()
+    tr.range("ProfilerStep#0", 0, 1000)
+    tr.op("aten::mm", 10, 20)
+    tr.launch(12, [("kernel", "gemm", 100, 300.0)])  # 100..400
+    tr.op("c10d::allreduce_", 40, 20)
+    tr.launch(42, [("kernel", "ncclDevKernel_AllReduce", 300, 200.0)])  # 300..500: 100 us of overlap
+    tr.op("aten::copy_", 60, 20)
+    tr.launch(62, [("gpu_memcpy", "Memcpy DtoH", 900, 200.0)])  # 900..1100: 100 us inside the step
+    tr.range("ProfilerStep#1", 1000, 1000)
+    tr.op("aten::mm", 1010, 20)
+    tr.launch(1012, [("kernel", "gemm", 1500, 100.0)])
+    p = import_trace(tr.write(tmp_path / "t.json"))
+    s0, s1 = _files(p)[0]["device"]["steps"]
+    assert s0["busy_s"] == pytest.approx(500e-6) and s0["idle_s"] == pytest.approx(500e-6)
+    assert s0["compute_s"] == pytest.approx(300e-6) and s0["communication_s"] == pytest.approx(200e-6)
+    assert s0["overlap_s"] == pytest.approx(100e-6)
+    assert s1["busy_s"] == pytest.approx(200e-6) and s1["overlap_s"] == 0  # the copy's tail, and a gemm
+
+
+def test_unknown_categories_and_impossible_times_are_named(tmp_path: Path) -> None:
+    tr = KinetoTrace()
+    training_steps(tr, steps=2)
+    tr.x("my_tool", "custom_range", 500, 10)
+    tr.op("aten::neg", 600, -5)
+    tr.op("aten::huge", 700, 1e300)
+    tr.launch(800, [("kernel", "bad_kernel", 900, -1.0)])
+    p = import_trace(tr.write(tmp_path / "t.json"))
+    notes = " | ".join(_files(p)[0]["notes"])
+    assert "'my_tool' (1)" in notes
+    assert "host event duration: negative (1)" in notes and "host event duration: beyond any trace's span (1)" in notes
+    assert "device event duration: negative (1)" in notes
+    assert not any(n.name in ("aten::neg", "aten::huge", "bad_kernel") for n in p.nodes())
+    assert all(n.time_s >= 0 for n in p.nodes())

@@ -52,6 +52,8 @@ class Args(msgspec.Struct, gc=False):
     input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
     correlation: int | None = None
+    ext: int | None = msgspec.field(default=None, name="External id")  # links an op and what it launched
+    ext_old: int | None = msgspec.field(default=None, name="external id")  # the same in PyTorch <= 1.9 traces
     name: str | None = None  # thread_name / process_name metadata events
 
 
@@ -65,6 +67,7 @@ class Event(msgspec.Struct, gc=False):
     tid: int | str = 0
     ts: float = 0.0
     dur: float = 0.0
+    id: int | str | None = None  # flow events (``ph`` s / f): the flow's id
     args: Args | None = None
 
 

@@ -32,6 +32,7 @@ from recstack.profiling.rules import StageMap, StageRules, detect_stages_by_name
 from recstack.profiling.timing import CALLER, caller_key, split_caller_key
 from recstack.traceimport import overhead
 from recstack.traceimport.collect import (
+    DEVICE_KINDS,
     MODULE,
     NN_PREFIX,
     NNMODULE,
@@ -73,6 +74,20 @@ class Folded:
     overhead: overhead.OverheadEstimate = field(default_factory=lambda: overhead.OverheadEstimate(None, 0))
     events_per_step: float = 0.0  # host events recorded per step (the correction's count)
     removed_us: float = 0.0  # profiler time removed per step (mean)
+    device: DeviceTotals = field(default_factory=lambda: DeviceTotals())
+
+
+@dataclass
+class DeviceTotals:
+    """Where the device time of one trace went, by kind (:data:`DEVICE_KINDS`; microseconds, every step)."""
+
+    raw_us: list[float] = field(default_factory=lambda: [0.0] * len(DEVICE_KINDS))  # summed from the raw events
+    in_tree_us: list[float] = field(default_factory=lambda: [0.0] * len(DEVICE_KINDS))  # attached to ops in steps
+    outside_steps_us: list[float] = field(default_factory=lambda: [0.0] * len(DEVICE_KINDS))  # launched outside
+    unlaunched_us: list[float] = field(default_factory=lambda: [0.0] * len(DEVICE_KINDS))  # no launching call found
+    by_external_id: int = 0  # device events linked to their op by External id (no runtime call of their correlation)
+    by_flow: int = 0  # device events whose correlation came from their ac2g flow (none in their args)
+    kernel_kinds: dict[str, str] = field(default_factory=dict)  # kernel node name -> its kind
 
 
 def _order(c: Collector) -> np.ndarray:
@@ -211,7 +226,13 @@ class _Sweep:
         self.caller_us: dict[str, list[float]] = {}
         self.boundary = list(steps.starts)
         self.segs: dict[int, FoldNode] = {}
-        self.corr: dict[int, FoldNode] = {}
+        self.corr: dict[int, FoldNode] = {}  # correlation id of a runtime call in a step -> its launching node
+        self.outside_corr: set[int] = set()  # ... of runtime calls outside every step
+        self.need_ext, self.k_corr = _device_links(c)
+        self.ext_node: dict[int, FoldNode] = {}  # External id -> op node, for the device events that need it
+        self.outside_ext: set[int] = set()
+        self.device = DeviceTotals(raw_us=list(c.device_us))
+        self.device.by_flow = sum(1 for a, b in zip(c.cols.k_corr, self.k_corr, strict=True) if a < 0 <= b)
         self.outside = 0
         self.n = n
         self.overhead = overhead.OverheadEstimate(None, 0)
@@ -268,7 +289,8 @@ class _Sweep:
         stack: list[tuple[float, FoldNode | None, str | None, int, bool]] = []
         cur = -1
         op_total = 0.0
-        for t, e, th, n, aux, ty in _rows(c, order, ("ts", "end", "thr", "nid", "aux", "ty")):
+        need_ext, ext_node = self.need_ext, self.ext_node
+        for t, e, th, n, aux, ty, x in _rows(c, order, ("ts", "end", "thr", "nid", "aux", "ty", "ext")):
             if th != cur:
                 stack, cur = [], th
             while stack and stack[-1][0] <= t:
@@ -277,6 +299,7 @@ class _Sweep:
             if stack:
                 _, p_node, p_stage, step, p_op = stack[-1]
                 if p_node is None:  # inside an event outside every step
+                    self.left_out(kind, aux, x)
                     stack.append((e, None, None, -1, False))
                     continue
                 if p_stage is None and not p_op:
@@ -291,6 +314,7 @@ class _Sweep:
                     step = j if j >= 0 and t < ends[j] else -1
                 if step < 0:
                     self.outside += 1
+                    self.left_out(kind, aux, x)
                     stack.append((e, None, None, -1, False))
                     continue
                 p_node, p_stage, p_op = self.seg(step), None, False
@@ -328,9 +352,13 @@ class _Sweep:
                 if kind == RUNTIME:
                     if aux >= 0:
                         self.corr[aux] = p_node if p_op else node
-                elif aux >= 0:
+                else:
+                    if x >= 0 and x in need_ext:
+                        ext_node.setdefault(x, node)  # the outermost op of this External id launched it
                     sh = node.shapes
-                    if aux in sh:
+                    if aux < 0:
+                        pass
+                    elif aux in sh:
                         sh[aux] += 1
                     elif len(sh) < MAX_SHAPES:
                         sh[aux] = 1  # shape ids: named at the end
@@ -339,20 +367,41 @@ class _Sweep:
                 stack.append((e, node, p_stage, step, True))
         folder.op_total_us += op_total
 
+    def left_out(self, kind: int, aux: int, ext: int) -> None:
+        """An event outside every step: what it launched is device time outside every step."""
+        if kind == RUNTIME and aux >= 0:
+            self.outside_corr.add(aux)
+        elif ext >= 0 and ext in self.need_ext:
+            self.outside_ext.add(ext)
+
     def kernels(self) -> tuple[int, int]:
-        """Attach the device events to the ops that launched them; (attached, without a launching op)."""
-        c = self.c
+        """Attach the device events to the ops that launched them (by correlation id; else by External id);
+        (attached, launched by no op found). Every event's time is counted by kind where it went."""
+        c, dev = self.c, self.device
         matched = unmatched = 0
-        for corr, n, dur in zip(c.cols.k_corr, c.cols.k_nid, c.cols.k_dur, strict=True):
+        names = c.names
+        for corr, n, dur, kind, ext in zip(self.k_corr, c.cols.k_nid, c.cols.k_dur, c.cols.k_kind, c.cols.k_ext,
+                                           strict=True):
             node = self.corr.get(corr)
+            if node is None and ext >= 0 and corr not in self.outside_corr:
+                node = self.ext_node.get(ext)
+                dev.by_external_id += node is not None
+                if node is None and ext in self.outside_ext:
+                    corr = -2
             if node is None:
-                unmatched += 1
+                if corr in self.outside_corr or corr == -2:
+                    dev.outside_steps_us[kind] += dur
+                else:
+                    dev.unlaunched_us[kind] += dur
+                    unmatched += 1
                 continue
             node = node.live()
-            k = node.child(c.names[n], "kernel", node.stage)
+            k = node.child(names[n], "kernel", node.stage)
             k.us += dur
             k.calls += 1
             node.device_us += dur
+            dev.in_tree_us[kind] += dur
+            dev.kernel_kinds.setdefault(names[n], DEVICE_KINDS[kind])
             matched += 1
         return matched, unmatched
 
@@ -387,6 +436,27 @@ class _Sweep:
         self.folder.steps = self.n
         self.folder.step_us = sum(step_s) * 1e6
         return TimingResult(plain=[], timed=step_s, stage_samples=samples)
+
+
+def _device_links(c: Collector) -> tuple[set[int], list[int]]:
+    """(External ids the device events need: those whose correlation id no runtime call has, each device
+    event's correlation id: from its args, else from its ``ac2g`` flow, the flow's end sharing its start)."""
+    k_corr = c.cols.k_corr.tolist()
+    if not k_corr:
+        return set(), k_corr
+    missing = [i for i, v in enumerate(k_corr) if v < 0]
+    if missing and len(c.cols.f_ts):
+        k_ts = c.cols.k_ts
+        want = {k_ts[i] for i in missing}
+        flow = {t: f for t, f in zip(c.cols.f_ts, c.cols.f_id, strict=True) if t in want}
+        for i in missing:
+            k_corr[i] = flow.get(k_ts[i], -1)
+    nid = np.frombuffer(c.cols.nid, dtype=np.int32)
+    is_rt = np.array([k == RUNTIME for k in c.kinds] or [False], dtype=bool)
+    rt = set(np.frombuffer(c.cols.aux, dtype=np.int64)[is_rt[nid]].tolist()) if len(nid) else set()
+    ext = c.cols.k_ext
+    need = {ext[i] for i, v in enumerate(k_corr) if v not in rt and ext[i] >= 0}
+    return need, k_corr
 
 
 def signatures(c: Collector) -> dict[int, tuple[list, list, list]]:
@@ -484,7 +554,7 @@ def fold(c: Collector, rules: StageRules | None, correct: bool = True) -> Folded
     return Folded(sweep.folder, timing, smap, types, steps, hierarchy, root_type, matched, unmatched, sweep.outside,
                   signatures={i: sigs[i] for per in counts.values() for i in per}, signature_counts=counts,
                   overhead=sweep.overhead, events_per_step=sweep.events_per_step,
-                  removed_us=sweep.removed_us)
+                  removed_us=sweep.removed_us, device=sweep.device)
 
 
 def _first_seen(c: Collector, order: np.ndarray) -> list[str]:
