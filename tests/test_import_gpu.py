@@ -254,3 +254,107 @@ def test_unknown_categories_and_impossible_times_are_named(tmp_path: Path) -> No
     assert "device event duration: negative (1)" in notes
     assert not any(n.name in ("aten::neg", "aten::huge", "bad_kernel") for n in p.nodes())
     assert all(n.time_s >= 0 for n in p.nodes())
+
+
+# -- hostile and damaged traces (issue 29's trace items) -----------------------------------------------------
+def _cli_run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]]:
+    from recstack.cli import main
+
+    rc = main(["import", *argv])
+    return rc, capsys.readouterr().err.strip().splitlines()
+
+
+def _small_trace(tmp_path: Path) -> bytes:
+    tr = KinetoTrace()
+    training_steps(tr, steps=6)
+    return tr.write(tmp_path / "whole.json").read_bytes()
+
+
+def test_the_same_truncation_gives_the_same_code_plain_or_gzip(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A cut plain file, a gzip of a cut file and a cut gzip stream are one fault: exit 4 with what was
+    complete (a cut gzip stream exited 2: ``GzipFile.read`` raised and lost the block it had decompressed)."""
+    import gzip
+
+    data = _small_trace(tmp_path)
+    cut = data[: len(data) * 7 // 10]
+    gz = gzip.compress(data)
+    files = {"plain.json": cut, "gzip-of-cut.json.gz": gzip.compress(cut), "cut-gzip.json.gz": gz[: len(gz) * 7 // 10]}
+    events = {}
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+        out = tmp_path / f"{name}.profile.json"
+        rc, err = _cli_run(capsys, str(tmp_path / name), "-o", str(out))
+        assert rc == 4, (name, err)
+        d = json.loads(out.read_text())
+        assert d["import"]["files"][0]["truncated"] is True
+        events[name] = d["import"]["files"][0]["events"]
+    assert events["plain.json"] == events["gzip-of-cut.json.gz"] and 0 < events["cut-gzip.json.gz"]
+
+
+def test_a_partial_import_never_replaces_a_complete_profile_unless_asked(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    data = _small_trace(tmp_path)
+    (tmp_path / "cut.json").write_bytes(data[: len(data) // 2])
+    out = tmp_path / "p.json"
+    assert _cli_run(capsys, str(tmp_path / "whole.json"), "-o", str(out))[0] == 0
+    complete = out.read_bytes()
+    rc, err = _cli_run(capsys, str(tmp_path / "cut.json"), "-o", str(out))
+    assert rc == 4 and out.read_bytes() == complete and "is kept" in err[-1]
+    assert json.loads((tmp_path / "p.partial.json").read_text())["import"]["files"][0]["truncated"] is True
+    assert _cli_run(capsys, str(tmp_path / "cut.json"), "-o", str(out), "--overwrite-partial")[0] == 4
+    assert json.loads(out.read_text())["import"]["files"][0]["truncated"] is True
+
+
+def test_nan_tokens_are_non_finite_times_not_a_truncation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Python's json writes ``NaN`` / ``Infinity`` (not JSON): read as non-finite, counted, left out; the
+    trace is complete (it was read as truncated, exit 4, and the partial profile replaced the -o file)."""
+    text = _small_trace(tmp_path).decode()
+    text = text.replace('"dur": 3000.0', '"dur": NaN', 1).replace('"dur": 50', '"dur": -Infinity', 1)
+    text = text.replace('"dur": 200.0', '"dur":Infinity', 1)
+    path = tmp_path / "nan.json"
+    path.write_text(text)
+    out = tmp_path / "p.json"
+    rc, err = _cli_run(capsys, str(path), "-o", str(out))
+    assert rc == 0, err
+    f = json.loads(out.read_text())["import"]["files"][0]
+    assert f["truncated"] is False
+    note = next(n for n in f["notes"] if "not a time" in n)
+    assert "device event duration: non-finite (2)" in note and "host event duration: non-finite (1)" in note
+
+
+@pytest.mark.parametrize("where", ["args", "header"])
+def test_a_20000_deep_value_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str) -> None:
+    """A value nested 20,000 deep raised RecursionError from the decoder: exit 70, 'please report it'."""
+    text = _small_trace(tmp_path).decode()
+    deep = "[" * 20_000 + "]" * 20_000
+    if where == "args":
+        text = text.replace('"args": {', '"args": {"deep": ' + deep + ", ", 1)
+    else:
+        text = text.replace('"schemaVersion": 1', f'"schemaVersion": 1, "deviceProperties": {deep}', 1)
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    rc, err = _cli_run(capsys, str(path), "-o", str(tmp_path / "p.json"))
+    assert rc == 2 and len(err) == 1 and err[0].startswith("error: TRACE:") and "nested deeper" in err[0], err
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_a_gzip_bomb_stops_at_the_event_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gzip of whitespace inside one event grew the read window without bound (gigabytes resident);
+    the reader now stops at decode.MAX_EVENT bytes with no event boundary (made small here: 1 MiB)."""
+    import zlib
+
+    from recstack.traceimport import decode
+
+    monkeypatch.setattr(decode, "MAX_EVENT", 1 << 20)
+    monkeypatch.setattr(decode, "BLOCK", 1 << 18)
+    monkeypatch.setattr(decode, "CHUNK", 1 << 17)
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    parts = [z.compress(b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a"')]
+    parts += [z.compress(b" " * (1 << 20)) for _ in range(16)]  # 16 MiB of whitespace, 16x the bound
+    parts += [z.compress(b"}]}"), z.flush()]
+    path = tmp_path / "bomb.json.gz"
+    path.write_bytes(b"".join(parts))
+    rc, err = _cli_run(capsys, str(path), "-o", str(tmp_path / "p.json"))
+    assert rc == 2 and len(err) == 1 and "without an event boundary" in err[0], err
