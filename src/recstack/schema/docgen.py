@@ -73,6 +73,8 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("`distributed.collective_replay.total`", pm.ReplayTotal, "`distributed`"),
     ("`import`", pm.ImportInfo, "`import` (imported profiles)"),
     ("`import.files[]`", pm.ImportedFile, "`import`"),
+    ("`import.files[].device`", pm.ImportedDevice, "`import.files[]`"),
+    ("`import.files[].device.steps[]`", pm.ImportedDeviceStep, "`import.files[].device`"),
 ]
 
 _SCALARS = {float: "number", int: "integer", str: "string", bool: "boolean", type(None): "null"}

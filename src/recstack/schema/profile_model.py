@@ -281,11 +281,15 @@ class Node(_M):
     shapes: list[Any] | None = F("distinct input shapes seen, at most 16 (op)", None, producer="profiling.runner")
     distinct_shapes: NonNegInt | None = F("number of distinct input shapes: the dynamic-shape signal (op)", None,
                                           producer="profiling.runner")
-    device_time_s: Seconds | None = F("device (CUDA) time per step (op)", None, unit="s",
+    device_time_s: Seconds | None = F("device (CUDA) time per step (op: of what it launched; imported run, "
+                                      "stage and module: summed over their ops), the device's own durations, "
+                                      "never scaled by a host factor", None, unit="s",
                                       producer="profiling.runner")
     dtypes: dict[str, Count] | None = F("input dtype -> calls in the op pass (op; the roofline's roof_dtype)",
                                         None, unit="calls", producer="profiling.runner")
     device: str | None = F("device of a kernel node (``cuda``)", None, producer="profiling.runner")
+    device_kind: Literal["kernel", "memcpy", "memset", "collective"] | None = F(
+        "an imported kernel node's kind (a collective: an NCCL/RCCL kernel)", None, producer="traceimport.build")
     # cost model
     bytes_read: Bytes | None = F("analytic bytes read", None, unit="bytes", producer="costmodel.attach")
     bytes_written: Bytes | None = F("analytic bytes written", None, unit="bytes", producer="costmodel.attach")
@@ -730,6 +734,47 @@ class Finding(_M):
     roof_suspect_reason: str | None = F("why ``roof_suspect`` is set", None, producer="analysis.pipeline")
 
 
+class ImportedDeviceStep(_M):
+    """One step's device figures of an imported trace (``import.files[].device.steps[]``): unions of the device
+    events' own intervals clipped to the step's span, never host times."""
+
+    span_s: Seconds = F("the step's span (its ProfilerStep range)", unit="s", producer="traceimport.device")
+    busy_s: Seconds = F("GPU busy: the union of every device event (kernels, copies, sets) within the span",
+                        unit="s", producer="traceimport.device")
+    idle_s: Seconds = F("GPU idle: span less busy", unit="s", producer="traceimport.device")
+    compute_s: Seconds = F("the union of non-collective kernels within the span", unit="s",
+                           producer="traceimport.device")
+    communication_s: Seconds = F("the union of collective kernels (NCCL/RCCL) within the span", unit="s",
+                                 producer="traceimport.device")
+    overlap_s: Seconds = F("compute and communication running at once (compute + communication less their union)",
+                           unit="s", producer="traceimport.device")
+
+
+class ImportedDevice(_M):
+    """Where one trace's device time went (``import.files[].device``), by kind: ``kernel``, ``memcpy``,
+    ``memset``, ``collective`` (an NCCL/RCCL kernel); seconds over every step, from the device events' own
+    durations. ``in_tree_s`` + ``outside_steps_s`` + ``unlaunched_s`` = ``raw_s`` for every kind."""
+
+    raw_s: dict[str, Seconds] = F("device time summed straight from the trace's device events", unit="s",
+                                  producer="traceimport.fold")
+    in_tree_s: dict[str, Seconds] = F("the part attached to the ops in the steps that launched it (the tree's "
+                                      "kernel nodes and device_time_s, per step x steps)", unit="s",
+                                      producer="traceimport.fold")
+    outside_steps_s: dict[str, Seconds] = F("the part launched by ops outside every step", unit="s",
+                                            producer="traceimport.fold")
+    unlaunched_s: dict[str, Seconds] = F("the part whose launching runtime call is not in the trace (correlation "
+                                         "id and External id found nowhere)", unit="s", producer="traceimport.fold")
+    linked_by_external_id: NonNegInt = F("device events joined to their op by ``External id`` (no runtime call "
+                                         "of their correlation id)", unit="events", producer="traceimport.fold")
+    correlation_from_flow: NonNegInt = F("device events whose correlation id came from their ``ac2g`` flow",
+                                         unit="events", producer="traceimport.fold")
+    ranges_s: dict[str, Seconds] = F("device-timeline ranges by category (``gpu_user_annotation``, ``cuda_sync``, "
+                                     "...): summed durations, not device time (they span kernels)", unit="s",
+                                     producer="traceimport.collect")
+    steps: list[ImportedDeviceStep] = F("per step: GPU busy, idle, compute/communication overlap",
+                                        producer="traceimport.device")
+
+
 class ImportedFile(_M):
     """One trace file an imported profile was built from (``import.files[]``)."""
 
@@ -743,6 +788,11 @@ class ImportedFile(_M):
     truncated: bool = F("the file ended inside the event array (imported as far as complete)",
                         producer="traceimport.build")
     notes: list[str] = F("what the import said about this file", producer="traceimport.build")
+    categories: dict[str, NonNegInt] | None = F("complete events per category, as spelled in the file (older "
+                                                "spellings such as ``Kernel`` or ``Operator`` are read as today's)",
+                                                None, unit="events", producer="traceimport.collect")
+    device: ImportedDevice | None = F("where the device time went and per-step GPU figures (null: no device "
+                                      "events)", None, producer="traceimport.build")
 
 
 class ImportInfo(_M):
