@@ -102,6 +102,7 @@ def test_train_mode_has_loss_backward_optimizer(backend):
     prof = _profile("rmc1", backend, mode="train")
     names = {c.name for c in prof.root.children}
     assert {"loss", "backward", "optimizer"} <= names
+    assert prof.run["loss"]["function"] == "model.loss" and prof.run["loss"]["labels"] == "batch"
     bw = prof.stage("backward")
     per_stage = {c.name for c in bw.children if c.level == "stage"}
     assert {"embedding", "head"} <= per_stage, per_stage

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from recstack.calls import infer_batch_size, tensors, to_device
 from recstack.config.run import ITERS_MAX, RunConfig
 from recstack.errors import ConfigError, UserCodeError
 from recstack.profiling.rules import StageRules, load_stage_rules
@@ -192,7 +193,7 @@ def _run(
         batches = _make_batches(inputs, cfg.batch_size, num_batches)
     if cfg.resolved_device() == "cuda":  # validated: cuda is available
         model.to("cuda")
-        batches = [_to_device(b, "cuda") for b in batches]
+        batches = [to_device(b, "cuda") for b in batches]
     _check_devices(model, batches[0])
     if cfg.mode == "train" and not any(p.requires_grad for p in model.parameters()):
         raise ConfigError(
@@ -202,7 +203,7 @@ def _run(
     batch_size: int | None = cfg.batch_size
     if users_model and "batch_size" not in cfg.model_fields_set:
         # Not given: the batch says (recorded in run.config too, so it stays truthful).
-        batch_size = _infer_batch_size(batches[0])
+        batch_size = infer_batch_size(batches[0])  # None: the runner warns
         if batch_size is not None:
             cfg = cfg.updated(batch_size=batch_size)
     info = dict(run_info or {})
@@ -269,17 +270,6 @@ def _check_keywords(**kw: Any) -> None:
             raise ConfigError(f"must be True or False (got {kw[name]!r})", field=name)
 
 
-def _tensors(obj: Any, depth: int = 0) -> Iterator[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif depth < 3 and isinstance(obj, (tuple, list)):
-        for o in obj:
-            yield from _tensors(o, depth + 1)
-    elif depth < 3 and isinstance(obj, dict):
-        for o in obj.values():
-            yield from _tensors(o, depth + 1)
-
-
 def _check_devices(model: nn.Module, batch: Any) -> None:
     """Refuse the meta device: it has no data, so every timing would be made up."""
     for t in list(model.parameters()) + list(model.buffers()):
@@ -289,7 +279,7 @@ def _check_devices(model: nn.Module, batch: Any) -> None:
                 "materialise it first, e.g. model.to_empty(device='cpu') and initialise the weights",
                 field="model",
             )
-    for t in _tensors(batch):
+    for t in tensors(batch):
         if t.is_meta:
             raise ConfigError("a batch tensor is on the meta device (no data); make real tensors", field="inputs")
 
@@ -321,17 +311,6 @@ def _make_batches(inputs: Any, batch_size: int, count: int) -> list[Any]:
     )
 
 
-def _to_device(batch: Any, device: str) -> Any:
-    """A batch (RawBatch, tensor, tuple, list or dict of them) with its tensors on ``device``."""
-    if hasattr(batch, "to") and callable(batch.to) and not isinstance(batch, nn.Module):
-        return batch.to(device)
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(_to_device(b, device) for b in batch)
-    if isinstance(batch, dict):
-        return {k: _to_device(v, device) for k, v in batch.items()}
-    return batch
-
-
 QUERY_BATCHES = 16  # batches pre-generated for workload_batches query (sizes vary, so more than fixed)
 
 
@@ -354,15 +333,6 @@ def _check_batch(batch: Any, what: str) -> None:
     if inspect.isgenerator(batch) or (isinstance(batch, Iterator) and not isinstance(batch, torch.Tensor)):
         raise UserCodeError(f"{what} returned a {type(batch).__name__}; return one batch per call "
                             "(a tensor, a tuple of arguments or a dict), not an iterator", function=what)
-
-
-def _infer_batch_size(batch: Any) -> int | None:
-    bs = getattr(batch, "batch_size", None)
-    if isinstance(bs, int) and not isinstance(bs, bool):
-        return bs
-    for t in _tensors(batch):
-        return int(t.shape[0]) if t.dim() >= 1 and t.shape[0] >= 1 else None
-    return None
 
 
 # -- files and factories ----------------------------------------------------------------

@@ -332,6 +332,21 @@ class NeverRanRoot(_M):
                              producer="profiling.rules")
 
 
+class Loss(_M):
+    """The training step's loss (``run.loss``; docs/profiling.md, "Training loss")."""
+
+    function: Literal["loss_fn", "model.loss", "output", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+                      "cross_entropy"] = F(
+        "``loss_fn`` (given), ``model.loss`` (the model's own, with the batch's labels), ``output`` (a 0-dim "
+        "output is the loss) or the built-in loss used", producer="profiling.loss")
+    name: str | None = F("the given or the model's loss function, ``module.qualname``", None,
+                         producer="profiling.loss")
+    labels: Literal["batch", "seeded_random"] | None = F(
+        "where the labels came from: ``batch`` (``recstack.Batch``, a zoo batch) or ``seeded_random`` (0/1 "
+        "from the run's seed); null: the loss function read what it needed", None, producer="profiling.loss")
+    why: str = F("why this loss (e.g. a sigmoid made the output: probabilities)", producer="profiling.loss")
+
+
 class Run(_M):
     """What was run (``run``). Only ``model`` is required: hand-built and imported profiles may lack the rest."""
 
@@ -372,6 +387,9 @@ class Run(_M):
     optimizer: str | None = F("``sgd`` or ``adagrad`` (train), else null", None, producer="profiling.runner")
     optimizer_fused_into_backward: bool | None = F("TBE fuses the table update into backward", None,
                                                    producer="profiling.runner")
+    loss: Loss | None = F("the training step's loss (null: inference)", None, producer="profiling.runner")
+    warnings: list[str] | None = F("what the run warned about on stderr (e.g. a batch size it could not "
+                                   "tell)", None, producer="profiling.runner")
     stage_rules: list[dict[str, Any]] | None = F("user stage rules", None, producer="profiling.runner")
     stage_roots: dict[str, StageRoot] | None = F("module path -> the stage it roots", None,
                                                  producer="profiling.runner")
