@@ -177,6 +177,10 @@ def test_the_probe_threshold_is_its_own_spread():
     assert wide["probe"]["floor"]["gemm_flops"] == pytest.approx((1 - SPREAD_FACTOR * 0.15) * 453e9)
     # a file without the spread key takes it from its rounds' min and max
     assert probe_margin({"median": 100.0, "min": 80.0, "max": 110.0}) == pytest.approx(SPREAD_FACTOR * 0.3)
+    # rounds that spread by a third or more leave no floor: not compared, and said so
+    noisy = assess(_quiet_sample(machine_probe=_machine_probe(453e9, 27e9, spread=0.4), **run))
+    assert noisy["detected"] is False and noisy["probe"]["floor"] == {}
+    assert any("spread 40% over its rounds" in n for n in noisy["notes"])
 
 
 def test_a_probe_of_other_settings_is_not_compared():

@@ -247,6 +247,10 @@ def compare_probe(
             continue
         med = float(ref[kind]["median"])
         margin = probe_margin(ref[kind])
+        if margin >= 1.0:  # the machine probe's rounds spread by a third or more: no floor to judge by
+            notes.append(f"the machine file's {label} probe spread {margin / SPREAD_FACTOR:.0%} over its rounds "
+                         "(it was measured on a busy host): not compared")
+            continue
         floor = med * (1.0 - margin)
         record["floor"][kind], record["margin"][kind] = floor, margin
         if max(b, a) < floor:
