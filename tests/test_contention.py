@@ -260,9 +260,11 @@ def test_probe_working_set_is_beyond_the_llc_and_its_verdict_ignores_the_cache_s
     assert all(p["settings"] == settings and p["threads"] == 1 for p in after_big + after_hot)
     for run, ref in ((after_big, after_hot), (after_hot, after_big)):
         before, after = _best_two(run)
-        evidence, _notes, record = compare_probe(before, after, _as_reference(ref), True, None)
+        evidence, notes, record = compare_probe(before, after, _as_reference(ref), True, None)
         assert evidence == [], (evidence, record)
-        assert set(record["probe"]["floor"]) == {"gemm_flops", "stream_bytes_per_s"}
+        # each kind was judged against a floor, or (rounds spread a third or more on a busy host) said why not
+        judged = len(record["probe"]["floor"]) + sum("spread" in n and "not compared" in n for n in notes)
+        assert judged == 2, notes
 
 
 # -- real processes -----------------------------------------------------------------
