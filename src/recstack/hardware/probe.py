@@ -200,7 +200,7 @@ def _reference(
     keys = ("version", "gemm_n", "gemm_repeats", "stream_array_bytes", "stream_repeats")
     if any(machine_probe.get(k) != run.get(k) for k in keys):
         return None, ("the machine file's probe differs from this run's (an older recstack, or another host's "
-                      "caches): not compared; `recstack machine --remeasure` measures a current one")
+                      "caches): not compared; `recstack machine` adds a current one to this host's cache (seconds)")
     ref = (machine_probe.get("by_threads") or {}).get(str(threads))
     if ref is None:
         return None, f"the machine file has no probe at {threads} thread(s): not compared"
