@@ -88,8 +88,9 @@ def measure_machine(
     native = sysinfo.native_bf16()
     from recstack.profiling.contention import ContentionWatch
 
-    # The checks a profile runs; this process's children (the gather kernel's compiler) are its own work.
-    watch = ContentionWatch(None, [os.getpid()], probe=False, threads=max(plan.threads)).start()
+    # The checks a profile runs. This process's children are not exempted: a user's other work (or a
+    # benchmark's busy loops) may be one; the gather kernel's one-off compile is short against the window.
+    watch = ContentionWatch(None, probe=False, threads=max(plan.threads)).start()
     try:
         say(f"fp32 GEMM at {plan.threads} threads")
         fp32_stop: dict[str, Any] = {}
