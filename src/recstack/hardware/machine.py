@@ -88,7 +88,9 @@ def measure_machine(
     native = sysinfo.native_bf16()
     from recstack.profiling.contention import ContentionWatch
 
-    watch = ContentionWatch(None, probe=False, threads=max(plan.threads)).start()  # the checks a profile runs
+    # The checks a profile runs. This process's children are not exempted: a user's other work (or a
+    # benchmark's busy loops) may be one; the gather kernel's one-off compile is short against the window.
+    watch = ContentionWatch(None, probe=False, threads=max(plan.threads)).start()
     try:
         say(f"fp32 GEMM at {plan.threads} threads")
         fp32_stop: dict[str, Any] = {}

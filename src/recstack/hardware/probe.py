@@ -12,9 +12,12 @@ were measured. Like is compared with like:
   destination together are 4x the LLC and no repeat reads from cache, however
   the pages happen to map (16 MiB arrays in a 32 MiB L3 read 57.8 GB/s at
   machine time and 27-34 GB/s after a model's steps);
-* **the same cache state**: the copy runs first, so the GEMM starts from
-  caches holding nothing but the copy's arrays, whatever ran before it (a
-  model's steps, or the machine's other benchmarks);
+* **the same state**: the copy runs first, so the GEMM starts from caches
+  holding nothing but the copy's arrays, whatever ran before it (a model's
+  steps, or the machine's other benchmarks); the GEMM then runs untimed for
+  :data:`PROBE_WARM_S`, so every thread's core is busy and the thread pool
+  awake, as after the machine's other benchmarks (a model of small ops leaves
+  all but one core idle);
 * **a statistic that does not reward one lucky repeat**: each figure is the
   median of its repeats, and each probe records its repeats' spread.
 
@@ -39,6 +42,7 @@ PROBE_VERSION = 2  # 2: copy beyond the LLC, copy first, medians (1: 16 MiB arra
 PROBE_GEMM_N = 512
 PROBE_GEMM_REPEATS = 9
 PROBE_STREAM_REPEATS = 5
+PROBE_WARM_S = 0.05  # untimed GEMM calls first: every thread's core busy, as at machine time
 PROBE_LLC_FACTOR = 2  # each copy array >= 2x the LLC: source + destination 4x (STREAM's rule)
 PROBE_MIN_STREAM_BYTES = 32 << 20
 PROBE_MEMORY_FRACTION = 1 / 16  # one copy array at most this share of the host's memory (MemTotal: stable)
@@ -86,6 +90,7 @@ def probe_settings(llc: int | None = None) -> dict[str, Any]:
         "stream_repeats": PROBE_STREAM_REPEATS,
         "llc_bytes": llc,
         "order": "copy, then GEMM",
+        "gemm_warm_s": PROBE_WARM_S,
         "statistic": "median of the repeats",
     }
 
@@ -108,7 +113,7 @@ def probe_capacity(threads: int | None = None, settings: dict[str, Any] | None =
         gen = torch.Generator().manual_seed(0)
         a, b = torch.randn(n, n, generator=gen), torch.randn(n, n, generator=gen)
         c = torch.empty(n, n)
-        gemm = _repeats(lambda: torch.mm(a, b, out=c), int(st["gemm_repeats"]))
+        gemm = _repeats(lambda: torch.mm(a, b, out=c), int(st["gemm_repeats"]), PROBE_WARM_S)
         out: dict[str, Any] = {"threads": torch.get_num_threads(), "settings": st}
         for key, amount, times in (("gemm_flops", 2.0 * n**3, gemm), ("stream_bytes_per_s", 8.0 * m, copy)):
             rates = amount / np.asarray(times)
@@ -126,8 +131,13 @@ def _copy_times(m: int, repeats: int) -> list[float]:
     return _repeats(lambda: dst.copy_(src), repeats)
 
 
-def _repeats(fn: Any, repeats: int) -> list[float]:
-    fn()  # warm-up: thread pool, page faults of the outputs
+def _repeats(fn: Any, repeats: int, warm_s: float = 0.0) -> list[float]:
+    """Seconds of each of ``repeats`` timed calls, after untimed calls for ``warm_s`` (at least one: the
+    thread pool, page faults of the outputs, and cores that idled through a one-thread model clocked up)."""
+    t_end = time.perf_counter() + warm_s
+    fn()
+    while time.perf_counter() < t_end:
+        fn()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter_ns()
@@ -190,7 +200,7 @@ def _reference(
     keys = ("version", "gemm_n", "gemm_repeats", "stream_array_bytes", "stream_repeats")
     if any(machine_probe.get(k) != run.get(k) for k in keys):
         return None, ("the machine file's probe differs from this run's (an older recstack, or another host's "
-                      "caches): not compared; `recstack machine --remeasure` measures a current one")
+                      "caches): not compared; `recstack machine` adds a current one to this host's cache (seconds)")
     ref = (machine_probe.get("by_threads") or {}).get(str(threads))
     if ref is None:
         return None, f"the machine file has no probe at {threads} thread(s): not compared"
@@ -247,6 +257,10 @@ def compare_probe(
             continue
         med = float(ref[kind]["median"])
         margin = probe_margin(ref[kind])
+        if margin >= 1.0:  # the machine probe's rounds spread by a third or more: no floor to judge by
+            notes.append(f"the machine file's {label} probe spread {margin / SPREAD_FACTOR:.0%} over its rounds "
+                         "(it was measured on a busy host): not compared")
+            continue
         floor = med * (1.0 - margin)
         record["floor"][kind], record["margin"][kind] = floor, margin
         if max(b, a) < floor:
