@@ -288,6 +288,16 @@ class Node(_M):
     dtypes: dict[str, Count] | None = F("input dtype -> calls in the op pass (op; the roofline's roof_dtype)",
                                         None, unit="calls", producer="profiling.runner")
     device: str | None = F("device of a kernel node (``cuda``)", None, producer="profiling.runner")
+    overhead_removed_s: Seconds | None = F(
+        "imported stage, caller code or other: host time the profiler-overhead correction removed per step "
+        "(mean; included in its time as recorded, not in time_s)", None, unit="s", producer="traceimport.build")
+    overhead_events_per_step: Count | None = F("imported: host events recorded in it per step, the count the "
+                                               "correction multiplies", None, unit="events",
+                                               producer="traceimport.build")
+    overhead_bound: Literal["per-event estimate", "waits", "GPU busy"] | None = F(
+        "imported: what set the cut: the per-event estimate x its events, its time less its waits in "
+        "synchronising calls, or its step's span less the GPU's busy time (docs/import.md)", None,
+        producer="traceimport.build")
     device_kind: Literal["kernel", "memcpy", "memset", "collective"] | None = F(
         "an imported kernel node's kind (a collective: an NCCL/RCCL kernel)", None, producer="traceimport.build")
     # cost model

@@ -18,6 +18,7 @@ from typing import Any
 from recstack.errors import DataError
 from recstack.profiling.assemble import assign_labels, build_tree
 from recstack.profiling.rules import StageRules
+from recstack.profiling.timing import caller_key
 from recstack.traceimport.collect import DEVICE_KINDS, KNOWN_CATS, Collector, ModuleMap, norm_cat
 from recstack.traceimport.decode import Header, Truncation
 from recstack.traceimport.device import step_figures
@@ -142,6 +143,22 @@ def _device_times(root: Node) -> None:
     total(root)
 
 
+def _corrections(root: Node, f: Folded) -> None:
+    """Per stage, its caller code and ``other``: what the overhead correction removed, per step (mean)."""
+    def put(node: Node, key: str) -> None:
+        cut = f.cuts.get(key)
+        if cut is None:
+            return
+        node.extra.update(overhead_removed_s=sum(cut.cut_us) * 1e-6 / max(len(cut.cut_us), 1),
+                          overhead_events_per_step=cut.events, overhead_bound=cut.bound)
+
+    for st in root.children:
+        put(st, st.name)
+        caller = next((c for c in st.children if c.extra.get("kind") == "caller"), None)
+        if caller is not None:
+            put(caller, caller_key(st.name))
+
+
 def _tree(rt: RankTrace, model_name: str) -> Node:
     f = rt.folded
     # Every step, not the interquartile ones: the ops are summed over every step, and so are the stages.
@@ -154,6 +171,7 @@ def _tree(rt: RankTrace, model_name: str) -> Node:
         elif n.level == "kernel":
             n.extra["device_kind"] = f.device.kernel_kinds.get(n.name)
     _device_times(root)
+    _corrections(root, f)
     assign_labels(root)
     return root
 

@@ -1,7 +1,8 @@
 """Columns -> the op-pass structures of a live profile: a :class:`Folder` tree and per-step stage samples.
 
-One sweep per thread over its events sorted by (start, longest first) with a
-stack of open events gives every event its parent; events that start at the
+One sweep over every thread's events sorted by (start, longest first), with a
+stack of open events per thread, gives every event its parent (stages open in
+the order they ran, whichever thread ran them: autograd's backward thread); events that start at the
 top of a thread's stack find their step by bisection over the sorted step
 ranges (so step lookup costs log(steps) per top-level event, never events x
 steps), nested events inherit it. The fold is that of the live op pass
@@ -45,6 +46,7 @@ from recstack.traceimport.collect import (
     Collector,
     pseudo_stage,
 )
+from recstack.traceimport.device import step_figures
 
 SWEEP_BLOCK = 1 << 20  # events turned into Python objects at a time
 
@@ -75,6 +77,7 @@ class Folded:
     events_per_step: float = 0.0  # host events recorded per step (the correction's count)
     removed_us: float = 0.0  # profiler time removed per step (mean)
     device: DeviceTotals = field(default_factory=lambda: DeviceTotals())
+    cuts: dict[str, overhead.Cut] = field(default_factory=dict)  # per part: what the correction removed
 
 
 @dataclass
@@ -96,6 +99,15 @@ def _order(c: Collector) -> np.ndarray:
     end = np.frombuffer(c.cols.end, dtype=np.float64)
     thr = np.frombuffer(c.cols.thr, dtype=np.int32)
     return np.lexsort((-end, ts, thr))
+
+
+def _time_order(c: Collector) -> np.ndarray:
+    """Event indices sorted by start, then longest first, every thread together: the sweep keeps one stack per
+    thread but opens stages in the order they ran, so a backward on autograd's thread comes after the forward
+    on the main thread (swept thread by thread, one thread's ranges took the other's time as caller code)."""
+    ts = np.frombuffer(c.cols.ts, dtype=np.float64)
+    end = np.frombuffer(c.cols.end, dtype=np.float64)
+    return np.lexsort((-end, ts))
 
 
 def _rows(c: Collector, order: np.ndarray, cols: tuple[str, ...]):
@@ -238,6 +250,7 @@ class _Sweep:
         self.overhead = overhead.OverheadEstimate(None, 0)
         self.events_per_step = 0.0
         self.removed_us = 0.0  # per step, mean: what the correction took off the step time
+        self.cuts: dict[str, overhead.Cut] = {}  # per part (stage, caller key, other): what was removed
         self.root_stage: dict[int, str] = {}  # module path id -> its stage, for stage roots
         for pid, path in enumerate(c.paths):
             pl = smap.placements.get(path)
@@ -286,13 +299,14 @@ class _Sweep:
         step_of_start = {t: i for i, t in enumerate(starts)}
         root_stage = self.root_stage
         folder, segs = self.folder, self.segs
+        stacks: dict[int, list[tuple[float, FoldNode | None, str | None, int, bool]]] = {}
         stack: list[tuple[float, FoldNode | None, str | None, int, bool]] = []
         cur = -1
         op_total = 0.0
         need_ext, ext_node = self.need_ext, self.ext_node
         for t, e, th, n, aux, ty, x in _rows(c, order, ("ts", "end", "thr", "nid", "aux", "ty", "ext")):
-            if th != cur:
-                stack, cur = [], th
+            if th != cur:  # one stack per thread
+                stack, cur = stacks.setdefault(th, []), th
             while stack and stack[-1][0] <= t:
                 stack.pop()
             kind = kinds[n]
@@ -425,12 +439,19 @@ class _Sweep:
         rows.update({caller_key(st): row for st, row in self.caller_us.items()})
         inside = [sum(row[i] for row in rows.values()) for i in range(self.n)]
         rows["other"] = [max(0.0, s - x) for s, x in zip(step_us, inside, strict=True)]
-        # Each part less the profiler's cost of its own events; the step is the sum of its corrected parts.
-        samples = {}
-        for key, row in rows.items():
+        # Each part less the profiler's cost of its own events, bounded by what the profiler can have added
+        # (overhead.bounded_cuts); the step is the sum of its corrected parts.
+        cuts = {}
+        for key in rows:
             st = split_caller_key(key)
             node = callers.get(st) if st is not None else root.children.get(("stage", key))
-            samples[key] = [u * 1e-6 for u in overhead.corrected(row, events(node), per)]
+            cuts[key] = overhead.Cut(events(node), overhead.wait_us(node) / n)
+        busy = [f["busy_s"] * 1e6 for f in step_figures(self.c, self.steps.starts, self.steps.ends)] \
+            if len(self.c.cols.k_dur) else None
+        overhead.bounded_cuts(rows, cuts, per, step_us, busy)
+        self.cuts = cuts if per is not None else {}
+        samples = {key: [max(0.0, u - c) * 1e-6 for u, c in zip(row, cuts[key].cut_us, strict=True)]
+                   for key, row in rows.items()}
         step_s = [sum(row[i] for row in samples.values()) for i in range(self.n)]
         self.removed_us = sum(s * 1e6 - c * 1e6 for s, c in zip([u * 1e-6 for u in step_us], step_s, strict=True)) / n
         self.folder.steps = self.n
@@ -543,7 +564,7 @@ def fold(c: Collector, rules: StageRules | None, correct: bool = True) -> Folded
     hand_down_roots(smap, set(c.paths))
     steps = find_steps(c, order)
     sweep = _Sweep(c, smap, steps, correct)
-    sweep.run(order)
+    sweep.run(_time_order(c))
     matched, unmatched = sweep.kernels()
     timing = sweep.finish()
     sigs = signatures(c)
@@ -554,7 +575,7 @@ def fold(c: Collector, rules: StageRules | None, correct: bool = True) -> Folded
     return Folded(sweep.folder, timing, smap, types, steps, hierarchy, root_type, matched, unmatched, sweep.outside,
                   signatures={i: sigs[i] for per in counts.values() for i in per}, signature_counts=counts,
                   overhead=sweep.overhead, events_per_step=sweep.events_per_step,
-                  removed_us=sweep.removed_us, device=sweep.device)
+                  removed_us=sweep.removed_us, device=sweep.device, cuts=sweep.cuts)
 
 
 def _first_seen(c: Collector, order: np.ndarray) -> list[str]:
