@@ -8,7 +8,7 @@ Per trace file (one rank):
 * ``events_by_category``: complete (``ph: X``) events per category, as spelled in the file;
 * ``device_us``: device time by kind summed over every device event (``kernel``, ``memcpy``, ``memset``,
   ``collective``: a kernel whose name holds ``nccl`` or ``rccl``), any spelling of the category;
-* ``steps``: per ``ProfilerStep#N`` range (by start): its span, device time by kind of the device events
+* ``steps``: per ``ProfilerStep#N`` host range (by start; a ``gpu_user_annotation`` twin is not a step): its span, device time by kind of the device events
   whose launching runtime call (same correlation id) starts inside it, and ``busy_us``: the union of the
   device events' intervals clipped to the span;
 * ``device_us_in_steps``: the device time by kind launched inside some step; ``device_us_unlaunched``: with
@@ -61,14 +61,16 @@ def goldens(path: Path) -> dict[str, Any]:
     events = [e for e in data.get("traceEvents", []) if isinstance(e, dict) and e.get("ph") == "X"]
     by_cat: dict[str, int] = {}
     for e in events:
-        by_cat[str(e.get("cat"))] = by_cat.get(str(e.get("cat")), 0) + 1
+        cat = str(e.get("cat", ""))
+        by_cat[cat] = by_cat.get(cat, 0) + 1
     launch = {}  # correlation id -> launching runtime call's start
     for e in events:
         corr = (e.get("args") or {}).get("correlation")
         if str(e.get("cat", "")).lower() in RUNTIME and corr is not None:
             launch[corr] = float(e["ts"])
     steps = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e["name"]) for e in events
-                   if str(e.get("name", "")).startswith("ProfilerStep#"))
+                   if str(e.get("name", "")).startswith("ProfilerStep#")
+                   and str(e.get("cat", "")).lower() != "gpu_user_annotation")  # host ranges (its device twin apart)
     zero = dict.fromkeys(KINDS, 0.0)
     total, in_steps, unlaunched = dict(zero), dict(zero), dict(zero)
     per_step = [{"name": n, "start_us": s, "end_us": t, "device_us": dict(zero), "intervals": []}
