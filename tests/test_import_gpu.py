@@ -392,6 +392,10 @@ def test_backward_on_autograds_thread_folds_into_its_own_stage(tmp_path: Path) -
     assert sum(c.time_s for c in p.root.children) == pytest.approx(p.root.time_s) == pytest.approx(9000e-6)
     assert {n.name for n in st["backward"].walk()} >= {"aten::mse_loss",
                                                       "autograd::engine::evaluate_function: AddmmBackward0"}
+    # Backward split per forward stage: the sequence numbers link each backward range to dense's linear.
+    of_dense = st["backward"].child("[backward of dense]")
+    assert of_dense is not None and of_dense.extra["kind"] == "backward_of" and of_dense.calls == 3
+    assert of_dense.time_s == pytest.approx(3 * 1500e-6)
 
 
 def test_the_correction_never_removes_waits_or_a_busy_devices_time(tmp_path: Path) -> None:

@@ -272,7 +272,9 @@ class Node(_M):
     kind: str | None = F("``unattributed`` (a stage's time the op pass did not see), ``framework`` "
                          "(Python and framework time between ops, under other or caller code) or ``caller`` "
                          "(a stage's ``[caller code]``: the model's own code run outside every stage root "
-                         "just before the stage's root); in a communication phase ``collective`` (torch.distributed calls and "
+                         "just before the stage's root); ``backward_of`` (imported: ``backward/[backward of <stage>]``, the "
+                         "backward ranges whose sequence numbers link them to that forward stage's ops); "
+                         "in a communication phase ``collective`` (torch.distributed calls and "
                          "Work waits) or ``torchrec_overhead`` (TorchRec's ops and Python around them)", None,
                          producer="profiling.runner")
     module_type: str | None = F("the module's class name (module)", None, producer="profiling.runner")

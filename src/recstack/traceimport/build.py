@@ -22,7 +22,7 @@ from recstack.profiling.timing import caller_key
 from recstack.traceimport.collect import DEVICE_KINDS, KNOWN_CATS, Collector, ModuleMap, norm_cat
 from recstack.traceimport.decode import Header, Truncation
 from recstack.traceimport.device import step_figures
-from recstack.traceimport.fold import Folded, fold
+from recstack.traceimport.fold import BACKWARD_OF, Folded, fold
 from recstack.traceimport.parallel import collect_trace
 from recstack.tree import Node, Profile
 from recstack.version import __version__
@@ -164,7 +164,9 @@ def _tree(rt: RankTrace, model_name: str) -> Node:
     # Every step, not the interquartile ones: the ops are summed over every step, and so are the stages.
     root = build_tree(model_name, f.timing, f.folder, central=list(range(len(f.timing.timed))))
     for n in root.walk():
-        if n.level == "module":
+        if n.level == "module" and n.name.startswith(BACKWARD_OF):
+            n.extra["kind"] = "backward_of"
+        elif n.level == "module":
             pl = f.smap.placements.get(n.name)
             n.extra["module_type"] = f.types.get(n.name)
             n.extra["rule"] = pl.rule if pl else None

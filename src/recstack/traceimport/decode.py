@@ -61,6 +61,7 @@ class Args(msgspec.Struct, gc=False):
     correlation: int | None = None
     ext: int | None = msgspec.field(default=None, name="External id")  # links an op and what it launched
     ext_old: int | None = msgspec.field(default=None, name="external id")  # the same in PyTorch <= 1.9 traces
+    seq: int | None = msgspec.field(default=None, name="Sequence number")  # a forward op and its backward's
     name: str | None = None  # thread_name / process_name metadata events
 
 

@@ -29,7 +29,13 @@ import numpy as np
 
 from recstack.profiling.oppass import FLOAT_DTYPES, MAX_SHAPES, Folder, RawNode
 from recstack.profiling.passes import TimingResult
-from recstack.profiling.rules import StageMap, StageRules, detect_stages_by_name, hand_down_roots
+from recstack.profiling.rules import (
+    TRAIN_STAGES,
+    StageMap,
+    StageRules,
+    detect_stages_by_name,
+    hand_down_roots,
+)
 from recstack.profiling.timing import CALLER, caller_key, split_caller_key
 from recstack.traceimport import overhead
 from recstack.traceimport.collect import (
@@ -49,6 +55,8 @@ from recstack.traceimport.collect import (
 from recstack.traceimport.device import step_figures
 
 SWEEP_BLOCK = 1 << 20  # events turned into Python objects at a time
+NOT_FORWARD = (*TRAIN_STAGES, "communication", "other")
+BACKWARD_OF = "[backward of "  # + forward stage + "]": backward ranges grouped by the forward stage they undo
 
 
 @dataclass
@@ -243,6 +251,7 @@ class _Sweep:
         self.need_ext, self.k_corr = _device_links(c)
         self.ext_node: dict[int, FoldNode] = {}  # External id -> op node, for the device events that need it
         self.outside_ext: set[int] = set()
+        self.seq_stage: dict[int, str] = {}  # autograd sequence number of a forward op -> its forward stage
         self.device = DeviceTotals(raw_us=list(c.device_us))
         self.device.by_flow = sum(1 for a, b in zip(c.cols.k_corr, self.k_corr, strict=True) if a < 0 <= b)
         self.outside = 0
@@ -304,7 +313,8 @@ class _Sweep:
         cur = -1
         op_total = 0.0
         need_ext, ext_node = self.need_ext, self.ext_node
-        for t, e, th, n, aux, ty, x in _rows(c, order, ("ts", "end", "thr", "nid", "aux", "ty", "ext")):
+        seq_stage = self.seq_stage
+        for t, e, th, n, aux, ty, x, sq in _rows(c, order, ("ts", "end", "thr", "nid", "aux", "ty", "ext", "seq")):
             if th != cur:  # one stack per thread
                 stack, cur = stacks.setdefault(th, []), th
             while stack and stack[-1][0] <= t:
@@ -355,6 +365,12 @@ class _Sweep:
                 if kind == PSEUDO_STAGE and p_stage is None:
                     st = pseudo_stage(names[n]) or "other"
                     p_node, p_stage = self.open_stage(st, None, step, t, e), st
+                    if st == "backward" and sq >= 0:
+                        p_node = self.backward_of(p_node, sq, t, e)
+                elif kind == PSEUDO_STAGE and sq >= 0 and p_stage == "backward" and p_node.level == "stage":
+                    p_node = self.backward_of(p_node, sq, t, e)
+                elif sq >= 0 and p_stage is not None and p_stage not in NOT_FORWARD:
+                    seq_stage.setdefault(sq, p_stage)  # a forward op: its backward belongs to this stage
                 kids = p_node.ops  # op children by name id (no key tuples per event)
                 node = kids.get(n)
                 if node is None:
@@ -380,6 +396,17 @@ class _Sweep:
                     node.dtypes[ty] = node.dtypes.get(ty, 0) + 1
                 stack.append((e, node, p_stage, step, True))
         folder.op_total_us += op_total
+
+    def backward_of(self, stage: FoldNode, seq: int, t: float, e: float) -> FoldNode:
+        """The node a backward range of sequence number ``seq`` goes under: ``[backward of <stage>]`` for the
+        forward stage whose op had that number (the trace links them), else the backward stage itself."""
+        fwd = self.seq_stage.get(seq)
+        if fwd is None:
+            return stage
+        m = stage.child(f"{BACKWARD_OF}{fwd}]", "module", "backward")
+        m.us += e - t
+        m.calls += 1
+        return m
 
     def left_out(self, kind: int, aux: int, ext: int) -> None:
         """An event outside every step: what it launched is device time outside every step."""
