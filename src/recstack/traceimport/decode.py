@@ -114,7 +114,7 @@ class _Gunzip:
         out = []
         size = 0
         while size < n and not self.ended:
-            data = self.pending or self.f.read(BLOCK >> 2)
+            data = self.pending or self.f.read(1 << 18)  # small compressed reads: little held twice
             self.pending = b""
             if not data:
                 if not self.fresh and not self.z.eof:  # the stream stopped before its end marker: a cut file

@@ -118,10 +118,10 @@ def _time_order(c: Collector) -> np.ndarray:
     return np.lexsort((-end, ts))
 
 
-def _rows(c: Collector, order: np.ndarray, cols: tuple[str, ...]):
-    """The rows of the named columns in ``order`` (no index), one block of Python objects at a time."""
-    arrays = [np.frombuffer(getattr(c.cols, k), dtype={"d": np.float64, "i": np.int32, "q": np.int64}[
-        getattr(c.cols, k).typecode]) for k in cols]
+def _rows(c: Collector, order: np.ndarray, cols: tuple[str | np.ndarray, ...]):
+    """The rows of the named columns (or arrays) in ``order`` (no index), one block of Python objects at a time."""
+    arrays = [k if isinstance(k, np.ndarray) else np.frombuffer(getattr(c.cols, k), dtype={
+        "d": np.float64, "i": np.int32, "q": np.int64}[getattr(c.cols, k).typecode]) for k in cols]
     for b in range(0, len(order), SWEEP_BLOCK):
         idx = order[b:b + SWEEP_BLOCK]
         yield from zip(*(a[idx].tolist() for a in arrays), strict=True)
@@ -314,7 +314,8 @@ class _Sweep:
         op_total = 0.0
         need_ext, ext_node = self.need_ext, self.ext_node
         seq_stage = self.seq_stage
-        for t, e, th, n, aux, ty, x, sq in _rows(c, order, ("ts", "end", "thr", "nid", "aux", "ty", "ext", "seq")):
+        ext, seq = self.needed_links()
+        for t, e, th, n, aux, ty, x, sq in _rows(c, order, ("ts", "end", "thr", "nid", "aux", "ty", ext, seq)):
             if th != cur:  # one stack per thread
                 stack, cur = stacks.setdefault(th, []), th
             while stack and stack[-1][0] <= t:
@@ -396,6 +397,21 @@ class _Sweep:
                     node.dtypes[ty] = node.dtypes.get(ty, 0) + 1
                 stack.append((e, node, p_stage, step, True))
         folder.op_total_us += op_total
+
+    def needed_links(self) -> tuple[np.ndarray, np.ndarray]:
+        """The External id and sequence number columns with only the values the sweep needs (-1 elsewhere:
+        small ints Python does not allocate): ids some device event needs, numbers some backward range has."""
+        c = self.c
+        ext = np.frombuffer(c.cols.ext, dtype=np.int64)
+        ext = np.where(np.isin(ext, np.fromiter(self.need_ext, dtype=np.int64)), ext, -1) if self.need_ext \
+            else np.full(len(ext), -1, dtype=np.int64)
+        seq = np.frombuffer(c.cols.seq, dtype=np.int64)
+        nid = np.frombuffer(c.cols.nid, dtype=np.int32)
+        is_bwd = np.array([k == PSEUDO_STAGE for k in c.kinds] or [False], dtype=bool)[nid] if len(nid) else \
+            np.zeros(0, dtype=bool)
+        wanted = np.unique(seq[is_bwd & (seq >= 0)])
+        seq = np.where(np.isin(seq, wanted), seq, -1) if len(wanted) else np.full(len(seq), -1, dtype=np.int64)
+        return ext, seq
 
     def backward_of(self, stage: FoldNode, seq: int, t: float, e: float) -> FoldNode:
         """The node a backward range of sequence number ``seq`` goes under: ``[backward of <stage>]`` for the
