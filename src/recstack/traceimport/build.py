@@ -35,7 +35,10 @@ OVERHEAD_RAW = ("unknown: imported with --raw-times, the times as the trace reco
 OVERHEAD_ESTIMATED = ("estimated from the trace: the profiler's cost per recorded event is taken as the median "
                       "exclusive time of wrapper ops (ops whose every call ran exactly one child op; {n} here), "
                       "and per_event_s x the events recorded in each stage is subtracted from its time per step "
-                      "(never below zero; the step is the sum of its parts); op and module times are scaled to the corrected stage times")
+                      "(never below zero, never a stage's time in synchronising calls, never more of a step than its "
+                      "span less the GPU's busy time; each stage's overhead_removed_s and overhead_bound say what "
+                      "was removed; the step is the sum of its parts); op and module times are scaled to the "
+                      "corrected stage times; kernel and device times are never corrected")
 
 
 @dataclass
