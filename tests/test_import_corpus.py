@@ -4,8 +4,8 @@ The traces live outside the repository, in ``../shared/data/traces/`` beside it 
 source and licence in that folder's README; ``RECSTACK_TRACE_CORPUS`` names another folder). Beside each
 trace ``NAME`` is ``NAME.golden.json``, written by ``python benchmarks/trace_goldens.py --write NAME``: the
 figures summed straight from the trace's events with the standard library, independently of recstack's
-fold. Per trace (one rank): device time by kind over the trace and launched inside the steps, and per
-step the GPU's busy time. Skipped, saying why, when the folder or a golden file is absent.
+fold. Per trace (one rank): device time by kind over the trace and launched inside the steps, the ten
+kernels with the most time, and per step the GPU's busy time. Skipped, saying why, when the folder or a golden file is absent.
 """
 
 from __future__ import annotations
@@ -68,6 +68,12 @@ def test_real_trace_imports_to_its_golden_figures(trace: Path | None) -> None:
         _close(dev["in_tree_s"][k] * 1e6, launched, f"in the tree: {k}")
     kernel_nodes = sum(n.time_s for n in p.nodes() if n.level == "kernel") * f["steps"] * 1e6
     _close(kernel_nodes, sum(dev["in_tree_s"].values()) * 1e6, "kernel nodes over the steps")
+    mine_by_name: dict[str, float] = {}
+    for n in p.nodes():
+        if n.level == "kernel":
+            mine_by_name[n.name] = mine_by_name.get(n.name, 0.0) + n.time_s * f["steps"] * 1e6
+    for name, us in g.get("top_kernels", []):  # the independent breakdown's top 10, each within 0.5%
+        _close(mine_by_name.get(name, 0.0), us, f"kernel {name[:60]}")
     for i, (mine, raw) in enumerate(zip(dev["steps"], steps, strict=False)):
         _close(mine["busy_s"] * 1e6, raw["busy_us"], f"step {i} GPU busy")
         _close(mine["span_s"] * 1e6, raw["end_us"] - raw["start_us"], f"step {i} span")
