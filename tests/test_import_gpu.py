@@ -248,7 +248,10 @@ def test_unknown_categories_and_impossible_times_are_named(tmp_path: Path) -> No
     tr.op("aten::huge", 700, 1e300)
     tr.launch(800, [("kernel", "bad_kernel", 900, -1.0)])
     p = import_trace(tr.write(tmp_path / "t.json"))
-    notes = " | ".join(_files(p)[0]["notes"])
+    f = _files(p)[0]
+    notes = " | ".join(f["notes"])
+    assert f["left_out"] == {"device event duration: negative": 1, "host event duration: beyond any trace's span": 1,
+                             "host event duration: negative": 1}
     assert "'my_tool' (1)" in notes
     assert "host event duration: negative (1)" in notes and "host event duration: beyond any trace's span (1)" in notes
     assert "device event duration: negative (1)" in notes

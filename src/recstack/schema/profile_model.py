@@ -793,6 +793,10 @@ class ImportedFile(_M):
     categories: dict[str, NonNegInt] | None = F("complete events per category, as spelled in the file (older "
                                                 "spellings such as ``Kernel`` or ``Operator`` are read as today's)",
                                                 None, unit="events", producer="traceimport.collect")
+    left_out: dict[str, NonNegInt] | None = F("events left out because their time is not a time, by side and "
+                                              "fault: ``<host|device|device range> event <duration|timestamp>: "
+                                              "<negative|non-finite|beyond any trace's span>``", None,
+                                              unit="events", producer="traceimport.collect")
     device: ImportedDevice | None = F("where the device time went and per-step GPU figures (null: no device "
                                       "events)", None, producer="traceimport.build")
 

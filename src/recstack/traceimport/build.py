@@ -54,6 +54,7 @@ class RankTrace:
     notes: list[str] = field(default_factory=list)
     device: dict[str, Any] | None = None  # import.files[].device
     categories: dict[str, int] = field(default_factory=dict)  # complete events per category as spelled
+    left_out: dict[str, int] = field(default_factory=dict)  # events whose time is not a time, by side and fault
 
 
 def trace_files(path: Path) -> list[Path]:
@@ -100,7 +101,7 @@ def read_rank(path: Path, rules: StageRules | None, step_range: str | None, modu
     if isinstance(info.get("rank"), int) and info["rank"] >= 0:
         rank = info["rank"]
     return RankTrace(path, rank, folded, header, trunc, c.events, notes, device,
-                     {k: v[0] for k, v in c.categories.items()})
+                     {k: v[0] for k, v in c.categories.items()}, dict(sorted(c.bad_times.items())))
 
 
 def _kinds(values: list[float]) -> dict[str, float]:
@@ -252,7 +253,7 @@ def _import_info(ranks: list[RankTrace], numbers: list[int]) -> dict[str, Any]:
     return {
         "files": [{"file": str(r.path), "rank": n, "events": r.events, "steps": len(r.folded.steps.starts),
                    "kernels": r.folded.kernels, "truncated": r.truncation is not None, "notes": r.notes,
-                   "categories": r.categories, "device": r.device}
+                   "categories": r.categories, "left_out": r.left_out, "device": r.device}
                   for n, r in zip(numbers, ranks, strict=True)],
         "steps_from": ranks[0].folded.steps.source,
         "hierarchy": ranks[0].folded.hierarchy,
