@@ -8,11 +8,13 @@ Per trace file (one rank):
 * ``events_by_category``: complete (``ph: X``) events per category, as spelled in the file;
 * ``device_us``: device time by kind summed over every device event (``kernel``, ``memcpy``, ``memset``,
   ``collective``: a kernel whose name holds ``nccl`` or ``rccl``), any spelling of the category;
-* ``steps``: per ``ProfilerStep#N`` range (by start): its span, device time by kind of the device events
+* ``steps``: per ``ProfilerStep#N`` host range (by start; a ``gpu_user_annotation`` twin is not a step): its span, device time by kind of the device events
   whose launching runtime call (same correlation id) starts inside it, and ``busy_us``: the union of the
   device events' intervals clipped to the span;
 * ``device_us_in_steps``: the device time by kind launched inside some step; ``device_us_unlaunched``: with
-  no runtime call of the same correlation id in the trace.
+  no runtime call of the same correlation id in the trace;
+* ``top_kernels``: the ten device events (by name) with the most time launched inside the steps (the whole
+  trace when it has no steps): an independent kernel breakdown, [name, us] each.
 
     python benchmarks/trace_goldens.py TRACE [TRACE ...] [--write]   # --write: TRACE.golden.json beside each
     python benchmarks/trace_goldens.py --compare TRACE ...           # and recstack's import beside the raw sums
@@ -61,16 +63,19 @@ def goldens(path: Path) -> dict[str, Any]:
     events = [e for e in data.get("traceEvents", []) if isinstance(e, dict) and e.get("ph") == "X"]
     by_cat: dict[str, int] = {}
     for e in events:
-        by_cat[str(e.get("cat"))] = by_cat.get(str(e.get("cat")), 0) + 1
+        cat = str(e.get("cat", ""))
+        by_cat[cat] = by_cat.get(cat, 0) + 1
     launch = {}  # correlation id -> launching runtime call's start
     for e in events:
         corr = (e.get("args") or {}).get("correlation")
         if str(e.get("cat", "")).lower() in RUNTIME and corr is not None:
             launch[corr] = float(e["ts"])
     steps = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e["name"]) for e in events
-                   if str(e.get("name", "")).startswith("ProfilerStep#"))
+                   if str(e.get("name", "")).startswith("ProfilerStep#")
+                   and str(e.get("cat", "")).lower() != "gpu_user_annotation")  # host ranges (its device twin apart)
     zero = dict.fromkeys(KINDS, 0.0)
     total, in_steps, unlaunched = dict(zero), dict(zero), dict(zero)
+    by_name: dict[str, float] = {}
     per_step = [{"name": n, "start_us": s, "end_us": t, "device_us": dict(zero), "intervals": []}
                 for s, t, n in steps]
     for e in events:
@@ -86,16 +91,20 @@ def goldens(path: Path) -> dict[str, Any]:
         if t0 is None:
             unlaunched[k] += dur
             continue
+        if not per_step:
+            by_name[e["name"]] = by_name.get(e["name"], 0.0) + dur
         for st in per_step:
             if st["start_us"] <= t0 < st["end_us"]:
                 st["device_us"][k] += dur
                 in_steps[k] += dur
+                by_name[e["name"]] = by_name.get(e["name"], 0.0) + dur
                 break
     for st in per_step:
         st["busy_us"] = _union(st.pop("intervals"))
     rank = (data.get("distributedInfo") or {}).get("rank")
     return {"file": path.name, "rank": rank, "events_by_category": by_cat, "device_us": total,
-            "device_us_in_steps": in_steps, "device_us_unlaunched": unlaunched, "steps": per_step}
+            "device_us_in_steps": in_steps, "device_us_unlaunched": unlaunched, "steps": per_step,
+            "top_kernels": sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0]))[:10]}
 
 
 def recstack_figures(path: Path) -> dict[str, Any]:

@@ -158,10 +158,13 @@ def _header(c: Console, prof: Any) -> None:
         if per is None:
             c.print(f"imported from {prof.run.get('trace')}: profiler overhead unknown (every time includes it)")
         else:
+            events = prof.overhead.get("events_per_step", 0)
+            removed = prof.overhead.get("removed_step_s", 0)
+            bound = ", bounded by what the profiler can have added" if removed < per * events * (1 - 1e-9) else ""
             c.print(f"imported from {prof.run.get('trace')}: profiler overhead estimated from the trace, "
-                    f"{per * 1e6:.2f} us per recorded event x {prof.overhead.get('events_per_step', 0):,.0f} "
-                    f"events = {prof.overhead.get('removed_step_s', 0) * 1e3:.3f} ms per step, removed from the "
-                    "stage times (see overhead.method)")
+                    f"{per * 1e6:.2f} us per recorded event x {events:,.0f} events; "
+                    f"{removed * 1e3:.3f} ms per step removed from the stage times{bound} "
+                    "(see overhead.method)")
         return
     c.print(f"profiler overhead: {stage_pass}, {op_pass} vs uninstrumented (measured)")
 

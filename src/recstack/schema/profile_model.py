@@ -272,7 +272,9 @@ class Node(_M):
     kind: str | None = F("``unattributed`` (a stage's time the op pass did not see), ``framework`` "
                          "(Python and framework time between ops, under other or caller code) or ``caller`` "
                          "(a stage's ``[caller code]``: the model's own code run outside every stage root "
-                         "just before the stage's root); in a communication phase ``collective`` (torch.distributed calls and "
+                         "just before the stage's root); ``backward_of`` (imported: ``backward/[backward of <stage>]``, the "
+                         "backward ranges whose sequence numbers link them to that forward stage's ops); "
+                         "in a communication phase ``collective`` (torch.distributed calls and "
                          "Work waits) or ``torchrec_overhead`` (TorchRec's ops and Python around them)", None,
                          producer="profiling.runner")
     module_type: str | None = F("the module's class name (module)", None, producer="profiling.runner")
@@ -288,6 +290,16 @@ class Node(_M):
     dtypes: dict[str, Count] | None = F("input dtype -> calls in the op pass (op; the roofline's roof_dtype)",
                                         None, unit="calls", producer="profiling.runner")
     device: str | None = F("device of a kernel node (``cuda``)", None, producer="profiling.runner")
+    overhead_removed_s: Seconds | None = F(
+        "imported stage, caller code or other: host time the profiler-overhead correction removed per step "
+        "(mean; included in its time as recorded, not in time_s)", None, unit="s", producer="traceimport.build")
+    overhead_events_per_step: Count | None = F("imported: host events recorded in it per step, the count the "
+                                               "correction multiplies", None, unit="events",
+                                               producer="traceimport.build")
+    overhead_bound: Literal["per-event estimate", "waits", "GPU busy"] | None = F(
+        "imported: what set the cut: the per-event estimate x its events, its time less its waits in "
+        "synchronising calls, or its step's span less the GPU's busy time (docs/import.md)", None,
+        producer="traceimport.build")
     device_kind: Literal["kernel", "memcpy", "memset", "collective"] | None = F(
         "an imported kernel node's kind (a collective: an NCCL/RCCL kernel)", None, producer="traceimport.build")
     # cost model
@@ -809,6 +821,10 @@ class ImportedFile(_M):
     categories: dict[str, NonNegInt] | None = F("complete events per category, as spelled in the file (older "
                                                 "spellings such as ``Kernel`` or ``Operator`` are read as today's)",
                                                 None, unit="events", producer="traceimport.collect")
+    left_out: dict[str, NonNegInt] | None = F("events left out because their time is not a time, by side and "
+                                              "fault: ``<host|device|device range> event <duration|timestamp>: "
+                                              "<negative|non-finite|beyond any trace's span>``", None,
+                                              unit="events", producer="traceimport.collect")
     device: ImportedDevice | None = F("where the device time went and per-step GPU figures (null: no device "
                                       "events)", None, producer="traceimport.build")
 

@@ -18,10 +18,11 @@ from typing import Any
 from recstack.errors import DataError
 from recstack.profiling.assemble import assign_labels, build_tree
 from recstack.profiling.rules import StageRules
+from recstack.profiling.timing import caller_key
 from recstack.traceimport.collect import DEVICE_KINDS, KNOWN_CATS, Collector, ModuleMap, norm_cat
 from recstack.traceimport.decode import Header, Truncation
 from recstack.traceimport.device import step_figures
-from recstack.traceimport.fold import Folded, fold
+from recstack.traceimport.fold import BACKWARD_OF, Folded, fold
 from recstack.traceimport.parallel import collect_trace
 from recstack.tree import Node, Profile
 from recstack.version import __version__
@@ -34,7 +35,10 @@ OVERHEAD_RAW = ("unknown: imported with --raw-times, the times as the trace reco
 OVERHEAD_ESTIMATED = ("estimated from the trace: the profiler's cost per recorded event is taken as the median "
                       "exclusive time of wrapper ops (ops whose every call ran exactly one child op; {n} here), "
                       "and per_event_s x the events recorded in each stage is subtracted from its time per step "
-                      "(never below zero; the step is the sum of its parts); op and module times are scaled to the corrected stage times")
+                      "(never below zero, never a stage's time in synchronising calls, never more of a step than its "
+                      "span less the GPU's busy time; each stage's overhead_removed_s and overhead_bound say what "
+                      "was removed; the step is the sum of its parts); op and module times are scaled to the "
+                      "corrected stage times; kernel and device times are never corrected")
 
 
 @dataclass
@@ -50,6 +54,7 @@ class RankTrace:
     notes: list[str] = field(default_factory=list)
     device: dict[str, Any] | None = None  # import.files[].device
     categories: dict[str, int] = field(default_factory=dict)  # complete events per category as spelled
+    left_out: dict[str, int] = field(default_factory=dict)  # events whose time is not a time, by side and fault
 
 
 def trace_files(path: Path) -> list[Path]:
@@ -96,7 +101,7 @@ def read_rank(path: Path, rules: StageRules | None, step_range: str | None, modu
     if isinstance(info.get("rank"), int) and info["rank"] >= 0:
         rank = info["rank"]
     return RankTrace(path, rank, folded, header, trunc, c.events, notes, device,
-                     {k: v[0] for k, v in c.categories.items()})
+                     {k: v[0] for k, v in c.categories.items()}, dict(sorted(c.bad_times.items())))
 
 
 def _kinds(values: list[float]) -> dict[str, float]:
@@ -142,18 +147,37 @@ def _device_times(root: Node) -> None:
     total(root)
 
 
+def _corrections(root: Node, f: Folded) -> None:
+    """Per stage, its caller code and ``other``: what the overhead correction removed, per step (mean)."""
+    def put(node: Node, key: str) -> None:
+        cut = f.cuts.get(key)
+        if cut is None:
+            return
+        node.extra.update(overhead_removed_s=sum(cut.cut_us) * 1e-6 / max(len(cut.cut_us), 1),
+                          overhead_events_per_step=cut.events, overhead_bound=cut.bound)
+
+    for st in root.children:
+        put(st, st.name)
+        caller = next((c for c in st.children if c.extra.get("kind") == "caller"), None)
+        if caller is not None:
+            put(caller, caller_key(st.name))
+
+
 def _tree(rt: RankTrace, model_name: str) -> Node:
     f = rt.folded
     # Every step, not the interquartile ones: the ops are summed over every step, and so are the stages.
     root = build_tree(model_name, f.timing, f.folder, central=list(range(len(f.timing.timed))))
     for n in root.walk():
-        if n.level == "module":
+        if n.level == "module" and n.name.startswith(BACKWARD_OF):
+            n.extra["kind"] = "backward_of"
+        elif n.level == "module":
             pl = f.smap.placements.get(n.name)
             n.extra["module_type"] = f.types.get(n.name)
             n.extra["rule"] = pl.rule if pl else None
         elif n.level == "kernel":
             n.extra["device_kind"] = f.device.kernel_kinds.get(n.name)
     _device_times(root)
+    _corrections(root, f)
     assign_labels(root)
     return root
 
@@ -229,7 +253,7 @@ def _import_info(ranks: list[RankTrace], numbers: list[int]) -> dict[str, Any]:
     return {
         "files": [{"file": str(r.path), "rank": n, "events": r.events, "steps": len(r.folded.steps.starts),
                    "kernels": r.folded.kernels, "truncated": r.truncation is not None, "notes": r.notes,
-                   "categories": r.categories, "device": r.device}
+                   "categories": r.categories, "left_out": r.left_out, "device": r.device}
                   for n, r in zip(numbers, ranks, strict=True)],
         "steps_from": ranks[0].folded.steps.source,
         "hierarchy": ranks[0].folded.hierarchy,

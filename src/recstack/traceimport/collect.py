@@ -103,6 +103,7 @@ class Columns:
     aux: array = field(default_factory=lambda: array("q"))  # op: shape id; module: path id; runtime: correlation
     ty: array = field(default_factory=lambda: array("i"))  # op: input-type id (-1: none)
     ext: array = field(default_factory=lambda: array("q"))  # op: its External id (-1: none)
+    seq: array = field(default_factory=lambda: array("q"))  # op, backward range: autograd sequence number (-1)
     k_corr: array = field(default_factory=lambda: array("q"))  # device events: correlation id (-1: none)
     k_nid: array = field(default_factory=lambda: array("i"))
     k_dur: array = field(default_factory=lambda: array("d"))
@@ -191,6 +192,7 @@ class Collector:
         c = self.cols
         ts_a, end_a, thr_a, nid_a, aux_a, ty_a, ext_a = c.ts.append, c.end.append, c.thr.append, c.nid.append, \
             c.aux.append, c.ty.append, c.ext.append
+        seq_a = c.seq.append
         by_cat, threads, shapes, types, cats = self._by_cat, self.threads, self.shapes, self.types, self.categories
         self.events += len(events)
         last_cat, names = None, {}
@@ -239,6 +241,7 @@ class Collector:
             a = e.args
             if kind == OP:
                 aux = ty = x = -1
+                seq_a(-1 if a is None or a.seq is None else a.seq)
                 if a is not None:
                     x = a.ext if a.ext is not None else a.ext_old if a.ext_old is not None else -1
                     raw_t = bytes(a.input_type)
@@ -268,6 +271,7 @@ class Collector:
             aux_a(aux)
             ty_a(-1)
             ext_a(-1)
+            seq_a(-1 if kind != PSEUDO_STAGE or a is None or a.seq is None else a.seq)
         self.torch_events += torch_events
 
     def _device(self, e: Event, kind: int, nid: int) -> None:
@@ -337,6 +341,7 @@ class Collector:
         c.aux.frombytes(aux.tobytes())
         c.ty.frombytes(ty.tobytes())
         c.ext.frombytes(o.ext.tobytes())
+        c.seq.frombytes(o.seq.tobytes())
         c.k_corr.frombytes(o.k_corr.tobytes())
         c.k_nid.frombytes(name_map[np.frombuffer(o.k_nid, dtype=np.int32)].astype(np.int32).tobytes())
         for k in ("k_dur", "k_ts", "k_kind", "k_ext", "f_ts", "f_id"):

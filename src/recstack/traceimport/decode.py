@@ -61,6 +61,7 @@ class Args(msgspec.Struct, gc=False):
     correlation: int | None = None
     ext: int | None = msgspec.field(default=None, name="External id")  # links an op and what it launched
     ext_old: int | None = msgspec.field(default=None, name="external id")  # the same in PyTorch <= 1.9 traces
+    seq: int | None = msgspec.field(default=None, name="Sequence number")  # a forward op and its backward's
     name: str | None = None  # thread_name / process_name metadata events
 
 
@@ -113,7 +114,7 @@ class _Gunzip:
         out = []
         size = 0
         while size < n and not self.ended:
-            data = self.pending or self.f.read(BLOCK >> 2)
+            data = self.pending or self.f.read(1 << 18)  # small compressed reads: little held twice
             self.pending = b""
             if not data:
                 if not self.fresh and not self.z.eof:  # the stream stopped before its end marker: a cut file

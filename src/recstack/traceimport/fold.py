@@ -1,7 +1,8 @@
 """Columns -> the op-pass structures of a live profile: a :class:`Folder` tree and per-step stage samples.
 
-One sweep per thread over its events sorted by (start, longest first) with a
-stack of open events gives every event its parent; events that start at the
+One sweep over every thread's events sorted by (start, longest first), with a
+stack of open events per thread, gives every event its parent (stages open in
+the order they ran, whichever thread ran them: autograd's backward thread); events that start at the
 top of a thread's stack find their step by bisection over the sorted step
 ranges (so step lookup costs log(steps) per top-level event, never events x
 steps), nested events inherit it. The fold is that of the live op pass
@@ -28,7 +29,13 @@ import numpy as np
 
 from recstack.profiling.oppass import FLOAT_DTYPES, MAX_SHAPES, Folder, RawNode
 from recstack.profiling.passes import TimingResult
-from recstack.profiling.rules import StageMap, StageRules, detect_stages_by_name, hand_down_roots
+from recstack.profiling.rules import (
+    TRAIN_STAGES,
+    StageMap,
+    StageRules,
+    detect_stages_by_name,
+    hand_down_roots,
+)
 from recstack.profiling.timing import CALLER, caller_key, split_caller_key
 from recstack.traceimport import overhead
 from recstack.traceimport.collect import (
@@ -45,8 +52,11 @@ from recstack.traceimport.collect import (
     Collector,
     pseudo_stage,
 )
+from recstack.traceimport.device import step_figures
 
 SWEEP_BLOCK = 1 << 20  # events turned into Python objects at a time
+NOT_FORWARD = (*TRAIN_STAGES, "communication", "other")
+BACKWARD_OF = "[backward of "  # + forward stage + "]": backward ranges grouped by the forward stage they undo
 
 
 @dataclass
@@ -75,6 +85,7 @@ class Folded:
     events_per_step: float = 0.0  # host events recorded per step (the correction's count)
     removed_us: float = 0.0  # profiler time removed per step (mean)
     device: DeviceTotals = field(default_factory=lambda: DeviceTotals())
+    cuts: dict[str, overhead.Cut] = field(default_factory=dict)  # per part: what the correction removed
 
 
 @dataclass
@@ -98,10 +109,19 @@ def _order(c: Collector) -> np.ndarray:
     return np.lexsort((-end, ts, thr))
 
 
-def _rows(c: Collector, order: np.ndarray, cols: tuple[str, ...]):
-    """The rows of the named columns in ``order`` (no index), one block of Python objects at a time."""
-    arrays = [np.frombuffer(getattr(c.cols, k), dtype={"d": np.float64, "i": np.int32, "q": np.int64}[
-        getattr(c.cols, k).typecode]) for k in cols]
+def _time_order(c: Collector) -> np.ndarray:
+    """Event indices sorted by start, then longest first, every thread together: the sweep keeps one stack per
+    thread but opens stages in the order they ran, so a backward on autograd's thread comes after the forward
+    on the main thread (swept thread by thread, one thread's ranges took the other's time as caller code)."""
+    ts = np.frombuffer(c.cols.ts, dtype=np.float64)
+    end = np.frombuffer(c.cols.end, dtype=np.float64)
+    return np.lexsort((-end, ts))
+
+
+def _rows(c: Collector, order: np.ndarray, cols: tuple[str | np.ndarray, ...]):
+    """The rows of the named columns (or arrays) in ``order`` (no index), one block of Python objects at a time."""
+    arrays = [k if isinstance(k, np.ndarray) else np.frombuffer(getattr(c.cols, k), dtype={
+        "d": np.float64, "i": np.int32, "q": np.int64}[getattr(c.cols, k).typecode]) for k in cols]
     for b in range(0, len(order), SWEEP_BLOCK):
         idx = order[b:b + SWEEP_BLOCK]
         yield from zip(*(a[idx].tolist() for a in arrays), strict=True)
@@ -231,6 +251,7 @@ class _Sweep:
         self.need_ext, self.k_corr = _device_links(c)
         self.ext_node: dict[int, FoldNode] = {}  # External id -> op node, for the device events that need it
         self.outside_ext: set[int] = set()
+        self.seq_stage: dict[int, str] = {}  # autograd sequence number of a forward op -> its forward stage
         self.device = DeviceTotals(raw_us=list(c.device_us))
         self.device.by_flow = sum(1 for a, b in zip(c.cols.k_corr, self.k_corr, strict=True) if a < 0 <= b)
         self.outside = 0
@@ -238,6 +259,7 @@ class _Sweep:
         self.overhead = overhead.OverheadEstimate(None, 0)
         self.events_per_step = 0.0
         self.removed_us = 0.0  # per step, mean: what the correction took off the step time
+        self.cuts: dict[str, overhead.Cut] = {}  # per part (stage, caller key, other): what was removed
         self.root_stage: dict[int, str] = {}  # module path id -> its stage, for stage roots
         for pid, path in enumerate(c.paths):
             pl = smap.placements.get(path)
@@ -286,13 +308,16 @@ class _Sweep:
         step_of_start = {t: i for i, t in enumerate(starts)}
         root_stage = self.root_stage
         folder, segs = self.folder, self.segs
+        stacks: dict[int, list[tuple[float, FoldNode | None, str | None, int, bool]]] = {}
         stack: list[tuple[float, FoldNode | None, str | None, int, bool]] = []
         cur = -1
         op_total = 0.0
         need_ext, ext_node = self.need_ext, self.ext_node
-        for t, e, th, n, aux, ty, x in _rows(c, order, ("ts", "end", "thr", "nid", "aux", "ty", "ext")):
-            if th != cur:
-                stack, cur = [], th
+        seq_stage = self.seq_stage
+        ext, seq = self.needed_links()
+        for t, e, th, n, aux, ty, x, sq in _rows(c, order, ("ts", "end", "thr", "nid", "aux", "ty", ext, seq)):
+            if th != cur:  # one stack per thread
+                stack, cur = stacks.setdefault(th, []), th
             while stack and stack[-1][0] <= t:
                 stack.pop()
             kind = kinds[n]
@@ -341,6 +366,12 @@ class _Sweep:
                 if kind == PSEUDO_STAGE and p_stage is None:
                     st = pseudo_stage(names[n]) or "other"
                     p_node, p_stage = self.open_stage(st, None, step, t, e), st
+                    if st == "backward" and sq >= 0:
+                        p_node = self.backward_of(p_node, sq, t, e)
+                elif kind == PSEUDO_STAGE and sq >= 0 and p_stage == "backward" and p_node.level == "stage":
+                    p_node = self.backward_of(p_node, sq, t, e)
+                elif sq >= 0 and p_stage is not None and p_stage not in NOT_FORWARD:
+                    seq_stage.setdefault(sq, p_stage)  # a forward op: its backward belongs to this stage
                 kids = p_node.ops  # op children by name id (no key tuples per event)
                 node = kids.get(n)
                 if node is None:
@@ -366,6 +397,32 @@ class _Sweep:
                     node.dtypes[ty] = node.dtypes.get(ty, 0) + 1
                 stack.append((e, node, p_stage, step, True))
         folder.op_total_us += op_total
+
+    def needed_links(self) -> tuple[np.ndarray, np.ndarray]:
+        """The External id and sequence number columns with only the values the sweep needs (-1 elsewhere:
+        small ints Python does not allocate): ids some device event needs, numbers some backward range has."""
+        c = self.c
+        ext = np.frombuffer(c.cols.ext, dtype=np.int64)
+        ext = np.where(np.isin(ext, np.fromiter(self.need_ext, dtype=np.int64)), ext, -1) if self.need_ext \
+            else np.full(len(ext), -1, dtype=np.int64)
+        seq = np.frombuffer(c.cols.seq, dtype=np.int64)
+        nid = np.frombuffer(c.cols.nid, dtype=np.int32)
+        is_bwd = np.array([k == PSEUDO_STAGE for k in c.kinds] or [False], dtype=bool)[nid] if len(nid) else \
+            np.zeros(0, dtype=bool)
+        wanted = np.unique(seq[is_bwd & (seq >= 0)])
+        seq = np.where(np.isin(seq, wanted), seq, -1) if len(wanted) else np.full(len(seq), -1, dtype=np.int64)
+        return ext, seq
+
+    def backward_of(self, stage: FoldNode, seq: int, t: float, e: float) -> FoldNode:
+        """The node a backward range of sequence number ``seq`` goes under: ``[backward of <stage>]`` for the
+        forward stage whose op had that number (the trace links them), else the backward stage itself."""
+        fwd = self.seq_stage.get(seq)
+        if fwd is None:
+            return stage
+        m = stage.child(f"{BACKWARD_OF}{fwd}]", "module", "backward")
+        m.us += e - t
+        m.calls += 1
+        return m
 
     def left_out(self, kind: int, aux: int, ext: int) -> None:
         """An event outside every step: what it launched is device time outside every step."""
@@ -425,12 +482,19 @@ class _Sweep:
         rows.update({caller_key(st): row for st, row in self.caller_us.items()})
         inside = [sum(row[i] for row in rows.values()) for i in range(self.n)]
         rows["other"] = [max(0.0, s - x) for s, x in zip(step_us, inside, strict=True)]
-        # Each part less the profiler's cost of its own events; the step is the sum of its corrected parts.
-        samples = {}
-        for key, row in rows.items():
+        # Each part less the profiler's cost of its own events, bounded by what the profiler can have added
+        # (overhead.bounded_cuts); the step is the sum of its corrected parts.
+        cuts = {}
+        for key in rows:
             st = split_caller_key(key)
             node = callers.get(st) if st is not None else root.children.get(("stage", key))
-            samples[key] = [u * 1e-6 for u in overhead.corrected(row, events(node), per)]
+            cuts[key] = overhead.Cut(events(node), overhead.wait_us(node) / n)
+        busy = [f["busy_s"] * 1e6 for f in step_figures(self.c, self.steps.starts, self.steps.ends)] \
+            if len(self.c.cols.k_dur) else None
+        overhead.bounded_cuts(rows, cuts, per, step_us, busy)
+        self.cuts = cuts if per is not None else {}
+        samples = {key: [max(0.0, u - c) * 1e-6 for u, c in zip(row, cuts[key].cut_us, strict=True)]
+                   for key, row in rows.items()}
         step_s = [sum(row[i] for row in samples.values()) for i in range(self.n)]
         self.removed_us = sum(s * 1e6 - c * 1e6 for s, c in zip([u * 1e-6 for u in step_us], step_s, strict=True)) / n
         self.folder.steps = self.n
@@ -543,7 +607,7 @@ def fold(c: Collector, rules: StageRules | None, correct: bool = True) -> Folded
     hand_down_roots(smap, set(c.paths))
     steps = find_steps(c, order)
     sweep = _Sweep(c, smap, steps, correct)
-    sweep.run(order)
+    sweep.run(_time_order(c))
     matched, unmatched = sweep.kernels()
     timing = sweep.finish()
     sigs = signatures(c)
@@ -554,7 +618,7 @@ def fold(c: Collector, rules: StageRules | None, correct: bool = True) -> Folded
     return Folded(sweep.folder, timing, smap, types, steps, hierarchy, root_type, matched, unmatched, sweep.outside,
                   signatures={i: sigs[i] for per in counts.values() for i in per}, signature_counts=counts,
                   overhead=sweep.overhead, events_per_step=sweep.events_per_step,
-                  removed_us=sweep.removed_us, device=sweep.device)
+                  removed_us=sweep.removed_us, device=sweep.device, cuts=sweep.cuts)
 
 
 def _first_seen(c: Collector, order: np.ndarray) -> list[str]:
