@@ -89,6 +89,7 @@ class Evidence:
     layer: int | None = None  # a layer op's id (its stage is settled after the step)
     met: bool = False  # a layer whose input has met
     final: bool = False  # a layer on the output's path with nothing after it
+    feeds: bool = False  # a layer whose output reaches an interaction op
 
     def as_dict(self) -> dict[str, Any]:
         return {"op": self.op, "module": self.module or "<model>", "inputs": list(self.inputs), "why": self.why}
@@ -102,6 +103,7 @@ class Verdict:
     strong: bool
     counts: dict[str, int]
     evidence: Evidence | None = None
+    firm: bool = True  # False: layers placed by position only (a name or type hint may say otherwise)
 
     @property
     def mixed(self) -> bool:
@@ -168,8 +170,13 @@ class Flow:
                                 "the last layer before the model's output, and the module's input came out of "
                                 "another layer")
         if head is not None:
-            return Verdict("head", False, counts, head)
-        return Verdict("dense", False, counts, evs[0])
+            return Verdict("head", False, counts, head, firm=head.met)
+        meets = next((e for e in evs if e.feeds), None)  # a layer whose output meets other features later
+        if meets is not None:
+            return Verdict("dense", False, counts, Evidence(
+                "dense", meets.op, meets.module, meets.inputs,
+                "a layer on features before they meet (its output feeds an interaction)"))
+        return Verdict("dense", False, counts, evs[0], firm=False)
 
 
 class StageFlow(TagMode):
@@ -191,6 +198,7 @@ class StageFlow(TagMode):
         self.flow = Flow()
         self._ran: set[str] = set()
         self._recurrent = {p: type(m).__name__ for p, m in model.named_modules() if isinstance(m, nn.RNNBase)}
+        self._cells = {p: type(m).__name__ for p, m in model.named_modules() if isinstance(m, nn.RNNCellBase)}
 
     # -- origins -------------------------------------------------------------------------------
     def _origin(self, name: str) -> int:
@@ -209,6 +217,9 @@ class StageFlow(TagMode):
         given = [t for _, t in walk((args, kwargs))]
         if path in self._recurrent and given:
             self._recurrent_input(path, given[0])
+        if path in self._cells and given:
+            self._record(Evidence("sequence", f"{self._cells[path]} (module)", path,
+                                  [self.describe(given[0], self.tag_of(given[0]))], "a recurrent cell (one time step)"))
         after = any(self._layers.get(tensor_key(t)) for t in given)
         self.flow.after_layer[path] = self.flow.after_layer.get(path, False) or after
         seq = any(self._seq_shaped(t, self.tag_of(t)) for t in given)
@@ -349,6 +360,7 @@ class StageFlow(TagMode):
                                                                      "sequence"))
             return out, frozenset()
         if union & JOIN and vec:
+            self._feeds.update(layers)
             self._record(Evidence("interaction", name, path, described,
                                   "the first layer over a concatenation of separately processed streams (where "
                                   "they meet)"))
@@ -387,6 +399,7 @@ class StageFlow(TagMode):
         for ev in self._layer_ev:
             assert ev.layer is not None
             ev.final = ev.layer in final
+            ev.feeds = ev.layer in self._feeds
             if ev.met and ev.layer in self._feeds:
                 ev.stage, ev.why = "interaction", ("a layer inside an interaction: its input has met and its "
                                                    "output feeds another interaction op")
