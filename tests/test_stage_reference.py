@@ -231,3 +231,24 @@ def test_xdeepfm_cin_is_the_interaction_stage_not_dense_caller_code():
     assert prof.run["stage_roots"]["cin"]["evidence"]["why"]
     convs = [(st.name, n.path) for st in prof.root.children for n in st.walk() if n.name == "aten::conv1d"]
     assert convs and all(s == "interaction" and "[caller code]" not in p for s, p in convs), convs
+
+
+def test_explain_stages_prints_every_root_with_its_evidence(tmp_path):
+    """`recstack show --explain-stages` on a saved profile: each stage, its roots, the deciding op and inputs."""
+    import subprocess
+    import sys
+
+    import recstack
+
+    model = UserAFM()
+    ids = torch.randint(0, 30, (8, 4))
+    prof = recstack.profile(model, lambda i: (ids,), mode="inference", iters=2, warmup=2, op_iters=1, num_batches=1,
+                            counters=False, cost_model=False)
+    assert prof.run["stage_roots"]["afm"]["evidence"]["basis"] == "dataflow"
+    path = tmp_path / "afm.json"
+    prof.save(path)
+    out = subprocess.run([sys.executable, "-m", "recstack", "show", str(path), "--explain-stages"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "\ninteraction\n  afm  [dataflow:interaction]" in out, out
+    assert "op: aten::mul in afm" in out and "name/type hint: type:PairwiseAttention -> sequence" in out
+    assert "tables  [dataflow:embedding; never ran itself: its 4 running modules are the roots" in out

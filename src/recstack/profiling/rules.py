@@ -291,7 +291,8 @@ def _flow_placement(flow: Flow, path: str, hint: tuple[str, str] | None) -> Plac
         return Placement(None, "dataflow:mixed", root=False, evidence=ev)
     assert v.stage is not None
     if not v.firm and hint is not None and hint[0] in ("sequence", "dense", "head") and hint[0] != v.stage:
-        ev["why"] = f"layers only ({v.stage} by their place in the dataflow); the module's {hint[1]} says {hint[0]}"
+        ev.update(basis="name or type",
+                  why=f"layers only ({v.stage} by their place in the dataflow); the module's {hint[1]} says {hint[0]}")
         return Placement(hint[0], hint[1], root=True, evidence=ev)
     return Placement(v.stage, f"dataflow:{v.stage}", root=True, evidence=ev)
 

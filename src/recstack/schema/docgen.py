@@ -25,6 +25,7 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("Top level", pm.Profile, "the document"),
     ("`run`", pm.Run, "`run`"),
     ("`run.stage_roots.<module path>`", pm.StageRoot, "`run.stage_roots`"),
+    ("`run.stage_roots.<module path>.evidence`", pm.StageEvidence, "`run.stage_roots`"),
     ("`environment`", pm.Environment, "`environment`"),
     ("`environment.contention`", pm.Contention, "`environment.contention`"),
     ("`environment.contention.busy_processes[]` and `.planned_load[]`", pm.ProcessLoad, "`environment.contention`"),

@@ -316,9 +316,30 @@ class Node(_M):
 # -- top-level sections ---------------------------------------------------------------------------
 
 
+class StageEvidence(_M):
+    """Why a stage root is in its stage (docs/profiling.md, "How stages are found")."""
+
+    basis: Literal["dataflow", "name or type", "user rule"] = F(
+        "what decided: the ops the module ran (one traced step), its class or attribute name, a user rule",
+        producer="profiling.rules")
+    why: str | None = F("one sentence: what the deciding op does", None, producer="profiling.rules")
+    op: str | None = F("the first op of the deciding kind (dataflow)", None, producer="profiling.dataflow")
+    module: str | None = F("the module that op ran in (the root or one of its descendants)", None,
+                           producer="profiling.dataflow")
+    inputs: list[str] | None = F("what flowed into that op: shape and origin (tables looked up, batch inputs), with "
+                                 "flags (sequence, after a layer, features met)", None, producer="profiling.dataflow")
+    ops_by_stage: dict[str, NonNegInt] | None = F("ops with evidence in the module's subtree, by the stage they "
+                                                  "point to", None, producer="profiling.dataflow")
+    hint: str | None = F("the class or name rule that matched too (``type:AFMLayer -> interaction``); dataflow wins "
+                         "over it except for layers placed by position only", None, producer="profiling.rules")
+
+
 class StageRoot(_M):
     stage: str = F("stage the module roots", producer="profiling.runner")
-    rule: str | None = F("the rule that matched (``builtin:...``, ``user:...``)", None, producer="profiling.runner")
+    rule: str | None = F("the rule that matched (``dataflow:<stage>``, ``type:...``, ``name:...``, ``user:...``, "
+                         "``inherited-from:...``)", None, producer="profiling.runner")
+    evidence: StageEvidence | None = F("why it is in that stage (``recstack show --explain-stages`` prints it)", None,
+                                       producer="profiling.rules")
 
 
 class NeverRanRoot(_M):
