@@ -19,6 +19,7 @@ layers that only apply a sigmoid) are not labelled.
 from __future__ import annotations
 
 import importlib.util
+import math
 
 import pytest
 import torch
@@ -252,3 +253,21 @@ def test_explain_stages_prints_every_root_with_its_evidence(tmp_path):
     assert "\ninteraction\n  afm  [dataflow:interaction]" in out, out
     assert "op: aten::mul in afm" in out and "name/type hint: type:PairwiseAttention -> sequence" in out
     assert "tables  [dataflow:embedding; never ran itself: its 4 running modules are the roots" in out
+
+
+def test_op_pass_far_from_the_plain_step_is_measured_again_and_flagged(monkeypatch):
+    """Item 4 of issue 28: an op pass beyond the limit either way is re-measured, and flagged if it stays there
+    (with the limit at 1x every measured ratio is outside it, so both happen whatever the host does)."""
+    import recstack
+    from recstack.profiling import passes
+
+    monkeypatch.setattr(passes, "OP_PASS_RATIO_LIMIT", 1.0)
+    ids = torch.randint(0, 30, (8, 4))
+    with pytest.warns(UserWarning, match="op pass: the op pass ran"):
+        prof = recstack.profile(UserAFM(), lambda i: (ids,), mode="inference", iters=2, warmup=2, op_iters=1,
+                                num_batches=1, counters=False, cost_model=False)
+    again = prof.overhead["op_pass_remeasured"]
+    assert again["first_ratio"] > 0 and again["second_ratio"] > 0
+    assert again["kept_ratio"] == prof.overhead["op_pass_ratio"]
+    assert min(again["first_ratio"], again["second_ratio"], key=lambda r: abs(math.log(r))) == again["kept_ratio"]
+    assert "beyond 1x either way" in prof.overhead["op_pass_ratio_flag"]

@@ -551,6 +551,12 @@ class Overhead(_M):
     op_pass_op_time_s: Seconds | None = F("op-pass time of the outermost ops per step, from the raw events "
                                           "(the op nodes' op_pass_time_s add up to it)", None, unit="s",
                                           producer="profiling.runner")
+    op_pass_remeasured: dict[str, Finite | None] | None = F(
+        "the op pass ran beyond 3x the plain step either way and was measured again: ``first_ratio``, "
+        "``second_ratio`` and ``kept_ratio`` (the run nearer the plain step is kept)", None,
+        producer="profiling.passes")
+    op_pass_ratio_flag: str | None = F("set when the kept op pass is still beyond 3x either way: its proportions "
+                                       "within stages may not hold (one sentence)", None, producer="profiling.passes")
     pairs: NonNegInt | None = F("A/B pairs", None, producer="profiling.runner")
     profiling_wall_s: Seconds | None = F("wall time of all passes", None, unit="s", producer="profiling.runner")
     method: str | None = F("one-line statement of the method", None, producer="profiling.runner")
