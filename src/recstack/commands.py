@@ -102,7 +102,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     from recstack.render.terminal import profile_tree
     from recstack.tree import Profile
 
-    profile_tree(Profile.load(args.profile), depth=args.depth, top=args.top)
+    prof = Profile.load(args.profile)
+    if args.explain_stages:
+        from recstack.render.stages import explain_stages
+
+        print(explain_stages(prof.run))
+        return 0
+    profile_tree(prof, depth=args.depth, top=args.top)
     return 0
 
 
@@ -185,6 +191,8 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     p.add_argument("profile")
     p.add_argument("--depth", type=int_at_least("--depth", 0), default=3, help="tree depth to print")
     p.add_argument("--top", type=int_at_least("--top", 1), default=8, help="children shown per node")
+    p.add_argument("--explain-stages", action="store_true",
+                   help="print how each stage root was found (the rule, the op and inputs that decided) instead")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("demo", help="the main job: profile a zoo model and write its profile and trace")

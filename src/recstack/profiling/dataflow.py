@@ -54,8 +54,8 @@ from torch import nn
 
 from recstack.tagmode import TagMode, tensor_key, walk
 
-SEQ, DEEP, MET, JOIN = 1, 2, 4, 8
-_FLAGS = SEQ | DEEP | MET | JOIN
+SEQ, DEEP, MET, JOIN, FLAT = 1, 2, 4, 8, 16
+_FLAGS = SEQ | DEEP | MET | JOIN | FLAT
 STRONG = ("embedding", "interaction", "sequence")
 
 _LOOKUPS = frozenset({"aten::embedding", "aten::embedding_bag", "aten::_embedding_bag",
@@ -72,6 +72,7 @@ _PRODUCTS = frozenset({"aten::mul", "aten::mul_"})
 _SQUARES = frozenset({"aten::pow", "aten::square"})
 _PER_POSITION = frozenset({"aten::native_layer_norm", "aten::_softmax", "aten::_log_softmax"})
 _JOINS = frozenset({"aten::cat", "aten::stack"})
+_PADDING = ("index_put", "scatter", "padded", "pad_sequence")  # ops that lay flat rows out as [batch, L, D]
 _RECURRENT = ("aten::gru", "aten::lstm", "aten::rnn_tanh", "aten::rnn_relu", "aten::_thnn_fused_gru_cell",
               "aten::_thnn_fused_lstm_cell", "aten::quantized_gru", "aten::quantized_lstm", "aten::mkldnn_rnn")
 
@@ -88,6 +89,7 @@ class Evidence:
     layer: int | None = None  # a layer op's id (its stage is settled after the step)
     met: bool = False  # a layer whose input has met
     final: bool = False  # a layer on the output's path with nothing after it
+    feeds: bool = False  # a layer whose output reaches an interaction op
 
     def as_dict(self) -> dict[str, Any]:
         return {"op": self.op, "module": self.module or "<model>", "inputs": list(self.inputs), "why": self.why}
@@ -101,6 +103,7 @@ class Verdict:
     strong: bool
     counts: dict[str, int]
     evidence: Evidence | None = None
+    firm: bool = True  # False: layers placed by position only (a name or type hint may say otherwise)
 
     @property
     def mixed(self) -> bool:
@@ -121,6 +124,7 @@ class Flow:
 
     ops: dict[str, list[Evidence]] = field(default_factory=dict)
     after_layer: dict[str, bool] = field(default_factory=dict)
+    seq_input: dict[str, bool] = field(default_factory=dict)  # a module given a sequence-shaped value
     ran: list[str] = field(default_factory=list)
 
     def _subtree(self, path: str) -> list[Evidence]:
@@ -129,11 +133,13 @@ class Flow:
         pre = path + "."
         return [e for p, evs in self.ops.items() if p == path or p.startswith(pre) for e in evs]
 
-    def _input_after_layer(self, path: str) -> bool:
-        if path in self.after_layer:
-            return self.after_layer[path]
+    @staticmethod
+    def _entry(flags: dict[str, bool], path: str) -> bool:
+        """``flags[path]``; for a module that never ran (a container), any of its descendants'."""
+        if path in flags:
+            return flags[path]
         pre = path + "."
-        return any(v for p, v in self.after_layer.items() if p.startswith(pre))
+        return any(v for p, v in flags.items() if p.startswith(pre))
 
     def verdict(self, path: str) -> Verdict | None:
         """The stage the ops of ``path``'s subtree show, or None where it ran no op with evidence."""
@@ -143,21 +149,34 @@ class Flow:
         counts: dict[str, int] = {}
         for e in evs:
             counts[e.stage] = counts.get(e.stage, 0) + 1
+        if counts.get("interaction") and path and self._entry(self.seq_input, path):
+            # products inside a module given a behaviour sequence (a recurrent cell gated by attention scores)
+            first = next(e for e in evs if e.stage == "interaction")
+            n = counts.pop("interaction")
+            counts["sequence"] = counts.get("sequence", 0) + n
+            evs = [Evidence("sequence", first.op, first.module, first.inputs,
+                            f"{first.why}, inside a module whose input is a behaviour sequence")
+                   if e is first else e for e in evs if e.stage != "interaction" or e is first]
         strong = [s for s in STRONG if counts.get(s)]
         if len(strong) == 1:
             return Verdict(strong[0], True, counts, next(e for e in evs if e.stage == strong[0]))
         if strong:
             return Verdict(None, True, counts)
         head = next((e for e in evs if e.stage == "head"), None)
-        if head is None and self._input_after_layer(path):
+        if head is None and self._entry(self.after_layer, path):
             head = next((e for e in evs if e.final), None)
             if head is not None:
                 head = Evidence("head", head.op, head.module, head.inputs,
                                 "the last layer before the model's output, and the module's input came out of "
                                 "another layer")
         if head is not None:
-            return Verdict("head", False, counts, head)
-        return Verdict("dense", False, counts, evs[0])
+            return Verdict("head", False, counts, head, firm=head.met)
+        meets = next((e for e in evs if e.feeds), None)  # a layer whose output meets other features later
+        if meets is not None:
+            return Verdict("dense", False, counts, Evidence(
+                "dense", meets.op, meets.module, meets.inputs,
+                "a layer on features before they meet (its output feeds an interaction)"))
+        return Verdict("dense", False, counts, evs[0], firm=False)
 
 
 class StageFlow(TagMode):
@@ -166,7 +185,7 @@ class StageFlow(TagMode):
     def __init__(self, model: nn.Module) -> None:
         super().__init__(model)
         self.tables = {tensor_key(p): n for n, p in model.named_parameters()}
-        self.tables.update({tensor_key(b): n for n, b in model.named_buffers() if b.dim() >= 2})
+        self.tables.update({tensor_key(b): n for n, b in model.named_buffers() if b.dim() >= 1})
         self.names: dict[int, str] = {}  # origin bit -> what it is
         self.lookups = 0  # mask of lookup origin bits
         self.raw = 0  # mask of raw bits: each lookup's second bit, cleared by the first layer a value passes
@@ -178,6 +197,8 @@ class StageFlow(TagMode):
         self._layer_in: dict[int, frozenset[int]] = {}  # layer op -> the layer ops its input came out of
         self.flow = Flow()
         self._ran: set[str] = set()
+        self._recurrent = {p: type(m).__name__ for p, m in model.named_modules() if isinstance(m, nn.RNNBase)}
+        self._cells = {p: type(m).__name__ for p, m in model.named_modules() if isinstance(m, nn.RNNCellBase)}
 
     # -- origins -------------------------------------------------------------------------------
     def _origin(self, name: str) -> int:
@@ -193,12 +214,33 @@ class StageFlow(TagMode):
 
     # -- module tracking -----------------------------------------------------------------------
     def on_enter(self, path: str, args: Any, kwargs: Any) -> Any:
-        after = any(self._layers.get(tensor_key(t)) for _, t in walk((args, kwargs)))
+        given = [t for _, t in walk((args, kwargs))]
+        if path in self._recurrent and given:
+            self._recurrent_input(path, given[0])
+        if path in self._cells and given:
+            self._record(Evidence("sequence", f"{self._cells[path]} (module)", path,
+                                  [self.describe(given[0], self.tag_of(given[0]))], "a recurrent cell (one time step)"))
+        after = any(self._layers.get(tensor_key(t)) for t in given)
         self.flow.after_layer[path] = self.flow.after_layer.get(path, False) or after
+        seq = any(self._seq_shaped(t, self.tag_of(t)) for t in given)
+        self.flow.seq_input[path] = self.flow.seq_input.get(path, False) or seq
         if path not in self._ran:
             self._ran.add(path)
             self.flow.ran.append(path)
         return None
+
+    def _recurrent_input(self, path: str, x: torch.Tensor) -> None:
+        """A recurrent layer's input is a sequence (its time axis: dim 1 batch first, else dim 0)."""
+        mod = self.model.get_submodule(path)
+        if x.dim() < 2:
+            return
+        steps = int(x.shape[1] if getattr(mod, "batch_first", False) or x.dim() == 2 else x.shape[0])
+        if steps > 1:
+            self.seq_lens.add(steps)
+        tag = self.tag_of(x)
+        self.set_tag(x, tag | SEQ)
+        self._record(Evidence("sequence", f"{self._recurrent[path]} (module)", path, [self.describe(x, tag | SEQ)],
+                              f"a recurrent layer over a sequence of {steps} steps"))
 
     # -- description ---------------------------------------------------------------------------
     def _seq_shaped(self, t: torch.Tensor, tag: int) -> bool:
@@ -227,7 +269,7 @@ class StageFlow(TagMode):
         before = [self._layers.get(tensor_key(t), frozenset()) for t in ins]
         out = func(*args, **kwargs)
         try:
-            tag, layers = self._classify(func._schema.name, ins, tags, before)
+            tag, layers = self._classify(func._schema.name, ins, tags, before, [t for _, t in walk(out)])
         except Exception:  # evidence is best effort: an op it cannot read passes its inputs' tags on
             tag, layers = _union(tags), frozenset().union(*before)
         for t in (t for _, t in walk(out)):
@@ -235,8 +277,8 @@ class StageFlow(TagMode):
             self._layers[tensor_key(t)] = layers
         return out
 
-    def _classify(self, name: str, ins: list[torch.Tensor], tags: list[int],
-                  before: list[frozenset[int]]) -> tuple[int, frozenset[int]]:
+    def _classify(self, name: str, ins: list[torch.Tensor], tags: list[int], before: list[frozenset[int]],
+                  outs: list[torch.Tensor]) -> tuple[int, frozenset[int]]:
         """The outputs' tag and layer set; records the op's evidence where it has any."""
         is_table = [tensor_key(t) in self.tables for t in ins]
         acts = [(t, g, b) for t, g, b, p in zip(ins, tags, before, is_table, strict=True) if not p]
@@ -248,18 +290,24 @@ class StageFlow(TagMode):
         described = [self.describe(t, g) for t, g, _ in acts if g][:4]
         none: frozenset[int] = frozenset()
         if self._is_lookup(name, ins, is_table):
-            table = next(t for t, p in zip(ins, is_table, strict=True) if p and t.dim() >= 2)
-            index = next((t for t in ins if not t.is_floating_point() and t.dim() >= 1), None)
-            bit = self._origin(self.tables[tensor_key(table)])
+            table = next((t for t, p in zip(ins, is_table, strict=True) if p and t.dim() >= 2), None)
+            table_name = self.tables[tensor_key(table)] if table is not None else f"{path or '<model>'} (fbgemm)"
+            ints = [t for t, p in zip(ins, is_table, strict=True)
+                    if not p and t.dtype in (torch.int32, torch.int64) and t.dim() >= 1]
+            index = max(ints, key=lambda t: t.numel()) if ints else None  # FBGEMM: indices beside offsets
+            bit = self._origin(table_name)
             raw = self._origin("")
             tag = union & ~_FLAGS | bit | raw
             if name in ("aten::embedding", "aten::index_select", "aten::index") and index is not None \
                     and index.dim() >= 2 and index.shape[-1] > 1:
                 tag |= SEQ
                 self.seq_lens.add(int(index.shape[-1]))
+            elif index is not None and index.dim() == 1 and outs and outs[0].dim() == 2 \
+                    and outs[0].shape[0] == index.numel() > 1:
+                tag |= FLAT  # one row per ID, unpooled: a jagged sequence if it is padded to [batch, L, D] later
             self.lookups |= bit
             self.raw |= raw
-            what = [f"table {self.tables[tensor_key(table)]} {list(table.shape)}"] + described
+            what = [f"table {table_name}" + (f" {list(table.shape)}" if table is not None else "")] + described
             self._record(Evidence("embedding", name, path, what, "reads rows of a parameter table by index"))
             return tag, none
         if name.startswith(_RECURRENT):
@@ -282,6 +330,10 @@ class StageFlow(TagMode):
             self._record(Evidence("sequence", name, path, described,
                                   "normalises or weighs each position of a behaviour sequence"))
             return union, none
+        if union & FLAT and any(w in name for w in _PADDING) and outs and outs[0].dim() >= 3 \
+                and outs[0].shape[1] > 1 and any(g & FLAT and t.dim() < outs[0].dim() for t, g in vec):
+            self.seq_lens.add(int(outs[0].shape[1]))  # flat rows padded to [batch, L, D]: a sequence
+            return union & ~FLAT | SEQ, layers
         if name in _JOINS:
             streams = {g & self.lookups for t, g in vec
                        if g & DEEP and not g & (MET | self.raw) and not self._seq_shaped(t, g)}
@@ -290,11 +342,15 @@ class StageFlow(TagMode):
         return union, layers
 
     def _is_lookup(self, name: str, ins: list[torch.Tensor], is_table: list[bool]) -> bool:
-        if not (name in _LOOKUPS or (name.startswith("fbgemm::") and "embedding" in name)):
+        """A read of table rows by index: an aten lookup on a parameter table, or an FBGEMM embedding kernel
+        (its weights may be plain attributes, not parameters)."""
+        if name.startswith("fbgemm::") and "embedding" in name and ("lookup" in name or "forward" in name):
+            return True
+        if name not in _LOOKUPS:
             return False
-        tables = [t for t, p in zip(ins, is_table, strict=True) if p and t.dim() >= 1]
-        return bool(tables) and any(t.is_floating_point() or t.dtype == torch.uint8 for t in tables) and any(
-            not t.is_floating_point() for t in ins)
+        has_table = any(p and (t.is_floating_point() or t.dtype == torch.uint8) and t.dim() >= 2
+                        for t, p in zip(ins, is_table, strict=True))
+        return has_table and any(not t.is_floating_point() for t, p in zip(ins, is_table, strict=True) if not p)
 
     def _layer(self, name: str, path: str, union: int, layers: frozenset[int], seq: list, vec: list,
                described: list[str]) -> tuple[int, frozenset[int]]:
@@ -304,6 +360,7 @@ class StageFlow(TagMode):
                                                                      "sequence"))
             return out, frozenset()
         if union & JOIN and vec:
+            self._feeds.update(layers)
             self._record(Evidence("interaction", name, path, described,
                                   "the first layer over a concatenation of separately processed streams (where "
                                   "they meet)"))
@@ -342,6 +399,7 @@ class StageFlow(TagMode):
         for ev in self._layer_ev:
             assert ev.layer is not None
             ev.final = ev.layer in final
+            ev.feeds = ev.layer in self._feeds
             if ev.met and ev.layer in self._feeds:
                 ev.stage, ev.why = "interaction", ("a layer inside an interaction: its input has met and its "
                                                    "output feeds another interaction op")

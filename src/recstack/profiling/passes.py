@@ -241,6 +241,50 @@ def op_pass(
     return OpPassResult(folder=folder, steps_s=steps_s)
 
 
+OP_PASS_RATIO_LIMIT = 3.0
+"""An op pass whose median step is beyond this factor of the plain step's, either way, is measured again."""
+
+
+def op_ratio(ops: OpPassResult, plain_median_s: float) -> float | None:
+    """The op pass's median step over the plain median step (None without both)."""
+    from recstack.profiling.stats import median
+
+    return median(ops.steps_s) / plain_median_s if ops.steps_s and plain_median_s > 0 else None
+
+
+def _outside(ratio: float | None) -> bool:
+    return ratio is not None and not 1 / OP_PASS_RATIO_LIMIT <= ratio <= OP_PASS_RATIO_LIMIT
+
+
+def checked_op_pass(run: Callable[[], OpPassResult], plain_median_s: float) -> tuple[OpPassResult, dict[str, Any]]:
+    """``run()`` (one op pass); where its ratio to the plain step is beyond :data:`OP_PASS_RATIO_LIMIT` either way,
+    once more, keeping the run nearer the plain step. Returns the kept result and what to add to
+    ``profile.overhead``: ``op_pass_remeasured`` (both ratios) and, if the kept one is still outside,
+    ``op_pass_ratio_flag`` (one sentence; a warning says the same): its proportions are then suspect.
+    """
+    import math
+    import warnings
+
+    ops = run()
+    first = op_ratio(ops, plain_median_s)
+    if not _outside(first):
+        return ops, {}
+    again = run()
+    second = op_ratio(again, plain_median_s)
+    assert first is not None
+    if second is not None and abs(math.log(second)) < abs(math.log(first)):
+        ops = again
+    kept = op_ratio(ops, plain_median_s)
+    note: dict[str, Any] = {"op_pass_remeasured": {"first_ratio": first, "second_ratio": second, "kept_ratio": kept}}
+    if _outside(kept):
+        flag = (f"the op pass ran {kept:.3g}x the plain step, beyond {OP_PASS_RATIO_LIMIT:g}x either way, on two "
+                "measurements: the proportions within stages (apportioning) may not hold; profile again on a quiet "
+                "host")
+        note["op_pass_ratio_flag"] = flag
+        warnings.warn(f"op pass: {flag}", stacklevel=2)
+    return ops, note
+
+
 def _stage_ranges() -> tuple[Callable[[str], None], Callable[[], None]]:
     """``enter(stage)`` / ``leave()`` that open and close the op pass's stage range (see :class:`Regions`)."""
     open_ranges: list[Any] = []

@@ -279,8 +279,9 @@ def _flow_placement(flow: Flow, path: str, hint: tuple[str, str] | None) -> Plac
     """The dataflow verdict on ``path`` as a placement; None where it saw no evidence (names and types decide).
 
     One strong kind (embedding, interaction, sequence) decides whatever the names say. Mixed: no stage (the
-    children are placed one by one). Layers only (dense or head) give way to a sequence hint (a recurrent
-    cell run step by step shows only its layers).
+    children are placed one by one). Layers placed by position only (not feeding an interaction, not after one)
+    give way to a sequence, dense or head hint (a recurrent cell run step by step shows only its layers;
+    ``over_arch`` after a DIN's attention pooling is the head); towers whose outputs meet later stay dense.
     """
     v = flow.verdict(path)
     if v is None:
@@ -289,9 +290,10 @@ def _flow_placement(flow: Flow, path: str, hint: tuple[str, str] | None) -> Plac
     if v.mixed:
         return Placement(None, "dataflow:mixed", root=False, evidence=ev)
     assert v.stage is not None
-    if not v.strong and hint is not None and hint[0] == "sequence" and hint[1].startswith("type:"):
-        ev["why"] = f"layers only ({v.stage} by dataflow); the module's type says sequence"
-        return Placement("sequence", hint[1], root=True, evidence=ev)
+    if not v.firm and hint is not None and hint[0] in ("sequence", "dense", "head") and hint[0] != v.stage:
+        ev.update(basis="name or type",
+                  why=f"layers only ({v.stage} by their place in the dataflow); the module's {hint[1]} says {hint[0]}")
+        return Placement(hint[0], hint[1], root=True, evidence=ev)
     return Placement(v.stage, f"dataflow:{v.stage}", root=True, evidence=ev)
 
 

@@ -46,12 +46,13 @@ from recstack.profiling.passes import (
     OpPassResult,
     Regions,
     TimingResult,
+    checked_op_pass,
     op_pass,
     timing_pass,
     warm_up_and_discover,
 )
 from recstack.profiling.rules import Placement, StageMap, StageRules
-from recstack.profiling.stats import central_steps, percentile
+from recstack.profiling.stats import central_steps, median, percentile
 from recstack.profiling.timing import attach_stage_rusage, cuda_sync
 from recstack.render import progress
 from recstack.tree import Node, Profile
@@ -256,12 +257,12 @@ def _profile(
     watch = ContentionWatch(opts.machine).start()
     timing = timing_pass(model, step, batches, roots, opts.iters, sync, opts.regions)
     contention = watch.stop()
-    ops = OpPassResult(folder=Folder(), steps_s=[])
+    ops, op_check = OpPassResult(folder=Folder(), steps_s=[]), {}
     if opts.op_pass:
         progress.advance("op pass", measuring=True)
-        ops = op_pass(model, step, batches, roots, opts.op_iters, sync,
-                      export_trace=opts.write_trace if opts.trace_path else None,
-                      opaque=compiled.opaque if compiled is not None else frozenset(), regions=opts.regions)
+        ops, op_check = checked_op_pass(lambda: op_pass(
+            model, step, batches, roots, opts.op_iters, sync, export_trace=opts.write_trace if opts.trace_path else None,
+            opaque=compiled.opaque if compiled is not None else frozenset(), regions=opts.regions), median(timing.plain))
     extra = _embedding_and_memory(model, step, batches[0], found.smap, opts)
     if compiled is not None:
         opts.run_info["compile"] = compiled.finish()
@@ -286,7 +287,7 @@ def _profile(
         run_id=uuid.uuid4().hex[:12],
         run=_run_metadata(model, model_name, bs, opts, step, found, dtype_note),
         environment=environment(contention=contention),
-        overhead=overhead_figures(timing, ops.steps_s, ops.folder, root.time_s, wall),
+        overhead={**overhead_figures(timing, ops.steps_s, ops.folder, root.time_s, wall), **op_check},
         root=root,
         extra=extra,
     )

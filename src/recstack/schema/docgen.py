@@ -25,6 +25,7 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("Top level", pm.Profile, "the document"),
     ("`run`", pm.Run, "`run`"),
     ("`run.stage_roots.<module path>`", pm.StageRoot, "`run.stage_roots`"),
+    ("`run.stage_roots.<module path>.evidence`", pm.StageEvidence, "`run.stage_roots`"),
     ("`run.loss`", pm.Loss, "`run.loss`"),
     ("`environment`", pm.Environment, "`environment`"),
     ("`environment.contention`", pm.Contention, "`environment.contention`"),

@@ -332,9 +332,30 @@ class Node(_M):
 # -- top-level sections ---------------------------------------------------------------------------
 
 
+class StageEvidence(_M):
+    """Why a stage root is in its stage (docs/profiling.md, "How stages are found")."""
+
+    basis: Literal["dataflow", "name or type", "user rule"] = F(
+        "what decided: the ops the module ran (one traced step), its class or attribute name, a user rule",
+        producer="profiling.rules")
+    why: str | None = F("one sentence: what the deciding op does", None, producer="profiling.rules")
+    op: str | None = F("the first op of the deciding kind (dataflow)", None, producer="profiling.dataflow")
+    module: str | None = F("the module that op ran in (the root or one of its descendants)", None,
+                           producer="profiling.dataflow")
+    inputs: list[str] | None = F("what flowed into that op: shape and origin (tables looked up, batch inputs), with "
+                                 "flags (sequence, after a layer, features met)", None, producer="profiling.dataflow")
+    ops_by_stage: dict[str, NonNegInt] | None = F("ops with evidence in the module's subtree, by the stage they "
+                                                  "point to", None, producer="profiling.dataflow")
+    hint: str | None = F("the class or name rule that matched too (``type:AFMLayer -> interaction``); dataflow wins "
+                         "over it except for layers placed by position only", None, producer="profiling.rules")
+
+
 class StageRoot(_M):
     stage: str = F("stage the module roots", producer="profiling.runner")
-    rule: str | None = F("the rule that matched (``builtin:...``, ``user:...``)", None, producer="profiling.runner")
+    rule: str | None = F("the rule that matched (``dataflow:<stage>``, ``type:...``, ``name:...``, ``user:...``, "
+                         "``inherited-from:...``)", None, producer="profiling.runner")
+    evidence: StageEvidence | None = F("why it is in that stage (``recstack show --explain-stages`` prints it)", None,
+                                       producer="profiling.rules")
 
 
 class NeverRanRoot(_M):
@@ -572,6 +593,12 @@ class Overhead(_M):
     op_pass_op_time_s: Seconds | None = F("op-pass time of the outermost ops per step, from the raw events "
                                           "(the op nodes' op_pass_time_s add up to it)", None, unit="s",
                                           producer="profiling.runner")
+    op_pass_remeasured: dict[str, Finite | None] | None = F(
+        "the op pass ran beyond 3x the plain step either way and was measured again: ``first_ratio``, "
+        "``second_ratio`` and ``kept_ratio`` (the run nearer the plain step is kept)", None,
+        producer="profiling.passes")
+    op_pass_ratio_flag: str | None = F("set when the kept op pass is still beyond 3x either way: its proportions "
+                                       "within stages may not hold (one sentence)", None, producer="profiling.passes")
     pairs: NonNegInt | None = F("A/B pairs", None, producer="profiling.runner")
     profiling_wall_s: Seconds | None = F("wall time of all passes", None, unit="s", producer="profiling.runner")
     method: str | None = F("one-line statement of the method", None, producer="profiling.runner")
