@@ -129,6 +129,9 @@ def test_one_batch_size_reading():
     assert infer_batch_size(Opaque(0)) is None and infer_batch_size(torch.tensor(1.0)) is None
     with pytest.raises(ConfigError, match="batch_size must be a positive integer"):
         recstack.Call((dense,), batch_size=0)
+    moved = recstack.Batch(recstack.Call(((dense, ids),), {"w": dense}, batch_size=3), ids).to("meta")  # --device
+    assert moved.inputs.args[0][1].is_meta and moved.inputs.kwargs["w"].is_meta and moved.labels.is_meta
+    assert moved.inputs.batch_size == 3
 
 
 # -- the training loss -------------------------------------------------------------------------------------
