@@ -38,6 +38,8 @@ class TupleNet(nn.Module):
             return y.abs() / (1 + y.abs())
         if self.head == "tuple":
             return y, dense
+        if self.head == "own-loss":  # a model that returns its own loss
+            return y.pow(2).mean()
         return y
 
 
@@ -155,10 +157,12 @@ def test_training_without_a_loss_on_what_is_not_a_clear_score_is_an_error(head, 
     ("linear", "binary_cross_entropy_with_logits"),
     ("sigmoid", "binary_cross_entropy"),  # probabilities: BCE-with-logits would squash them a second time
     ("squash", "binary_cross_entropy_with_logits"),  # in [0, 1], but no sigmoid or softmax: the graph decides
+    ("own-loss", "output"),  # a 0-dim output is the loss
 ])
-def test_training_on_a_score_picks_bce_for_probabilities_and_logits_and_records_it(head, function):
+def test_training_picks_its_loss_from_what_the_output_is_and_records_it(head, function):
     prof = _train(TwoArgNet(1, head), _pair)
-    assert prof.run["loss"]["function"] == function and prof.run["loss"]["labels"] == "seeded_random"
+    assert prof.run["loss"]["function"] == function
+    assert prof.run["loss"]["labels"] == (None if function == "output" else "seeded_random")
     assert {"loss", "backward", "optimizer"} <= {c.name for c in prof.root.children}
 
 
