@@ -330,13 +330,15 @@ def _query_batches(inputs: Any, max_batch: int, count: int) -> list[Any]:
     return [inputs.batch(int(n), i) for i, n in enumerate(sizes)]
 
 
+_BATCH_KINDS = "a tensor, a tuple of arguments, a dict or recstack.Call(args, kwargs)"
+
+
 def _check_batch(batch: Any, what: str) -> None:
     if batch is None:
-        raise UserCodeError(f"{what} returned None; return a batch (a tensor, a tuple of arguments or a dict)",
-                            function=what)
+        raise UserCodeError(f"{what} returned None; return a batch ({_BATCH_KINDS})", function=what)
     if inspect.isgenerator(batch) or (isinstance(batch, Iterator) and not isinstance(batch, torch.Tensor)):
         raise UserCodeError(f"{what} returned a {type(batch).__name__}; return one batch per call "
-                            "(a tensor, a tuple of arguments or a dict), not an iterator", function=what)
+                            f"({_BATCH_KINDS}), not an iterator", function=what)
 
 
 # -- files and factories ----------------------------------------------------------------
