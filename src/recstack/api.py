@@ -49,12 +49,16 @@ def profile(
     """Profile any nn.Module (zoo, TorchRec or your own) on batches from ``inputs``.
 
     ``inputs``: a bound workload, a callable returning batches (called with the
-    batch index if it takes an argument), or a list of batches. A tuple batch is
-    passed as positional arguments, a dict as keyword arguments, anything else
-    as the single argument. In train mode the loss is ``loss_fn(output, batch)``,
-    else the model's own ``loss(output, labels)``, else BCE-with-logits against
-    seeded random labels. ``config`` and ``overrides``: RunConfig fields
-    (``batch_size``, when not given, is read from the first batch);
+    batch index if it takes an argument), or a list of batches. A
+    ``recstack.Call(args, kwargs)`` batch is forward's exact arguments, a
+    ``recstack.Batch(inputs, labels)`` carries labels for training, a tuple is
+    positional arguments, a plain dict keyword arguments, anything else (a
+    library's batch class) the single argument (:mod:`recstack.calls`). In train
+    mode the loss is ``loss_fn(output, batch)``, else the model's own
+    ``loss(output, labels)`` with the batch's labels, else a built-in loss that
+    the output must suit (:mod:`recstack.profiling.loss`; ``run.loss`` records
+    it). ``config`` and ``overrides``: RunConfig fields (``batch_size``, when not
+    given, is read from the first batch, with a warning when it cannot be);
     ``machine``: a machine dict or file (``recstack machine``) to classify every
     node against, ``"auto"`` for this host's cached measurement if there is one.
     ``trace``: also write the op pass's Chrome trace there.
@@ -326,13 +330,15 @@ def _query_batches(inputs: Any, max_batch: int, count: int) -> list[Any]:
     return [inputs.batch(int(n), i) for i, n in enumerate(sizes)]
 
 
+_BATCH_KINDS = "a tensor, a tuple of arguments, a dict or recstack.Call(args, kwargs)"
+
+
 def _check_batch(batch: Any, what: str) -> None:
     if batch is None:
-        raise UserCodeError(f"{what} returned None; return a batch (a tensor, a tuple of arguments or a dict)",
-                            function=what)
+        raise UserCodeError(f"{what} returned None; return a batch ({_BATCH_KINDS})", function=what)
     if inspect.isgenerator(batch) or (isinstance(batch, Iterator) and not isinstance(batch, torch.Tensor)):
         raise UserCodeError(f"{what} returned a {type(batch).__name__}; return one batch per call "
-                            "(a tensor, a tuple of arguments or a dict), not an iterator", function=what)
+                            f"({_BATCH_KINDS}), not an iterator", function=what)
 
 
 # -- files and factories ----------------------------------------------------------------

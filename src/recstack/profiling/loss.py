@@ -4,7 +4,7 @@ In order (docs/profiling.md, "Training loss"):
 
 1. ``loss_fn(output, batch)`` when given (``batch`` as the batch function returned it);
 2. the model's own ``loss(output, labels)`` when the batch carries labels (``recstack.Batch(inputs,
-   labels)``, a zoo ``RawBatch``);
+   labels)``, a zoo ``RawBatch``), also through a wrapper that keeps the model as ``.module`` (DMP, DDP);
 3. a 0-dim float output is the model's own loss, used as it is;
 4. otherwise a built-in loss on the output, which must be a float tensor:
 
@@ -13,10 +13,10 @@ In order (docs/profiling.md, "Training loss"):
    * without labels only a score (a ``[B]`` or ``[B, 1]`` float tensor) is accepted, against seeded
      random 0/1 labels: anything else (a hidden state, a tuple) is an error asking for a loss.
 
-   Binary cross-entropy is on probabilities (``binary_cross_entropy``) when a sigmoid produced the
-   output (followed by shape-only ops), on logits (``binary_cross_entropy_with_logits``) when any value
-   lies outside [0, 1]; when every value lies in [0, 1] and no sigmoid is seen, the two cannot be told
-   apart and a loss must be given.
+   Binary cross-entropy is on probabilities (``binary_cross_entropy``) when a sigmoid or softmax made
+   the output (shape-only ops after it are looked through), else on logits
+   (``binary_cross_entropy_with_logits``): the graph decides, not the values (a fresh model's logits
+   often all lie in [0, 1]).
 
 ``run.loss`` records which (:attr:`TrainLoss.info`).
 """
@@ -66,32 +66,30 @@ def _node_stem(node: Any) -> str:
     return re.sub(r"Backward\d*$", "", type(node).__name__)
 
 
-def _sigmoid_made(out: torch.Tensor) -> bool:
-    """A sigmoid produced ``out`` (through shape-only ops)."""
+_PROBABILITIES = {"Sigmoid", "Softmax", "Hardsigmoid"}  # ops whose outputs are probabilities
+
+
+def _probability_op(out: torch.Tensor) -> str | None:
+    """The sigmoid or softmax that produced ``out`` (through shape-only ops), or None."""
     node = out.grad_fn
     while node is not None:
         stem = _node_stem(node)
-        if stem == "Sigmoid":
-            return True
+        if stem in _PROBABILITIES:
+            return stem.lower()
         if stem not in _SHAPE_ONLY:
-            return False
+            return None
         nxt = [f for f, _ in node.next_functions if f is not None]
         node = nxt[0] if len(nxt) == 1 else None
-    return False
+    return None
 
 
-def _binary(out: torch.Tensor, model: str) -> tuple[Callable[..., torch.Tensor], str, str]:
+def _binary(out: torch.Tensor) -> tuple[Callable[..., torch.Tensor], str, str]:
     """binary_cross_entropy or its logits form for ``out``, and why."""
-    if _sigmoid_made(out):
-        return F.binary_cross_entropy, "binary_cross_entropy", "a sigmoid made the output: probabilities"
-    with torch.no_grad():
-        inside = bool(((out >= 0) & (out <= 1)).all())
-    if not inside:
-        return (F.binary_cross_entropy_with_logits, "binary_cross_entropy_with_logits",
-                "output values outside [0, 1]: logits")
-    raise ConfigError(
-        f"training needs a loss: every value of {model}'s output lies in [0, 1] but no sigmoid made it, so it "
-        f"cannot tell probabilities from logits; {_HOW}", field="loss_fn")
+    op = _probability_op(out)
+    if op is not None:
+        return F.binary_cross_entropy, "binary_cross_entropy", f"a {op} made the output: probabilities"
+    return (F.binary_cross_entropy_with_logits, "binary_cross_entropy_with_logits",
+            "no sigmoid or softmax made the output: logits")
 
 
 def _with_labels(out: Any, labels: Any, model: str) -> TrainLoss:
@@ -108,7 +106,7 @@ def _with_labels(out: Any, labels: Any, model: str) -> TrainLoss:
     if labels.numel() != out.numel():
         raise ConfigError(f"the batch's labels (shape {list(labels.shape)}) do not match {model}'s output "
                           f"({_describe(out)}); {_HOW}", field="loss_fn")
-    fn, name, why = _binary(out, model)
+    fn, name, why = _binary(out)
     return TrainLoss(lambda o, b: fn(o.float(), b.labels.reshape(o.shape).float()),
                      {"function": name, "labels": "batch", "why": why})
 
@@ -120,7 +118,7 @@ def _random_labels(out: Any, model: str, seed: int) -> TrainLoss:
         raise ConfigError(
             f"training needs a loss: {model}'s output is {_describe(out)}, not a score (a [B] or [B, 1] float "
             f"tensor of logits or probabilities); {_HOW}", field="loss_fn")
-    fn, name, why = _binary(out, model)
+    fn, name, why = _binary(out)
     cache: dict[tuple[int, ...], torch.Tensor] = {}
 
     def loss(o: torch.Tensor, _batch: Any) -> torch.Tensor:
@@ -133,6 +131,19 @@ def _random_labels(out: Any, model: str, seed: int) -> TrainLoss:
     return TrainLoss(loss, {"function": name, "labels": "seeded_random", "why": why})
 
 
+def _own_loss(model: nn.Module) -> Callable[[Any, Any], torch.Tensor] | None:
+    """The model's ``loss(output, labels)``, looking through wrappers that keep the model as ``.module``
+    (DistributedModelParallel, DistributedDataParallel)."""
+    for _ in range(3):
+        own = getattr(model, "loss", None)
+        if callable(own):
+            return own
+        model = getattr(model, "module", None)
+        if not isinstance(model, nn.Module):
+            return None
+    return None
+
+
 def choose_loss(model: nn.Module, out: Any, batch: Any, loss_fn: Callable[[Any, Any], torch.Tensor] | None,
                 seed: int) -> TrainLoss:
     """The loss for ``model``'s training steps, from its first step's output ``out`` on ``batch``."""
@@ -140,9 +151,9 @@ def choose_loss(model: nn.Module, out: Any, batch: Any, loss_fn: Callable[[Any, 
         return TrainLoss(loss_fn, {"function": "loss_fn", "name": name_of(loss_fn), "labels": None,
                                    "why": "given"})
     labels = getattr(batch, "labels", None)
-    own = getattr(model, "loss", None)
-    if labels is not None and callable(own):
-        return TrainLoss(lambda o, b: model.loss(o, b.labels),  # type: ignore[operator]
+    own = _own_loss(model)
+    if labels is not None and own is not None:
+        return TrainLoss(lambda o, b: own(o, b.labels),
                          {"function": "model.loss", "name": name_of(own), "labels": "batch",
                           "why": "the model's own loss(output, labels)"})
     name = type(model).__name__
