@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +31,9 @@ LOCK_RETRY_S = 30.0  # how long a reader or writer waits for another process's t
 
 
 def _is_lock_error(exc: Exception) -> bool:
-    text = str(exc).lower()
+    """Another process holds the file (DuckDB: 'Could not set lock on file "...": Conflicting lock ...').
+    The quoted path is left out: a store named ``blocks.duckdb`` is not a lock error."""
+    text = re.sub(r'"[^"]*"', "", str(exc)).lower()
     return "lock" in text or "conflicting" in text
 
 
