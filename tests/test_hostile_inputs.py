@@ -544,3 +544,41 @@ def test_case_count() -> None:
     assert total >= 150, kinds
     assert set(kinds) >= {"store", "enospc", "name-too-long", "cluster", "unused-flag", "range"}
     print(dict(kinds), "process:", PROCESS_CASES, "lock: 2", "total:", total)
+
+
+def test_a_point_the_full_store_cannot_take_goes_to_a_fallback_file(tmp_path: Path) -> None:
+    """The disk fills mid-sweep: the point's row goes to a JSON file in the temp folder, the sweep stops with
+    exit 5 naming both, and the store keeps what it held (the failed COMMIT is reported, not its ROLLBACK)."""
+    if os.geteuid() != 0:
+        pytest.skip("a full file system needs a tmpfs mount, which needs root")
+    from recstack.errors import EnvironmentFailure
+    from recstack.store import db
+    from recstack.sweeps.run import _write_point
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True,
+                      timeout=30).returncode != 0:
+        pytest.skip("mount -t tmpfs failed here")
+    try:
+        store = mnt / "results.duckdb"
+        db.migrate(store)
+        fd = os.open(mnt / "fill", os.O_WRONLY | os.O_CREAT)
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"\0" * 4096)
+        os.close(fd)
+        point = {"point_id": "p0", "config_hash": "h0", "recstack_version": "t", "host": "h", "status": "ok",
+                 "model": "rmc1", "config_json": "x" * 100_000}
+        with pytest.raises(EnvironmentFailure) as info:
+            for i in range(50):
+                _write_point(store, {**point, "point_id": f"p{i}", "config_hash": f"h{i}"}, [])
+        msg = str(info.value)
+        assert str(store) in msg and "No space left on device" in msg and "\n" not in msg, msg
+        alt = Path(re.search(r"the unstored point's row is in (\S+)$", msg).group(1))  # type: ignore[union-attr]
+        assert json.loads(alt.read_text())["point"]["status"] == "ok"
+        alt.unlink()
+        os.unlink(mnt / "fill")
+        assert len(db.read_table(store)) == i  # the points stored before the disk filled, each once
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)

@@ -117,6 +117,8 @@ def migrate(path: str | Path) -> int:
     if Path(path).is_file():
         with connect(path, read_only=True) as con:
             check_version(con, path, empty_ok=True)
+    import duckdb
+
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with connect(path) as con:
         v = check_version(con, path, empty_ok=True)
@@ -135,7 +137,8 @@ def migrate(path: str | Path) -> int:
                 con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(m.version)])
                 con.execute("COMMIT")
             except Exception:
-                con.execute("ROLLBACK")
+                with contextlib.suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
                 raise
             v = m.version
         _add_run_config_columns(con)
@@ -157,13 +160,18 @@ def transaction(path: str | Path) -> Iterator[Any]:
 
     The file is held only inside the block, so other writers and readers wait at most one transaction.
     """
+    import duckdb
+
     with connect(path) as con:
         con.execute("BEGIN TRANSACTION")
         try:
             yield con
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            # a failed COMMIT (a full disk) has ended the transaction already: the first error is the one to
+            # report, not the ROLLBACK's "no transaction is active"
+            with contextlib.suppress(duckdb.Error):
+                con.execute("ROLLBACK")
             raise
 
 
