@@ -106,7 +106,7 @@ def cluster(tmp_path: Path) -> Iterator[dict[str, object]]:
     marker = tmp_path / "marker"
     head_args = ["--head", f"--port={port}", "--num-cpus=1", "--node-ip-address=127.0.0.1",
                  "--include-dashboard=false", f"--dashboard-port={_free_port()}",
-                 f"--ray-client-server-port={_free_port()}", "--object-store-memory=100000000",
+                 "--object-store-memory=100000000",
                  "--disable-usage-stats", f"--temp-dir={temp}"]
     worker_args = [f"--address={address}", "--num-cpus=1", "--node-ip-address=127.0.0.1",
                    "--object-store-memory=100000000"]
