@@ -98,7 +98,9 @@ def check_store(con: Any, path: str | Path, version: int) -> None:
 
 
 def check_table(con: Any, path: str | Path, table: str) -> None:
-    """One table: its known columns' kinds, then NULLs in its key columns (which reads their pages)."""
+    """One table: its known columns' kinds, then NULLs in its key columns. Every column is counted, which
+    reads all of its pages: a truncated file fails here (a DataError from the guarded connection), before
+    anything is migrated or appended."""
     found = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns "
                              "WHERE table_schema = 'main' AND table_name = ?", [table]).fetchall())
     for col, want in COLUMNS[table].items():
@@ -109,12 +111,12 @@ def check_table(con: Any, path: str | Path, table: str) -> None:
         if kind_of(found[col]) != kind_of(want):
             raise DataError(f"{path}: {table}.{col} is {found[col]}, not {kind_of(want)} ({want}); "
                             f"the store is damaged or foreign ({FIX})")
-    keys = [k for k in KEYS[table] if k in found]
-    if not keys:
-        return
-    counts = con.execute(f"SELECT {', '.join(f'count(*) - count({chr(34)}{k}{chr(34)})' for k in keys)} "
+    cols = list(found)
+    counts = con.execute(f"SELECT count(*), {', '.join(f'count({chr(34)}{c}{chr(34)})' for c in cols)} "
                          f'FROM "{table}"').fetchone()
-    for k, n in zip(keys, counts, strict=True):
+    filled = dict(zip(cols, counts[1:], strict=True))
+    for k in (k for k in KEYS[table] if k in found):
+        n = counts[0] - filled[k]
         if n:
             raise DataError(f"{path}: {table}.{k}: {n} row{'s' if n != 1 else ''} with no value (NULL) in a key "
                             f"column; the store is damaged ({FIX})")

@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +31,9 @@ LOCK_RETRY_S = 30.0  # how long a reader or writer waits for another process's t
 
 
 def _is_lock_error(exc: Exception) -> bool:
-    text = str(exc).lower()
+    """Another process holds the file (DuckDB: 'Could not set lock on file "...": Conflicting lock ...').
+    The quoted path is left out: a store named ``blocks.duckdb`` is not a lock error."""
+    text = re.sub(r'"[^"]*"', "", str(exc)).lower()
     return "lock" in text or "conflicting" in text
 
 
@@ -114,6 +117,8 @@ def migrate(path: str | Path) -> int:
     if Path(path).is_file():
         with connect(path, read_only=True) as con:
             check_version(con, path, empty_ok=True)
+    import duckdb
+
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with connect(path) as con:
         v = check_version(con, path, empty_ok=True)
@@ -132,7 +137,8 @@ def migrate(path: str | Path) -> int:
                 con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(m.version)])
                 con.execute("COMMIT")
             except Exception:
-                con.execute("ROLLBACK")
+                with contextlib.suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
                 raise
             v = m.version
         _add_run_config_columns(con)
@@ -154,13 +160,18 @@ def transaction(path: str | Path) -> Iterator[Any]:
 
     The file is held only inside the block, so other writers and readers wait at most one transaction.
     """
+    import duckdb
+
     with connect(path) as con:
         con.execute("BEGIN TRANSACTION")
         try:
             yield con
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            # a failed COMMIT (a full disk) has ended the transaction already: the first error is the one to
+            # report, not the ROLLBACK's "no transaction is active"
+            with contextlib.suppress(duckdb.Error):
+                con.execute("ROLLBACK")
             raise
 
 
