@@ -31,6 +31,7 @@ class StageActs:
     saved_pair: float = 0.0
     work_pair: float = 0.0
     work_inf: float | None = None  # inference's largest transient (None: ``work``)
+    out_saved: bool = True  # training: its consumer (or its own last op) keeps ``out`` for backward
     notes: list[str] = field(default_factory=list)
 
 
@@ -68,7 +69,7 @@ def mlp_stage(stage: str, widths: list[int], final_relu: bool, *, input_saved: f
 
 def embedding_stage(tables: list[Table], lengths: Lengths, backend: str, train: bool) -> StageActs:
     """Pooled rows [B, dim] per table; sequence rows padded to [B, padded, dim] (plus the flat rows and mask)."""
-    st = StageActs("embedding")
+    st = StageActs("embedding", out_saved=False)  # concatenation, stacking and sums keep no input
     for t in tables:
         if t.kind == "pooled":
             st.out += t.dim
