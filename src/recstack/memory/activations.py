@@ -31,6 +31,7 @@ class StageActs:
     saved_pair: float = 0.0
     work_pair: float = 0.0
     work_inf: float | None = None  # inference's largest transient (None: ``work``)
+    work_bwd: float | None = None  # backward's largest gradient transient (None: ``work``)
     out_saved: bool = True  # training: its consumer (or its own last op) keeps ``out`` for backward
     notes: list[str] = field(default_factory=list)
 
@@ -152,12 +153,18 @@ def _wnd(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageA
 
 
 def _din(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    """DIN's local activation unit, per position: the [behaviour, ad, behaviour x ad] input (saved by the first
+    Linear), the MLP's hidden outputs, the weight, the float mask and the masked weight (saved by the
+    products); the padded behaviours themselves are saved by the two products."""
     assert cfg.attention_hidden and cfg.top_mlp
     seq = _seq(tables)[0]
     L, d = lengths.padded[seq.name], seq.dim
-    # q expanded (a view), behaviours*q, the concatenated [L, 3d] input, MLP over every position, mask, weighted
-    ms, mo, mwt, _ = _mlp(cfg.attention_hidden, False)
-    att = StageActs("sequence", out=d, saved=L * (d + 3 * d + ms + mo + mo + d), work=L * (3 * d + mwt))
+    hidden = float(sum(cfg.attention_hidden[1:-1]))
+    h1 = cfg.attention_hidden[1]
+    # training: the product before the concatenation, or the first layer's pre-activation output; inference:
+    # the input with the behaviour x ad product (until the concatenation returns) or the first layer's outputs
+    att = StageActs("sequence", out=d, saved=L * (3 * d + hidden + 3),
+                    work=L * max(d, h1), work_inf=L * (3 * d + max(d, 2 * h1)), work_bwd=L * 4 * d)
     head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
     return [att, head]
 
@@ -174,7 +181,9 @@ def _dien(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[Stage
     attention = T * (a + 2) + a
     # AUGRU per step: x2h and h2h [3h] each, r, u, n, products, new h: ~ 14 h per step
     evo = T * 14 * h if cfg.evolution_cell == "augru" else T * (h + gates * h + h)
-    seq = StageActs("sequence", out=T * h + h, saved=extractor + attention + evo, work=T * (d + 4 * h))
+    # transients: the stacked input before the RNN takes it, then one step's gates at a time
+    seq = StageActs("sequence", out=T * h + h, saved=extractor + attention + evo, work=T * d + 4 * h,
+                    work_inf=T * (d + 4 * h), work_bwd=T * 2 * h)
     head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
     return [seq, head]
 
@@ -201,29 +210,36 @@ def _twotower(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[S
 
 
 def _bst(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    """BST's post-norm transformer blocks, per position and block: the qkv projection [3d] (kept by the score
+    and value matmuls), the softmax output [heads x n], the re-laid-out attention output [d], both LayerNorms'
+    inputs [d] and the first one's output [d], the FFN's hidden ReLU output; the scores are transient."""
     assert cfg.top_mlp and cfg.blocks and cfg.attention_heads and cfg.ffn_dim
     seq = _seq(tables)[0]
     n, d, h, ffn = lengths.padded[seq.name] + 1, seq.dim, cfg.attention_heads, cfg.ffn_dim
-    # per block: qkv [3d], scores, masked, softmax [h n] each, att [d], proj [d], residual + norm1 [d] x 2,
-    # FFN hidden [ffn] x 2, out [d], residual + norm2 [d] x 2; per position
-    per_block = n * (3 * d + 3 * h * n + d + d + 2 * d + 2 * ffn + d + 2 * d) + 2 * n
-    tr = StageActs("sequence", out=2 * d, saved=cfg.blocks * per_block + n * d * 2,
-                   work=n * (3 * d + 2 * h * n))
+    per_block = n * (7 * d + h * n + ffn + 4)
+    # the block input, the last block's output, the pooled behaviours' product
+    # inference: the block's input (the caller's) and the first norm's output beside the FFN's two hidden
+    # outputs, or the qkv projection beside two score matrices; plus the summed behaviours and the input
+    work_inf = max(n * (2 * d + 2 * ffn), n * (3 * d + 2 * h * n + 4 * d)) + 2 * n * d
+    tr = StageActs("sequence", out=2 * d, saved=cfg.blocks * per_block + 3 * n * d,
+                   work=n * 2 * h * n, work_inf=work_inf)
     head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
     return [tr, head]
 
 
 def _hstu(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    """HSTU layers, per position and layer: the input and its LayerNorm output [d], the projection before and
+    after SiLU [w = heads (2 linear + 2 attention dims)], the attention output, its norm and its product with U
+    [heads x linear] each, LayerNorm statistics; per layer three [heads x n x n] matrices (q k^T, its SiLU, the
+    masked and normalised scores). The float mask [n x n] is shared by the layers."""
     assert cfg.blocks and cfg.attention_heads and cfg.linear_dim and cfg.attention_dim
     seq = _seq(tables)[0]
     n, d = lengths.padded[seq.name], seq.dim
     h, dl, da = cfg.attention_heads, cfg.linear_dim, cfg.attention_dim
     w = h * (2 * dl + 2 * da)
-    # per layer: input norm [d], uvqk pre and post SiLU [w] x 2, q k^T, SiLU, x mask, / counts [h n] x 4 (n
-    # per position), av [h dl], norm [h dl], x u [h dl], out [d], residual [d]
-    per_layer = n * (d + 2 * w + 4 * h * n + 3 * h * dl + 2 * d)
-    enc = StageActs("sequence", out=d, saved=cfg.blocks * per_layer + n * d + n * n / 4 + n * n,
-                    work=n * (w + 2 * h * n))
+    per_layer = n * (2 * d + 2 * w + 3 * h * dl + 4) + 3 * h * n * n
+    enc = StageActs("sequence", out=d, saved=cfg.blocks * per_layer + n * d + n * n + n * n / 4,
+                    work=2 * h * n * n, work_inf=n * (d + w) + 2 * h * n * n + n * n)
     inter = StageActs("interaction", out_pair=1.0)
     return [enc, inter]
 

@@ -293,6 +293,8 @@ def _dynamic(shape: Shape, lengths: Lengths, tabs: list[Table], backend: str, tr
     fp_live, fp_work = feature_bytes(tabs, lengths, backend, train)
     stages: list[StageActs] = [embedding_stage(tabs, lengths, backend, train)]
     stages += dense_stages(shape.cfg, shape.tables, lengths)
+    if shape.cfg.arch == "din":
+        stages[0].out_saved = True  # DIN's two products with the behaviours keep the padded rows for backward
     out: dict[str, int] = {"feature_processing": int(B * (fp_live + fp_work))}
     live = B * fp_live
     consumers.append(Consumer("indices_offsets", "feature_processing", int(B * fp_live)))
@@ -344,8 +346,9 @@ def _backward(shape: Shape, stages: list[StageActs], B: int, fp_live: float, tgr
             # each table's indices are freed as its gradient is made; a dense (TorchRec) gradient has a copy
             flowing = size(st) + max(fp_live + held(st), tgrads) + tgrad_max - fp_live
         else:
+            work = st.work if st.work_bwd is None else st.work_bwd
             flowing = max(held(st), own) + size(st) + (size(stages[i - 1]) if i else 0.0) \
-                + 4 * (st.work * B + st.work_pair * B * B)
+                + 4 * (work * B + st.work_pair * B * B)
         peak = max(peak, before + grads_after + flowing)
         grads_after += own
     return {"loss": int(live_after + loss), "backward": int(peak)}
