@@ -57,8 +57,9 @@ def _mlp(widths: list[int], final_relu: bool) -> tuple[float, float, float, floa
     saved = float(sum(outs[:-1]))
     out = float(outs[-1])
     work_train = float(max(outs[:-1] + [outs[-1] if final_relu else 0]))
-    work_inf = max((widths[i] if i else 0) + outs[i] * (2 if relu[i] else 1) - (out if i == n - 1 else 0)
-                   for i in range(n))
+    # nn.Sequential frees each input once the next module has returned: two consecutive values at a time
+    pairs = [outs[i] * (2 if relu[i] else 1) for i in range(n)] + [widths[i] + outs[i] for i in range(1, n)]
+    work_inf = max(pairs) - out
     return saved, out, work_train, float(work_inf)
 
 
@@ -115,9 +116,11 @@ def _dlrm(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[Stage
         inter = StageActs("interaction", out=cfg.bottom_mlp[-1] + pairs, saved=f * cfg.embedding_dim,
                           work=f * f + pairs)
     elif cfg.interaction == "dcn":
+        # per cross layer: its input, the low-rank value and the up-projection are saved; inference holds x0,
+        # x, the up-projection and its product with x0
         layers, rank = cfg.cross_layers or 0, cfg.cross_rank or 0
         inter = StageActs("interaction", out=width, saved=width + layers * (rank + 2 * width) - width,
-                          work=2 * width)
+                          work=2 * width, work_inf=3 * width + rank)
     else:
         inter = StageActs("interaction", out=width, work=0.0)
     return [dense, inter, mlp_stage("head", cfg.top_mlp, False)]
@@ -189,14 +192,15 @@ def _dien(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[Stage
 
 
 def _deepfm(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    """DeepFM: the numeric fields' factors [dense x k]; the FM over the stacked rows (transient) and the
+    concatenated fields [F x k] (saved by the square); the deep MLP reads the fields as they are (a view)."""
     assert cfg.top_mlp and cfg.fm_factors
     k, nd, T = cfg.fm_factors, cfg.dense_features, len(tables)
     dim = tables[0].dim
     f = nd + T
-    dense = StageActs("dense", out=nd * k + 1, saved=nd, work=nd)
-    inter = StageActs("interaction", out=f * k + 1, saved=T * dim + 2 * f * k + 3 * k, work=f * k)
-    head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
-    return [dense, inter, head]
+    dense = StageActs("dense", out=nd * k + 1, work=nd)
+    inter = StageActs("interaction", out=f * k + 1, saved=3 * k, work=T * dim + f * k)
+    return [dense, inter, mlp_stage("head", cfg.top_mlp, False)]
 
 
 def _twotower(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:

@@ -66,9 +66,9 @@ def resident(model: nn.Module, optimizer: torch.optim.Optimizer | None) -> tuple
         return _nbytes(t)
 
     named = list(model.named_parameters())
-    # FBGEMM's training kernel registers its fused optimizer state (momentum1_host, ...) as parameters
+    # FBGEMM's training kernel registers its fused optimizer state (momentum1_host, ...) as parameters: state
     state = sum(once(p) for n, p in named if n.rsplit(".", 1)[-1].startswith(("momentum1", "momentum2")))
-    params = sum(once(p) for _n, p in named)
+    params = sum(once(p) for n, p in named if not n.rsplit(".", 1)[-1].startswith(("momentum1", "momentum2")))
     buffers = 0
     for mod in model.modules():
         # FBGEMM keeps its tables as buffers or plain attributes (weights_host, ...): they count as parameters;

@@ -313,7 +313,10 @@ def _dynamic(shape: Shape, lengths: Lengths, tabs: list[Table], backend: str, tr
         consumers.append(Consumer("table_gradients", "backward", int(tgrads)))
     dense_grads = shape.dense_params * 4
     consumers.append(Consumer("dense_gradients", "backward", int(dense_grads)))
-    out["optimizer"] = int(dense_grads + tgrads + _optimizer_work(shape, tabs, backend, optimizer, tgrad_max))
+    # FBGEMM's training kernel keeps the step's indices and offsets (its _indices, _offsets) until the next step
+    kept = B * fp_live if backend == "tbe" else 0.0
+    sparse_max = max((B * lengths.mean[t.name] * (t.dim * 4 + 8) for t in tabs), default=0.0)
+    out["optimizer"] = int(dense_grads + tgrads + kept + _optimizer_work(shape, tabs, backend, optimizer, sparse_max))
     return out
 
 
@@ -358,8 +361,8 @@ def _table_grads(tabs: list[Table], lengths: Lengths, backend: str, B: int) -> t
     """(all table gradients, the largest transient) in bytes: sparse (values and int64 indices per lookup) for
     the torch backend, which AccumulateGrad takes over without a copy; dense for TorchRec, whose backward first
     makes one gradient row per lookup (plus sorted int64 indices) and then sums them into the table's rows."""
-    if backend == "tbe":
-        return 0.0, 0.0
+    if backend == "tbe":  # the update is fused into backward: no gradient; its sort keeps ~4 bytes per lookup
+        return 0.0, 4.0 * B * sum(lengths.mean[t.name] for t in tabs)
     if backend == "torch":
         per = [B * lengths.mean[t.name] * (t.dim * 4 + 8) for t in tabs]
         return float(sum(per)), 0.0
@@ -368,7 +371,7 @@ def _table_grads(tabs: list[Table], lengths: Lengths, backend: str, B: int) -> t
     return float(sum(per)), float(max(rows, default=0.0))
 
 
-def _optimizer_work(shape: Shape, tabs: list[Table], backend: str, optimizer: str, tgrad_max: float) -> float:
+def _optimizer_work(shape: Shape, tabs: list[Table], backend: str, optimizer: str, sparse_max: float) -> float:
     """Temporaries of one optimizer step (torch.optim's single-tensor path on CPU: one parameter at a time)."""
     if optimizer == "sgd":
         return 0.0
@@ -376,7 +379,7 @@ def _optimizer_work(shape: Shape, tabs: list[Table], backend: str, optimizer: st
     if backend == "tbe":
         return dense
     if backend == "torch":
-        return max(dense, 2 * tgrad_max)  # the coalesced sparse gradient and its std
+        return max(dense, 2 * sparse_max)  # the coalesced sparse gradient and its std
     return max(dense, max((t.rows * t.dim * 4.0 for t in tabs), default=0.0))
 
 
