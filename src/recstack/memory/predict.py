@@ -372,15 +372,18 @@ def _table_grads(tabs: list[Table], lengths: Lengths, backend: str, B: int) -> t
 
 
 def _optimizer_work(shape: Shape, tabs: list[Table], backend: str, optimizer: str, sparse_max: float) -> float:
-    """Temporaries of one optimizer step (torch.optim's single-tensor path on CPU: one parameter at a time)."""
+    """Temporaries of one optimizer step on CPU (torch.optim's single-tensor path, one parameter at a time):
+    Adagrad's ``std`` (Adam: two) of the largest parameter, or of the largest coalesced sparse gradient; with
+    TorchRec's dense table gradients two table-sized temporaries were measured live together (torch 2.13)."""
     if optimizer == "sgd":
         return 0.0
-    dense = shape.dense_largest * 4.0
+    factor = 2.0 if optimizer == "adam" else 1.0
+    dense = factor * shape.dense_largest * 4.0
     if backend == "tbe":
         return dense
     if backend == "torch":
-        return max(dense, 2 * sparse_max)  # the coalesced sparse gradient and its std
-    return max(dense, max((t.rows * t.dim * 4.0 for t in tabs), default=0.0))
+        return max(dense, 2 * sparse_max)
+    return max(dense, 2 * factor * max((t.rows * t.dim * 4.0 for t in tabs), default=0.0))
 
 
 def predict_config(model: str | ModelConfig, *, scale: float = 1.0, batch_size: int = 1024, backend: str = "torch",
