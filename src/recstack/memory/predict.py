@@ -315,7 +315,7 @@ def _dynamic(shape: Shape, lengths: Lengths, tabs: list[Table], backend: str, tr
     consumers.append(Consumer("dense_gradients", "backward", int(dense_grads)))
     # FBGEMM's training kernel keeps the step's indices and offsets (its _indices, _offsets) until the next step
     kept = B * fp_live if backend == "tbe" else 0.0
-    sparse_max = max((B * lengths.mean[t.name] * (t.dim * 4 + 8) for t in tabs), default=0.0)
+    sparse_max = max((_sparse_step(t, B * lengths.mean[t.name]) for t in tabs), default=0.0)
     out["optimizer"] = int(dense_grads + tgrads + kept + _optimizer_work(shape, tabs, backend, optimizer, sparse_max))
     return out
 
@@ -371,9 +371,17 @@ def _table_grads(tabs: list[Table], lengths: Lengths, backend: str, B: int) -> t
     return float(sum(per)), float(max(rows, default=0.0))
 
 
+def _sparse_step(t: Table, lookups: float) -> float:
+    """Sparse Adagrad's temporaries for one table: the gradient coalesced, then its square, the state masked by
+    it and the quotient, each over the distinct rows touched (expected for uniform IDs: a skewed workload touches
+    fewer, so this errs high)."""
+    unique = t.rows * -math.expm1(-lookups / t.rows) if t.rows else 0.0
+    return (lookups + 2.5 * unique) * (t.dim * 4 + 8)
+
+
 def _optimizer_work(shape: Shape, tabs: list[Table], backend: str, optimizer: str, sparse_max: float) -> float:
     """Temporaries of one optimizer step on CPU (torch.optim's single-tensor path, one parameter at a time):
-    Adagrad's ``std`` (Adam: two) of the largest parameter, or of the largest coalesced sparse gradient; with
+    Adagrad's ``std`` (Adam: two) of the largest parameter, or a sparse gradient's (:func:`_sparse_step`); with
     TorchRec's dense table gradients two table-sized temporaries were measured live together (torch 2.13)."""
     if optimizer == "sgd":
         return 0.0
@@ -382,7 +390,7 @@ def _optimizer_work(shape: Shape, tabs: list[Table], backend: str, optimizer: st
     if backend == "tbe":
         return dense
     if backend == "torch":
-        return max(dense, 2 * sparse_max)
+        return max(dense, sparse_max)
     return max(dense, 2 * factor * max((t.rows * t.dim * 4.0 for t in tabs), default=0.0))
 
 
