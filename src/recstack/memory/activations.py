@@ -31,6 +31,8 @@ class StageActs:
     saved_pair: float = 0.0
     work_pair: float = 0.0
     work_inf: float | None = None  # inference's largest transient (None: ``work``)
+    work_bwd: float | None = None  # backward's largest gradient transient (None: ``work``)
+    out_saved: bool = True  # training: its consumer (or its own last op) keeps ``out`` for backward
     notes: list[str] = field(default_factory=list)
 
 
@@ -55,8 +57,9 @@ def _mlp(widths: list[int], final_relu: bool) -> tuple[float, float, float, floa
     saved = float(sum(outs[:-1]))
     out = float(outs[-1])
     work_train = float(max(outs[:-1] + [outs[-1] if final_relu else 0]))
-    work_inf = max((widths[i] if i else 0) + outs[i] * (2 if relu[i] else 1) - (out if i == n - 1 else 0)
-                   for i in range(n))
+    # nn.Sequential frees each input once the next module has returned: two consecutive values at a time
+    pairs = [outs[i] * (2 if relu[i] else 1) for i in range(n)] + [widths[i] + outs[i] for i in range(1, n)]
+    work_inf = max(pairs) - out
     return saved, out, work_train, float(work_inf)
 
 
@@ -68,7 +71,7 @@ def mlp_stage(stage: str, widths: list[int], final_relu: bool, *, input_saved: f
 
 def embedding_stage(tables: list[Table], lengths: Lengths, backend: str, train: bool) -> StageActs:
     """Pooled rows [B, dim] per table; sequence rows padded to [B, padded, dim] (plus the flat rows and mask)."""
-    st = StageActs("embedding")
+    st = StageActs("embedding", out_saved=False)  # concatenation, stacking and sums keep no input
     for t in tables:
         if t.kind == "pooled":
             st.out += t.dim
@@ -113,9 +116,11 @@ def _dlrm(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[Stage
         inter = StageActs("interaction", out=cfg.bottom_mlp[-1] + pairs, saved=f * cfg.embedding_dim,
                           work=f * f + pairs)
     elif cfg.interaction == "dcn":
+        # per cross layer: its input, the low-rank value and the up-projection are saved; inference holds x0,
+        # x, the up-projection and its product with x0
         layers, rank = cfg.cross_layers or 0, cfg.cross_rank or 0
         inter = StageActs("interaction", out=width, saved=width + layers * (rank + 2 * width) - width,
-                          work=2 * width)
+                          work=2 * width, work_inf=3 * width + rank)
     else:
         inter = StageActs("interaction", out=width, work=0.0)
     return [dense, inter, mlp_stage("head", cfg.top_mlp, False)]
@@ -151,12 +156,18 @@ def _wnd(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageA
 
 
 def _din(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    """DIN's local activation unit, per position: the [behaviour, ad, behaviour x ad] input (saved by the first
+    Linear), the MLP's hidden outputs, the weight, the float mask and the masked weight (saved by the
+    products); the padded behaviours themselves are saved by the two products."""
     assert cfg.attention_hidden and cfg.top_mlp
     seq = _seq(tables)[0]
     L, d = lengths.padded[seq.name], seq.dim
-    # q expanded (a view), behaviours*q, the concatenated [L, 3d] input, MLP over every position, mask, weighted
-    ms, mo, mwt, _ = _mlp(cfg.attention_hidden, False)
-    att = StageActs("sequence", out=d, saved=L * (d + 3 * d + ms + mo + mo + d), work=L * (3 * d + mwt))
+    hidden = float(sum(cfg.attention_hidden[1:-1]))
+    h1 = cfg.attention_hidden[1]
+    # training: the product before the concatenation, or the first layer's pre-activation output; inference:
+    # the input with the behaviour x ad product (until the concatenation returns) or the first layer's outputs
+    att = StageActs("sequence", out=d, saved=L * (3 * d + hidden + 3),
+                    work=L * max(d, h1), work_inf=L * (3 * d + max(d, 2 * h1)), work_bwd=L * 4 * d)
     head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
     return [att, head]
 
@@ -173,20 +184,23 @@ def _dien(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[Stage
     attention = T * (a + 2) + a
     # AUGRU per step: x2h and h2h [3h] each, r, u, n, products, new h: ~ 14 h per step
     evo = T * 14 * h if cfg.evolution_cell == "augru" else T * (h + gates * h + h)
-    seq = StageActs("sequence", out=T * h + h, saved=extractor + attention + evo, work=T * (d + 4 * h))
+    # transients: the stacked input before the RNN takes it, then one step's gates at a time
+    seq = StageActs("sequence", out=T * h + h, saved=extractor + attention + evo, work=T * d + 4 * h,
+                    work_inf=T * (d + 4 * h), work_bwd=T * 2 * h)
     head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
     return [seq, head]
 
 
 def _deepfm(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    """DeepFM: the numeric fields' factors [dense x k]; the FM over the stacked rows (transient) and the
+    concatenated fields [F x k] (saved by the square); the deep MLP reads the fields as they are (a view)."""
     assert cfg.top_mlp and cfg.fm_factors
     k, nd, T = cfg.fm_factors, cfg.dense_features, len(tables)
     dim = tables[0].dim
     f = nd + T
-    dense = StageActs("dense", out=nd * k + 1, saved=nd, work=nd)
-    inter = StageActs("interaction", out=f * k + 1, saved=T * dim + 2 * f * k + 3 * k, work=f * k)
-    head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
-    return [dense, inter, head]
+    dense = StageActs("dense", out=nd * k + 1, work=nd)
+    inter = StageActs("interaction", out=f * k + 1, saved=3 * k, work=T * dim + f * k)
+    return [dense, inter, mlp_stage("head", cfg.top_mlp, False)]
 
 
 def _twotower(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
@@ -200,29 +214,36 @@ def _twotower(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[S
 
 
 def _bst(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    """BST's post-norm transformer blocks, per position and block: the qkv projection [3d] (kept by the score
+    and value matmuls), the softmax output [heads x n], the re-laid-out attention output [d], both LayerNorms'
+    inputs [d] and the first one's output [d], the FFN's hidden ReLU output; the scores are transient."""
     assert cfg.top_mlp and cfg.blocks and cfg.attention_heads and cfg.ffn_dim
     seq = _seq(tables)[0]
     n, d, h, ffn = lengths.padded[seq.name] + 1, seq.dim, cfg.attention_heads, cfg.ffn_dim
-    # per block: qkv [3d], scores, masked, softmax [h n] each, att [d], proj [d], residual + norm1 [d] x 2,
-    # FFN hidden [ffn] x 2, out [d], residual + norm2 [d] x 2; per position
-    per_block = n * (3 * d + 3 * h * n + d + d + 2 * d + 2 * ffn + d + 2 * d) + 2 * n
-    tr = StageActs("sequence", out=2 * d, saved=cfg.blocks * per_block + n * d * 2,
-                   work=n * (3 * d + 2 * h * n))
+    per_block = n * (7 * d + h * n + ffn + 4)
+    # the block input, the last block's output, the pooled behaviours' product
+    # inference: the block's input (the caller's) and the first norm's output beside the FFN's two hidden
+    # outputs, or the qkv projection beside two score matrices; plus the summed behaviours and the input
+    work_inf = max(n * (2 * d + 2 * ffn), n * (3 * d + 2 * h * n + 4 * d)) + 2 * n * d
+    tr = StageActs("sequence", out=2 * d, saved=cfg.blocks * per_block + 3 * n * d,
+                   work=n * 2 * h * n, work_inf=work_inf)
     head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
     return [tr, head]
 
 
 def _hstu(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+    """HSTU layers, per position and layer: the input and its LayerNorm output [d], the projection before and
+    after SiLU [w = heads (2 linear + 2 attention dims)], the attention output, its norm and its product with U
+    [heads x linear] each, LayerNorm statistics; per layer three [heads x n x n] matrices (q k^T, its SiLU, the
+    masked and normalised scores). The float mask [n x n] is shared by the layers."""
     assert cfg.blocks and cfg.attention_heads and cfg.linear_dim and cfg.attention_dim
     seq = _seq(tables)[0]
     n, d = lengths.padded[seq.name], seq.dim
     h, dl, da = cfg.attention_heads, cfg.linear_dim, cfg.attention_dim
     w = h * (2 * dl + 2 * da)
-    # per layer: input norm [d], uvqk pre and post SiLU [w] x 2, q k^T, SiLU, x mask, / counts [h n] x 4 (n
-    # per position), av [h dl], norm [h dl], x u [h dl], out [d], residual [d]
-    per_layer = n * (d + 2 * w + 4 * h * n + 3 * h * dl + 2 * d)
-    enc = StageActs("sequence", out=d, saved=cfg.blocks * per_layer + n * d + n * n / 4 + n * n,
-                    work=n * (w + 2 * h * n))
+    per_layer = n * (2 * d + 2 * w + 3 * h * dl + 4) + 3 * h * n * n
+    enc = StageActs("sequence", out=d, saved=cfg.blocks * per_layer + n * d + n * n + n * n / 4,
+                    work=2 * h * n * n, work_inf=n * (d + w) + 2 * h * n * n + n * n)
     inter = StageActs("interaction", out_pair=1.0)
     return [enc, inter]
 

@@ -37,6 +37,7 @@ class Measured:
     batch_bytes: int
     step_peak_bytes: int  # dynamic: above what is live at the step's start
     stage_peak_bytes: dict[str, int] = field(default_factory=dict)  # dynamic peak inside each stage's range
+    stage_end_bytes: dict[str, int] = field(default_factory=dict)  # dynamic bytes live when each stage ends
 
     @property
     def resident_bytes(self) -> int:
@@ -65,9 +66,9 @@ def resident(model: nn.Module, optimizer: torch.optim.Optimizer | None) -> tuple
         return _nbytes(t)
 
     named = list(model.named_parameters())
-    # FBGEMM's training kernel registers its fused optimizer state (momentum1_host, ...) as parameters
+    # FBGEMM's training kernel registers its fused optimizer state (momentum1_host, ...) as parameters: state
     state = sum(once(p) for n, p in named if n.rsplit(".", 1)[-1].startswith(("momentum1", "momentum2")))
-    params = sum(once(p) for _n, p in named)
+    params = sum(once(p) for n, p in named if not n.rsplit(".", 1)[-1].startswith(("momentum1", "momentum2")))
     buffers = 0
     for mod in model.modules():
         # FBGEMM keeps its tables as buffers or plain attributes (weights_host, ...): they count as parameters;
@@ -113,7 +114,7 @@ def _hooks(model: nn.Module) -> list[Any]:
     return handles
 
 
-def _peaks(events: list[Any]) -> tuple[int, dict[str, int]]:
+def _peaks(events: list[Any]) -> tuple[int, dict[str, int], dict[str, int]]:
     """The running sum's peak over the step, and inside each ``stage:`` range."""
     mem = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
     ranges = [(e.name().split(":", 1)[1], e.start_ns(), e.end_ns()) for e in events if e.name().startswith("stage:")]
@@ -124,13 +125,16 @@ def _peaks(events: list[Any]) -> tuple[int, dict[str, int]]:
         level.append(running)
         peak = max(peak, running)
     stages: dict[str, int] = {}
+    ends: dict[str, int] = {}
     for name, start, end in ranges:
         # the level on entry counts too: what the stage holds from the start
         before = [lv for t, lv in zip(times, level, strict=True) if t < start]
         inside = [lv for t, lv in zip(times, level, strict=True) if start <= t <= end]
         best = max([before[-1] if before else 0, *inside])
         stages[name] = max(stages.get(name, 0), best)
-    return peak, stages
+        after = [lv for t, lv in zip(times, level, strict=True) if t <= end]
+        ends[name] = after[-1] if after else 0
+    return peak, stages, ends
 
 
 class _Step:
@@ -199,6 +203,6 @@ def measure(model: str, *, backend: str = "torch", mode: str = "inference", opti
     if step.optimizer is not None:
         with contextlib.suppress(Exception):
             step.optimizer.zero_grad(set_to_none=True)
-    peak, stages = _peaks(events)
+    peak, stages, ends = _peaks(events)
     params, buffers, state = resident(net, step.optimizer)
-    return Measured(params, buffers, state, batch_bytes(batch), peak, stages)
+    return Measured(params, buffers, state, batch_bytes(batch), peak, stages, ends)

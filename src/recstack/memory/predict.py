@@ -40,6 +40,7 @@ from recstack.memory.activations import (
     embedding_stage,
     feature_bytes,
 )
+from recstack.memory.stages import stage_of_child
 from recstack.zoo.config import ModelConfig, Table
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ INT8_SCALE_BIAS = 4  # fp16 scale + fp16 bias per int8 row (FBGEMM's DEFAULT_SCA
 CACHELINE = 128
 # FBGEMM TBE metadata buffers per group: bytes = base + per_table x tables (the modules' registered buffers:
 # D_offsets, rows_per_table, weights_offsets/placements, feature dims and types, cache and counter placeholders).
-TBE_META_TRAIN = (248, 40)  # plus the optimizer's: momentum offsets/placements (12 per table) or 40 of placeholders
+TBE_META_TRAIN = (248, 40)  # plus the optimizer's (see _tbe_meta)
 TBE_META_INFER = (156, 25)
 
 
@@ -158,6 +159,7 @@ class Shape:
     dense_tensors: int
     dense_largest: int  # elements of the largest dense parameter
     dense_buffers: int
+    dense_by_stage: dict[str, int]  # dense parameter elements per stage
     num_dense: int
     num_tasks: int
     features: int
@@ -201,10 +203,15 @@ def shape_of(cfg: ModelConfig, workload: WorkloadSpec | None = None) -> Shape:
     tables = cfg.resolved_tables()
     dense = [p for n, p in skel.named_parameters() if not n.startswith(("sparse_arch.", "feature_processing."))]
     bufs = [b for n, b in skel.named_buffers() if not n.startswith(("sparse_arch.", "feature_processing."))]
+    by_stage: dict[str, int] = {}
+    for n, p in skel.named_parameters():
+        st = stage_of_child(n.split(".", 1)[0])
+        if st is not None and st != "embedding":
+            by_stage[st] = by_stage.get(st, 0) + p.numel()
     return Shape(
         cfg, tables, {t.name: mean[t.feature] for t in tables},
         {t.name: models[t.feature] for t in tables if t.feature in models}, dense_param_count(skel), len(dense), max((p.numel() for p in dense), default=0),
-        sum(b.numel() * b.element_size() for b in bufs), skel.num_dense, skel.num_tasks, len(requests),
+        sum(b.numel() * b.element_size() for b in bufs), by_stage, skel.num_dense, skel.num_tasks, len(requests),
         sum(mean.values()),
     )
 
@@ -234,7 +241,10 @@ def _tbe_meta(tables: list[Table], mode: str, optimizer: str) -> int:
             out += TBE_META_INFER[0] + TBE_META_INFER[1] * n
             continue
         momenta = {"sgd": 0, "adagrad": 1, "rowwise_adagrad": 1, "adam": 2}[optimizer]
-        out += TBE_META_TRAIN[0] + TBE_META_TRAIN[1] * n + 12 * n * momenta + 40 * (2 - momenta)
+        # SGD keeps a placeholder for momentum1 (5 x 8 bytes); each momentum has offsets and placements per
+        # table; the base includes momentum2's placeholder, which Adam replaces
+        extra = {0: 40, 1: 12 * n, 2: 24 * n - 40}[momenta]
+        out += TBE_META_TRAIN[0] + TBE_META_TRAIN[1] * n + extra
     return out
 
 
@@ -283,59 +293,105 @@ def _dynamic(shape: Shape, lengths: Lengths, tabs: list[Table], backend: str, tr
     fp_live, fp_work = feature_bytes(tabs, lengths, backend, train)
     stages: list[StageActs] = [embedding_stage(tabs, lengths, backend, train)]
     stages += dense_stages(shape.cfg, shape.tables, lengths)
+    if shape.cfg.arch == "din":
+        stages[0].out_saved = True  # DIN's two products with the behaviours keep the padded rows for backward
     out: dict[str, int] = {"feature_processing": int(B * (fp_live + fp_work))}
     live = B * fp_live
     consumers.append(Consumer("indices_offsets", "feature_processing", int(B * fp_live)))
-    saved_total = 0.0
-    largest = 0.0
     for st in stages:
         keep = st.out * B + st.out_pair * B * B
         saved = (st.saved * B + st.saved_pair * B * B) if train else 0.0
         work = (st.work if train or st.work_inf is None else st.work_inf) * B + st.work_pair * B * B
-        peak = live + 4 * (keep + saved + work)
-        out[st.stage] = max(out.get(st.stage, 0), int(peak))
+        out[st.stage] = max(out.get(st.stage, 0), int(live + 4 * (keep + saved + work)))
         live += 4 * (keep + saved)
-        saved_total += 4 * saved
-        largest = max(largest, 4 * (keep + work))
         consumers.append(Consumer("activations", st.stage, int(4 * (keep + saved))))
     if not train:
         return out
-    loss = 4 * B * shape.num_tasks * 4
-    out["loss"] = int(live + loss)
-    dense_grads = shape.dense_params * 4
     tgrads, tgrad_max = _table_grads(tabs, lengths, backend, B)
-    emb_out = 4 * B * sum(t.dim * (lengths.padded[t.name] if t.kind == "sequence" else 1) for t in tabs)
-    begin = B * fp_live + saved_total + 2 * largest + dense_grads
-    end = B * fp_live + emb_out + dense_grads + tgrads + tgrad_max
-    out["backward"] = int(max(begin, end))
+    out.update(_backward(shape, stages, B, B * fp_live, tgrads, tgrad_max))
     if tgrads:
         consumers.append(Consumer("table_gradients", "backward", int(tgrads)))
+    dense_grads = shape.dense_params * 4
     consumers.append(Consumer("dense_gradients", "backward", int(dense_grads)))
-    out["optimizer"] = int(dense_grads + tgrads + _optimizer_work(shape, tabs, backend, optimizer, tgrad_max))
+    # FBGEMM's training kernel keeps the step's indices and offsets (its _indices, _offsets) until the next step
+    kept = B * fp_live if backend == "tbe" else 0.0
+    sparse_max = max((_sparse_step(t, B * lengths.mean[t.name]) for t in tabs), default=0.0)
+    out["optimizer"] = int(dense_grads + tgrads + kept + _optimizer_work(shape, tabs, backend, optimizer, sparse_max))
     return out
 
 
+def _backward(shape: Shape, stages: list[StageActs], B: int, fp_live: float, tgrads: float,
+              tgrad_max: float) -> dict[str, int]:
+    """The loss and backward peaks: after the forward returns only what backward needs stays live.
+
+    Backward walks the stages in reverse: at stage ``s`` the values saved by ``s`` and the stages before it
+    are live, the gradients of the dense parameters of ``s`` and the stages after it have been made, and
+    the gradients flowing through ``s`` (of its output and input, and its largest intermediate) are live.
+    The embedding stage ends it with the table gradients.
+    """
+    def held(st: StageActs) -> float:
+        keep = (st.out * B + st.out_pair * B * B) if st.out_saved else 0.0
+        return 4 * (keep + st.saved * B + st.saved_pair * B * B)
+
+    def size(st: StageActs) -> float:
+        return 4 * (st.out * B + st.out_pair * B * B)
+
+    live_after = fp_live + sum(held(st) for st in stages)
+    loss = 4 * B * shape.num_tasks * 4
+    peak = 0.0
+    grads_after = 0.0  # dense gradients of the stages already through backward
+    for i in range(len(stages) - 1, -1, -1):
+        st = stages[i]
+        before = fp_live + sum(held(x) for x in stages[:i])
+        # inside a stage, layers go in reverse: a layer's saved values are freed as its gradients appear
+        own = 4.0 * shape.dense_by_stage.get(st.stage, 0)
+        if st.stage == "embedding":
+            # each table's indices are freed as its gradient is made; a dense (TorchRec) gradient has a copy
+            flowing = size(st) + max(fp_live + held(st), tgrads) + tgrad_max - fp_live
+        else:
+            work = st.work if st.work_bwd is None else st.work_bwd
+            flowing = max(held(st), own) + size(st) + (size(stages[i - 1]) if i else 0.0) \
+                + 4 * (work * B + st.work_pair * B * B)
+        peak = max(peak, before + grads_after + flowing)
+        grads_after += own
+    return {"loss": int(live_after + loss), "backward": int(peak)}
+
+
 def _table_grads(tabs: list[Table], lengths: Lengths, backend: str, B: int) -> tuple[float, float]:
-    """(all table gradients, the largest one's transient copy) in bytes."""
-    if backend == "tbe":
-        return 0.0, 0.0
+    """(all table gradients, the largest transient) in bytes: sparse (values and int64 indices per lookup) for
+    the torch backend, which AccumulateGrad takes over without a copy; dense for TorchRec, whose backward first
+    makes one gradient row per lookup (plus sorted int64 indices) and then sums them into the table's rows."""
+    if backend == "tbe":  # the update is fused into backward: no gradient; its sort keeps ~4 bytes per lookup
+        return 0.0, 4.0 * B * sum(lengths.mean[t.name] for t in tabs)
     if backend == "torch":
         per = [B * lengths.mean[t.name] * (t.dim * 4 + 8) for t in tabs]
-    else:
-        per = [t.rows * t.dim * 4.0 for t in tabs]
-    return float(sum(per)), float(max(per, default=0.0))
+        return float(sum(per)), 0.0
+    per = [t.rows * t.dim * 4.0 for t in tabs]
+    rows = [B * lengths.mean[t.name] * (t.dim * 4 + 16) for t in tabs]
+    return float(sum(per)), float(max(rows, default=0.0))
 
 
-def _optimizer_work(shape: Shape, tabs: list[Table], backend: str, optimizer: str, tgrad_max: float) -> float:
-    """Temporaries of one optimizer step (torch.optim's single-tensor path on CPU: one parameter at a time)."""
+def _sparse_step(t: Table, lookups: float) -> float:
+    """Sparse Adagrad's temporaries for one table: the gradient coalesced, then its square, the state masked by
+    it and the quotient, each over the distinct rows touched (expected for uniform IDs: a skewed workload touches
+    fewer, so this errs high)."""
+    unique = t.rows * -math.expm1(-lookups / t.rows) if t.rows else 0.0
+    return (lookups + 2.5 * unique) * (t.dim * 4 + 8)
+
+
+def _optimizer_work(shape: Shape, tabs: list[Table], backend: str, optimizer: str, sparse_max: float) -> float:
+    """Temporaries of one optimizer step on CPU (torch.optim's single-tensor path, one parameter at a time):
+    Adagrad's ``std`` (Adam: two) of the largest parameter, or a sparse gradient's (:func:`_sparse_step`); with
+    TorchRec's dense table gradients two table-sized temporaries were measured live together (torch 2.13)."""
     if optimizer == "sgd":
         return 0.0
-    dense = shape.dense_largest * 4.0
+    factor = 2.0 if optimizer == "adam" else 1.0
+    dense = factor * shape.dense_largest * 4.0
     if backend == "tbe":
         return dense
     if backend == "torch":
-        return max(dense, 2 * tgrad_max)  # the coalesced sparse gradient and its std
-    return max(dense, max((t.rows * t.dim * 4.0 for t in tabs), default=0.0))
+        return max(dense, sparse_max)
+    return max(dense, 2 * factor * max((t.rows * t.dim * 4.0 for t in tabs), default=0.0))
 
 
 def predict_config(model: str | ModelConfig, *, scale: float = 1.0, batch_size: int = 1024, backend: str = "torch",
