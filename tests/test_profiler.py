@@ -680,7 +680,8 @@ def test_a_region_opened_inside_backward_leaves_backward_and_its_parts():
     model.add_module("body", _Recomputed())
     opts = ProfileOptions(stage_rules=StageRules(rules=[StageRule(stage="dense", match="body")]), counters=False,
                           cost_model=False, regions=_SyncRegions(), iters=4, warmup=1, op_iters=2, mode="train")
-    prof = profile_model(model, [torch.randn(32, 16)], opts, batch_size=32)
+    # its output is a [32, 16] hidden state, not a score: the loss is given
+    prof = profile_model(model, [torch.randn(32, 16)], opts, batch_size=32, loss_fn=lambda out, _b: out.square().mean())
     backward = prof.stage("backward")
     assert backward is not None and prof.stage("region") is not None
     parts = {c.name: c for c in backward.children if c.level == "stage"}  # one per forward stage

@@ -101,12 +101,12 @@ def call_args(batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
 
 def call_model(model: nn.Module, batch: Any) -> Any:
     """Call ``model`` with ``batch`` (the rules in this module's docstring)."""
-    if isinstance(batch, tuple):  # the common cases first: this runs in every timed step
+    if isinstance(batch, tuple):  # the common cases first, no tuples built: this runs in every timed step
         return model(*batch)
-    if isinstance(batch, torch.Tensor):
-        return model(batch)
-    args, kwargs = call_args(batch)
-    return model(*args, **kwargs)
+    if isinstance(batch, (Call, Batch, dict)):
+        args, kwargs = call_args(batch)
+        return model(*args, **kwargs)
+    return model(batch)
 
 
 def to_device(batch: Any, device: str | torch.device) -> Any:
