@@ -129,6 +129,12 @@ def cluster(tmp_path: Path) -> Iterator[dict[str, object]]:
         for n in reversed(nodes):
             _stop(n)
         shutil.rmtree(temp, ignore_errors=True)
+        # `ray start --head` records its address for later drivers (ray.init() with no address joins it);
+        # `ray stop` would remove the record, a killed head does not: the test removes its own
+        current = Path("/tmp/ray/ray_current_cluster")
+        with contextlib.suppress(OSError):
+            if current.read_text().strip().endswith(f":{port}"):
+                current.unlink()
 
 
 def test_a_lost_node_s_point_is_retried_or_recorded(cluster: dict[str, object], tmp_path: Path) -> None:

@@ -62,6 +62,8 @@ def connect(path: str | Path, *, read_only: bool = False) -> Iterator[Any]:
             raise _store_error(p, exc, "not a results store") from None
     try:
         yield con
+    except (duckdb.ParserException, duckdb.BinderException):
+        raise  # recstack's own SQL is wrong (check_store has checked the tables and columns): a bug of ours
     except duckdb.Error as exc:
         raise _store_error(p, exc, "cannot read or write the results store") from None
     finally:
