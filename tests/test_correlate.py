@@ -242,4 +242,4 @@ def test_mixed_modes_are_named_per_mode_and_absent_stages_count_as_zero():
 def test_signed_keeps_significant_digits():
     from recstack.correlate.stats import signed
 
-    assert (signed(0.0012), signed(-0.5), signed(0.0), signed(float("nan"))) == ("+0.0012", "-0.50", "+0", "")
+    assert (signed(0.0012), signed(-0.5), signed(0.0), signed(float("nan"))) == ("+0.0012", "-0.50", "0", "")

@@ -51,6 +51,7 @@ TINY = {
     "demo": "--scale 0.001 --batch-size 32 --machine none",
 }
 RAN: list[str] = []  # every command and snippet run, for the count printed at the end
+CHECKED: list[str] = []  # every synopsis line whose flags were checked
 PROFILE_NAMES = ("out.json", "a.json", "b.json", "base.json", "cand.json", "rmc1.json")
 
 
@@ -192,6 +193,7 @@ def check_usage(block: Block) -> None:
         assert cmd in parsers, f"{block.where}: no command {cmd!r}"
         for flag in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", line):
             assert flag in parsers[cmd], f"{block.where}: recstack {cmd} has no flag {flag}"
+        CHECKED.append(f"{block.where}: {line.strip()}")
 
 
 def _parsers() -> dict[str, set[str]]:
@@ -250,7 +252,8 @@ def test_doc_examples(page: str, tiny_profile: Path, tmp_path: Path, capsys: pyt
                 assert want in (printed or ""), f"{block.where}: {want!r} not in the output:\n{printed}"
     finally:
         _forget_modules(tmp_path)
-    print(f"{page}: {len(RAN) - before} commands and snippets run ({len(RAN)} so far)")
+    print(f"{page}: {len(RAN) - before} commands and snippets run ({len(RAN)} so far; {len(CHECKED)} synopsis lines "
+          "checked so far)")
 
 
 def test_zoo_table_lists_every_model() -> None:
@@ -306,3 +309,13 @@ def test_one_meaning_per_flag_name(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     assert "--depth" not in capsys.readouterr().out
+
+
+def test_relative_links_resolve() -> None:
+    """Every relative link of README.md and docs/*.md names a file that exists (docs moved keep their links)."""
+    for page in PAGES:
+        text = (REPO / page).read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            assert (REPO / page).parent.joinpath(target).exists(), f"{page}: link to {target} names no file"

@@ -28,7 +28,7 @@ def signed(v: float | None, digits: int = 2) -> str:
     """``v`` with its sign to ``digits`` significant digits (+0.0012, not +0.00); empty for NaN."""
     if v is None or v != v:
         return ""
-    return ("-" if v < 0 else "+") + sig(abs(v), digits)
+    return "0" if v == 0 else ("-" if v < 0 else "+") + sig(abs(v), digits)
 
 
 @dataclass

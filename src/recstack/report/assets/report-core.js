@@ -159,7 +159,8 @@ const REPORT = (() => {
       return { shares, bound: top.share >= (2 / 3) * classified ? top.bound : "mixed" };
     };
     /** "memory 52 % · compute 47 % · unclassified 1 %" of the step's time. */
-    ctx.boundSharesText = (b) => b.shares.map((s) => (s.bound || "unclassified") + " " + U.pct(s.share, s.share < 0.1 ? 1 : 0)).join(" · ");
+    ctx.boundSharesText = (b) => b.shares.filter((s) => s.bound || s.share >= 0.001)
+      .map((s) => (s.bound || "unclassified") + " " + U.pct(s.share, s.share < 0.1 ? 1 : 0)).join(" · ");
     /** Tooltip rows with every figure of a node. */
     ctx.nodeRows = (n) => {
       const rows = [
