@@ -185,15 +185,18 @@ def check_usage(block: Block) -> None:
     """Every flag a synopsis names is a flag of the command it names."""
     parsers = _parsers()
     for line in block.body.replace("\\\n", " ").splitlines():
-        words = line.split()
-        if not words or words[0] != "recstack":
+        words = [w for w in line.split() if w not in GLOBAL_FLAGS and w != "..."]  # "...": the rest, any
+        if len(words) < 2 or words[0] != "recstack":
             continue
         cmd = " ".join(w for w in words[1:3] if re.fullmatch(r"[a-z-]+", w) and " ".join(words[1:3]) in parsers)
         cmd = cmd if cmd in parsers else words[1]
         assert cmd in parsers, f"{block.where}: no command {cmd!r}"
-        for flag in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", line):
+        for flag in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", " ".join(words)):
             assert flag in parsers[cmd], f"{block.where}: recstack {cmd} has no flag {flag}"
         CHECKED.append(f"{block.where}: {line.strip()}")
+
+
+GLOBAL_FLAGS = ("--quiet", "--debug", "--version", "--help")  # recstack's own, before or after any command
 
 
 def _parsers() -> dict[str, set[str]]:
@@ -319,3 +322,13 @@ def test_relative_links_resolve() -> None:
             if "://" in target or target.startswith("mailto:"):
                 continue
             assert (REPO / page).parent.joinpath(target).exists(), f"{page}: link to {target} names no file"
+
+
+def test_inline_commands_name_real_flags() -> None:
+    """Every inline `recstack CMD --flag ...` in the prose names a command and flags that exist (as a synopsis)."""
+    for page in PAGES:
+        text = (REPO / page).read_text(encoding="utf-8")
+        text = FENCE.sub("", text)  # fenced blocks are checked above
+        for m in re.finditer(r"(?<!`)`(recstack [^`]+)`", text):
+            line = text.count("\n", 0, m.start()) + 1
+            check_usage(Block(page, line, "", " ".join(m.group(1).split()), "usage"))  # a span may wrap a line
