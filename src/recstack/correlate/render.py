@@ -108,9 +108,11 @@ def scatter_figure(points: list[Point], feature: str, metric: str, result: Metri
                  fontsize=9)
     ax.tick_params(labelsize=7)
     if feature in LOG_FEATURES:
-        from matplotlib.ticker import LogLocator
+        from matplotlib.ticker import LogLocator, NullFormatter
 
-        ax.xaxis.set_major_locator(LogLocator(numticks=5))  # a label per decade or fewer: they do not overlap
+        # labels at 1, 2 and 5 per decade, thinned to at most 5; none on the minor ticks (they overlapped)
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0), numticks=5))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     return fig
 
 
