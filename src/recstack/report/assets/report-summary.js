@@ -26,8 +26,9 @@ REPORT.section("summary", (ctx) => {
     ? el("p", { class: "answer", id: "run-bound" }, "Run bound: ", el("span", { class: "badge " + shares.bound, text: shares.bound }), " — of the step's " + U.time(root.time_s) + ": " + ctx.boundSharesText(shares) + ".")
     : el("p", { class: "answer", id: "run-bound" }, "Step " + U.time(root.time_s) + (D.machine ? "; no stage was classified." : "; no machine figures, so no bound classes (recstack analyse PROFILE --machine auto)."));
   const kids = [lead, RS.sortableTable(cols, stages, { sortKey: null, cls: "compact" })];
-  // the findings about the stages that take the most time first (a run-wide finding counts as the whole step)
-  const weight = (f) => { const s = stages.find((n) => n.name === f.stage); return s ? s.time_s : (f.stage ? 0 : root.time_s); };
+  // the findings about the stages that take the most time first (a run-wide finding counts as the whole step);
+  // a stage's bound restates the table above, so other kinds come before it
+  const weight = (f) => { const s = stages.find((n) => n.name === f.stage); return (s ? s.time_s : (f.stage ? 0 : root.time_s)) / (f.kind === "stage_bound" ? 1e6 : 1); };
   const findings = Array.isArray(D.findings) ? D.findings.slice().sort((a, b) => weight(b) - weight(a)).slice(0, 3) : [];
   if (findings.length) {
     kids.push(el("h3", { text: "Top findings" }),
