@@ -298,9 +298,16 @@ def test_every_flag_shows_its_default() -> None:
 
 
 def test_one_meaning_per_flag_name(capsys: pytest.CaptureFixture[str]) -> None:
-    """--depth is a tree's depth wherever it shows; every --machine takes 'auto' for this host's machine file."""
+    """--depth is a tree's depth wherever it shows; every --machine takes 'auto' for this host's machine file;
+    --json prints JSON (it names no file) and --chart picks a chart (it names no file)."""
     for p in _leaves():
         for a in p._actions:
+            if a.help == "==SUPPRESS==":
+                continue  # an old name kept working
+            if "--json" in a.option_strings:
+                assert a.nargs == 0, f"{p.prog} --json takes a value"
+            if "--chart" in a.option_strings:
+                assert a.choices, f"{p.prog} --chart is not a choice of chart"
             if "--depth" in a.option_strings and a.help != "==SUPPRESS==":
                 assert "tree depth" in a.help, f"{p.prog} --depth: {a.help}"
             if "--machine" in a.option_strings:

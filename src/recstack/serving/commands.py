@@ -103,8 +103,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=None, metavar="FILE.duckdb",
                    help="--search: write every probe and the result to this results store "
                         "(table serving; a sweep's store or a new file)")
-    p.add_argument("--chart", default=None, metavar="FILE.png",
+    p.add_argument("--chart-out", dest="chart", default=None, metavar="FILE.png",
                    help="--search: draw p99 vs load per configuration and the QPS at target (PNG)")
+    # its old name: --chart is the kind of chart in recstack plot, here it named a file (hidden, warned about)
+    p.add_argument("--chart", dest="chart", action=DeprecatedAlias, new="--chart-out", help=argparse.SUPPRESS)
     p.add_argument("-o", "--output", default=None, help="write the result JSON here")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
@@ -152,7 +154,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.search:
         return _search(cfg, opts, args)
     if args.p99 is not None or args.store or args.chart:
-        raise ConfigError("--p99, --store and --chart apply to --search", field="--search")
+        raise ConfigError("--p99, --store and --chart-out apply to --search", field="--search")
     return _serve(cfg, opts, args)
 
 
@@ -199,7 +201,7 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
     if args.store:
         check_writable(args.store, "--store")
     if args.chart:
-        check_writable(args.chart, "--chart")
+        check_writable(args.chart, "--chart-out")
     target = Target(99.0, args.p99, args.tail_samples, args.screen_samples)
     points = parse_grid(args.grid, cfg, opts)
     store = ServingStore(args.store) if args.store else None  # migrated now; opened again per probe
