@@ -85,7 +85,7 @@ def test_recompile_limit_hit_is_reported_as_a_fallback_error(tmp_path, capsys):
     cfg.write_text("defaults: {backend: eager, dynamic: false, recompile_limit: 2}\nrules:\n  - {match: dense_arch}\n")
     before = torch._dynamo.config.recompile_limit
     rc = main(["compile", "compile_models:clean", "--compile", str(cfg), "--batch-size", "1", "--iters", "2",
-               "--warmup", "2", "--machine", "none", "--batch-sizes", "2,3,4,5", "--no-compile-time", "--json"])
+               "--warmup", "2", "--batch-sizes", "2,3,4,5", "--no-compile-time", "--json"])
     out, err = capsys.readouterr()
     assert rc == 2, err[-2000:]
     report = json.loads(out)
@@ -100,7 +100,7 @@ def test_recompile_limit_hit_is_reported_as_a_fallback_error(tmp_path, capsys):
 def test_rule_matching_no_module_exits_2_naming_it(tmp_path, capsys):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("rules:\n  - {match: dense_arch}\n  - {match: 'no_such.*'}\n")
-    rc = main(["compile", "compile_models:clean", "--compile", str(cfg), "--no-compile-time", "--machine", "none",
+    rc = main(["compile", "compile_models:clean", "--compile", str(cfg), "--no-compile-time",
                "--iters", "2", "--warmup", "2"])
     err = capsys.readouterr().err
     assert rc == 2
@@ -169,7 +169,7 @@ def test_recommend_writes_a_config_that_profile_compile_uses(tmp_path, capsys):
     base.write_text("defaults: {backend: aot_eager}\n")
     best = tmp_path / "best.yaml"
     rc = main(["compile", "compile_models:clean", "--recommend", "--budget", "0.01", "--compile", str(base),
-               "-o", str(best), "--batch-sizes", "1,7", "--iters", "2", "--warmup", "2", "--machine", "none",
+               "-o", str(best), "--batch-sizes", "1,7", "--iters", "2", "--warmup", "2",
                "--json"])
     assert rc == 0
     report = json.loads(capsys.readouterr().out)
@@ -209,7 +209,7 @@ def test_recommend_in_train_mode_compares_each_candidate_on_current_weights(tmp_
     base.write_text("defaults: {backend: aot_eager}\n")
     rc = main(["compile", "compile_models:clean", "--recommend", "--budget", "0.05", "--compile", str(base),
                "-o", str(tmp_path / "best.yaml"), "--batch-sizes", "4", "--iters", "2", "--warmup", "2",
-               "--machine", "none", "--mode", "train", "--json"])
+               "--mode", "train", "--json"])
     assert rc == 0
     report = json.loads(capsys.readouterr().out)
     assert report["candidates"]  # the first one already follows eager train steps that moved the weights
@@ -239,7 +239,7 @@ def test_recommend_writes_one_store_row_per_candidate(tmp_path, capsys):
     store = tmp_path / "res.duckdb"
     rc = main(["compile", "compile_models:clean", "--recommend", "--budget", "0.02", "--compile", str(base),
                "-o", str(tmp_path / "best.yaml"), "--batch-sizes", "1,5", "--iters", "2", "--warmup", "2",
-               "--machine", "none", "--store", str(store), "--json"])
+               "--store", str(store), "--json"])
     assert rc == 0
     report = json.loads(capsys.readouterr().out)
     assert report["store"]["path"] == str(store)
@@ -264,7 +264,7 @@ def test_recommend_writes_one_store_row_per_candidate(tmp_path, capsys):
     # A second search adds its rows beside the first one's (the store is opened, not replaced).
     rc = main(["compile", "compile_models:clean", "--recommend", "--budget", "0.001", "--compile", str(base),
                "-o", str(tmp_path / "best2.yaml"), "--batch-sizes", "1", "--iters", "2", "--warmup", "2",
-               "--machine", "none", "--store", str(store)])
+               "--store", str(store)])
     assert rc == 0 and results.load(str(store), table="compile")["search_id"].nunique() == 2
     assert f"results: {store} (table compile" in capsys.readouterr().out
 
@@ -272,8 +272,7 @@ def test_recommend_writes_one_store_row_per_candidate(tmp_path, capsys):
 def test_store_without_recommend_exits_2(tmp_path, capsys):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("defaults: {backend: eager}\n")
-    rc = main(["compile", "compile_models:clean", "--compile", str(cfg), "--store", str(tmp_path / "s.duckdb"),
-               "--machine", "none"])
+    rc = main(["compile", "compile_models:clean", "--compile", str(cfg), "--store", str(tmp_path / "s.duckdb")])
     assert rc == 2 and "--store" in capsys.readouterr().err
 
 
@@ -306,7 +305,7 @@ def test_recommend_compiles_only_the_regions_that_win(tmp_path, capsys):
     base.write_text("defaults: {backend: aot_eager}\n")
     best = tmp_path / "best.yaml"
     rc = main(["compile", "compile_models:mixed", "--recommend", "--budget", "0.01", "--compile", str(base),
-               "-o", str(best), "--batch-sizes", "4", "--iters", "6", "--warmup", "2", "--machine", "none", "--json"])
+               "-o", str(best), "--batch-sizes", "4", "--iters", "6", "--warmup", "2", "--json"])
     assert rc == 0
     report = json.loads(capsys.readouterr().out)
     searched = report["candidates"][0]
@@ -344,7 +343,7 @@ def test_freezing_is_an_inference_candidate_and_options_are_validated(tmp_path, 
                          ("defaults: {options: {freezing: 3}}\n", "takes a bool"),
                          ("defaults: {backend: eager, options: {freezing: true}}\n", "need backend inductor")):
         cfg.write_text(text + "rules:\n  - {match: dense_arch}\n")
-        rc = main(["compile", "compile_models:clean", "--compile", str(cfg), "--no-compile-time", "--machine", "none",
+        rc = main(["compile", "compile_models:clean", "--compile", str(cfg), "--no-compile-time",
                    "--iters", "2", "--warmup", "2", "--batch-sizes", "4"])
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert rc == 2 and "options" in err and needle in err, err

@@ -17,8 +17,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
-from recstack.hardware.probe import PROBE_FLOOR, machine_probe, probe_settings
+from recstack.hardware.probe import (
+    MIN_MARGIN,
+    SPREAD_FACTOR,
+    compare_probe,
+    host_llc_bytes,
+    machine_probe,
+    probe_capacity,
+    probe_margin,
+    probe_settings,
+    stream_array_bytes,
+)
 from recstack.profiling.contention import (
     ContentionWatch,
     CpuTicks,
@@ -51,17 +62,18 @@ def _quiet_sample(**kw) -> Sample:
     return Sample(**base)
 
 
-def _fig(median: float, lo: float) -> dict:
-    return {"median": median, "min": lo, "max": median * 1.02, "p10": lo, "p90": median, "repeats": 5}
+def _fig(median: float, lo: float, spread: float = 0.05) -> dict:
+    return {"median": median, "min": lo, "max": median * 1.02, "p10": lo, "p90": median, "repeats": 7,
+            "spread": spread}
 
 
-def _machine_probe(gemm: float, stream: float) -> dict:
-    return {**probe_settings(), "by_threads": {"2": {"gemm_flops": _fig(gemm, 0.95 * gemm),
-                                                     "stream_bytes_per_s": _fig(stream, 0.95 * stream)}}}
+def _machine_probe(gemm: float, stream: float, spread: float = 0.05) -> dict:
+    return {**probe_settings(), "by_threads": {"2": {"gemm_flops": _fig(gemm, 0.95 * gemm, spread),
+                                                     "stream_bytes_per_s": _fig(stream, 0.95 * stream, spread)}}}
 
 
 def _probe(gemm: float, stream: float) -> dict:
-    return {"threads": 2, "gemm_flops": gemm, "stream_bytes_per_s": stream}
+    return {"threads": 2, "gemm_flops": gemm, "stream_bytes_per_s": stream, "settings": probe_settings()}
 
 
 # -- the decision, on injected numbers ----------------------------------------------
@@ -149,7 +161,33 @@ def test_host_slower_than_its_roofs_names_both_figures():
     assert "host slower than when its roofs were measured" in gemm
     assert "170 GFLOP/s" in gemm and "453 GFLOP/s" in gemm
     assert any("stream copy probe" in e and "27.0 GB/s" in e for e in r["evidence"])
-    assert r["probe"]["floor"]["gemm_flops"] == pytest.approx(min(0.95 * 453e9, PROBE_FLOOR * 453e9))
+    # a quiet machine probe (5% spread): the margin is its floor, MIN_MARGIN
+    assert r["probe"]["floor"]["gemm_flops"] == pytest.approx((1 - MIN_MARGIN) * 453e9)
+
+
+def test_the_probe_threshold_is_its_own_spread():
+    """The same run probe (0.7x the machine's median) is slower than a machine probe whose rounds agreed
+    within 5%, and not slower than one whose rounds spread 15% (margin 3 x 15% = 45%)."""
+    run = dict(probe_before=_probe(0.7 * 453e9, 0.7 * 27e9), probe_after=_probe(0.7 * 453e9, 0.7 * 27e9))
+    tight = assess(_quiet_sample(machine_probe=_machine_probe(453e9, 27e9, spread=0.05), **run))
+    assert tight["detected"] is True and tight["probe"]["margin"]["gemm_flops"] == pytest.approx(MIN_MARGIN)
+    wide = assess(_quiet_sample(machine_probe=_machine_probe(453e9, 27e9, spread=0.15), **run))
+    assert wide["detected"] is False
+    assert wide["probe"]["margin"]["gemm_flops"] == pytest.approx(SPREAD_FACTOR * 0.15)
+    assert wide["probe"]["floor"]["gemm_flops"] == pytest.approx((1 - SPREAD_FACTOR * 0.15) * 453e9)
+    # a file without the spread key takes it from its rounds' min and max
+    assert probe_margin({"median": 100.0, "min": 80.0, "max": 110.0}) == pytest.approx(SPREAD_FACTOR * 0.3)
+    # rounds that spread by a third or more leave no floor: not compared, and said so
+    noisy = assess(_quiet_sample(machine_probe=_machine_probe(453e9, 27e9, spread=0.4), **run))
+    assert noisy["detected"] is False and noisy["probe"]["floor"] == {}
+    assert any("spread 40% over its rounds" in n for n in noisy["notes"])
+
+
+def test_a_probe_of_other_settings_is_not_compared():
+    """A run probe of the old kind (16 MiB arrays, best of k: no settings) never meets a current machine probe."""
+    old_run = {"threads": 2, "gemm_flops": 100e9, "stream_bytes_per_s": 5e9}
+    r = assess(_quiet_sample(probe_before=old_run, probe_after=old_run, machine_probe=_machine_probe(453e9, 27e9)))
+    assert r["detected"] is False and any("differs from this run's" in n for n in r["notes"])
 
 
 def test_probe_within_spread_or_recovered_is_not_flagged():
@@ -166,10 +204,67 @@ def test_probe_without_a_comparable_machine_probe_is_only_recorded():
     probes = dict(probe_before=_probe(100e9, 5e9), probe_after=_probe(100e9, 5e9))
     old = assess(_quiet_sample(machine_probe=None, **probes))
     assert old["detected"] is False and any("older recstack" in n for n in old["notes"])
-    other_size = {**_machine_probe(453e9, 27e9), "gemm_n": 1024}
+    other_size = {**_machine_probe(453e9, 27e9), "stream_array_bytes": 16 << 20}
     assert assess(_quiet_sample(machine_probe=other_size, **probes))["detected"] is False
     none = assess(_quiet_sample(machine_known=False, machine_probe=None, **probes))
     assert none["probe"]["before"]["gemm_flops"] == 100e9 and any("no machine file" in n for n in none["notes"])
+
+
+# -- the probe compares like with like ------------------------------------------------
+def _leave_big_buffer(nbytes: int) -> None:
+    """What a model's table reads leave behind: caches full of a buffer larger than the LLC."""
+    buf = torch.ones(nbytes // 4)
+    buf.add_(1.0)
+
+
+def _leave_hot_loop() -> None:
+    """What a model of small dense ops leaves behind: a small working set, hot in the caches."""
+    small = torch.ones(4096)
+    for _ in range(2000):
+        small.add_(1.0)
+
+
+def _as_reference(probes: list[dict]) -> dict:
+    from recstack.hardware.bench import summarize
+
+    out = {}
+    for k in ("gemm_flops", "stream_bytes_per_s"):
+        fig = summarize([p[k] for p in probes])
+        out[k] = {**fig, "spread": (fig["max"] - fig["min"]) / fig["median"]}
+    return {**probes[0]["settings"], "by_threads": {"1": out}}
+
+
+def _best_two(probes: list[dict]) -> tuple[dict, dict]:
+    """The run's before and after, taken as the two probes least slowed by anything else on the host."""
+    ranked = sorted(probes, key=lambda p: p["gemm_flops"] * p["stream_bytes_per_s"], reverse=True)
+    return ranked[0], ranked[1]
+
+
+def test_probe_working_set_is_beyond_the_llc_and_its_verdict_ignores_the_cache_state_left_behind():
+    llc = host_llc_bytes()
+    settings = probe_settings()
+    assert settings["llc_bytes"] == llc
+    # source + destination are 4x the LLC (2x each), unless the host's memory caps them
+    assert stream_array_bytes(llc, 1 << 40) >= 2 * llc and settings["stream_array_bytes"] >= 32 << 20
+    assert stream_array_bytes(210 << 20, 1 << 40) >= 2 * (210 << 20)  # two sockets' 105 MiB L3s
+    assert stream_array_bytes(210 << 20, 1 << 30) == 64 << 20  # a 1 GiB host: 1/16 of its memory
+    # The same probe after a model that left a buffer beyond the LLC in the caches, and after one that
+    # left a small hot loop: interleaved, so the host's own drift hits both alike. Neither state makes the
+    # other look slower (the probe starts from its own copy's state); no speed is asserted.
+    after_big, after_hot = [], []
+    for _ in range(3):
+        _leave_big_buffer(2 * llc)
+        after_big.append(probe_capacity(1, settings))
+        _leave_hot_loop()
+        after_hot.append(probe_capacity(1, settings))
+    assert all(p["settings"] == settings and p["threads"] == 1 for p in after_big + after_hot)
+    for run, ref in ((after_big, after_hot), (after_hot, after_big)):
+        before, after = _best_two(run)
+        evidence, notes, record = compare_probe(before, after, _as_reference(ref), True, None)
+        assert evidence == [], (evidence, record)
+        # each kind was judged against a floor, or (rounds spread a third or more on a busy host) said why not
+        judged = len(record["probe"]["floor"]) + sum("spread" in n and "not compared" in n for n in notes)
+        assert judged == 2, notes
 
 
 # -- real processes -----------------------------------------------------------------

@@ -156,6 +156,7 @@ def test_two_ranks_profile(profiles, sharding: str, mode: str) -> None:
         if mode == "train":
             assert {"backward_all_to_all", "dense_all_reduce"} <= phases, phases
             assert {"loss", "backward", "optimizer"} <= set(stages)
+            assert d["run"]["loss"]["function"] == "model.loss"  # the zoo model's own, through DMP's .module
             assert by_name["backward_all_to_all"]["source"] == "op pass, apportioned"
         for n in _walk(stages["communication"]):
             assert n["stage"] == "communication" and n["path"].startswith("communication")

@@ -125,11 +125,14 @@ def test_op_kernel_table_matches_the_installed_torch() -> None:
 
 
 COLLECTED = ("names", "kinds", "threads", "thread_names", "shapes", "types", "paths", "path_types", "name_path",
-             "events", "torch_events", "annotate_ranges", "nn_events", "step_events")
+             "events", "torch_events", "annotate_ranges", "nn_events", "step_events", "categories", "device_us",
+             "range_us", "bad_times")
+COLUMNS = ("ts", "end", "thr", "nid", "aux", "ty", "ext", "seq", "k_corr", "k_nid", "k_dur", "k_ts", "k_kind", "k_ext",
+           "f_ts", "f_id")
 
 
 def _state(c: Any) -> dict[str, Any]:
-    cols = {k: getattr(c.cols, k).tolist() for k in ("ts", "end", "thr", "nid", "aux", "ty", "k_corr", "k_nid", "k_dur")}
+    cols = {k: getattr(c.cols, k).tolist() for k in COLUMNS}
     return {**cols, **{k: getattr(c, k) for k in COLLECTED}}
 
 

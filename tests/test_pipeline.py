@@ -231,16 +231,18 @@ def test_cli_analyse_round_trip_and_roofline_draws_what_is_stored(
 
 
 def test_reanalysis_judges_the_stored_probe_against_the_new_machine(saved: Path) -> None:
-    from recstack.hardware.probe import probe_settings
+    from recstack.hardware.probe import MIN_MARGIN, probe_settings
 
     def machine_with_probe(gemm: float, stream: float) -> dict:
         m = json.loads(FAST.read_text())
-        fig = {"gemm_flops": {"min": gemm, "median": gemm}, "stream_bytes_per_s": {"min": stream, "median": stream}}
+        fig = {"gemm_flops": {"min": gemm, "max": gemm, "median": gemm, "spread": 0.0},
+               "stream_bytes_per_s": {"min": stream, "max": stream, "median": stream, "spread": 0.0}}
         m["probe"] = {**probe_settings(), "by_threads": {"2": fig}}
         return m
 
     p = Profile.load(saved)
-    run_probe = {"threads": 2, "gemm_flops": 170e9, "stream_bytes_per_s": 18e9}  # the Intel guest's slow period
+    run_probe = {"threads": 2, "gemm_flops": 170e9, "stream_bytes_per_s": 18e9,  # the Intel guest's slow period
+                 "settings": probe_settings()}
     p.environment["contention"] = {
         "detected": False, "evidence": [], "notes": [],
         "probe": {"before": dict(run_probe), "after": dict(run_probe), "evidence": [], "notes": []},
@@ -251,7 +253,7 @@ def test_reanalysis_judges_the_stored_probe_against_the_new_machine(saved: Path)
     analyse(p, machine_with_probe(160e9, 17e9))  # against a file measured in the slow period: nothing slower
     rec = p.environment["contention"]
     assert not rec["detected"] and not any("host slower" in e for e in rec["evidence"])
-    assert rec["probe"]["floor"]["gemm_flops"] == pytest.approx(0.85 * 160e9)
+    assert rec["probe"]["floor"]["gemm_flops"] == pytest.approx((1 - MIN_MARGIN) * 160e9)
 
 
 def test_stage_bound_finding_names_the_ceiling_it_is_against() -> None:
@@ -263,3 +265,30 @@ def test_stage_bound_finding_names_the_ceiling_it_is_against() -> None:
                                                 "roof_suspect_reason": "above the measured roof"}}
     f = stage_bound_finding("head", suspect)
     assert f["roof_suspect"] and "188%?" in f["text"] and "188% " not in f["text"]
+
+
+def test_a_machine_file_measured_under_contention_is_named_in_the_profile(saved: Path, tmp_path: Path) -> None:
+    from recstack.commands import strict_check
+    from recstack.errors import ContendedRunError
+
+    contended = json.loads(FAST.read_text())
+    contended["contention"] = {"detected": True, "evidence": ["load average 3.50 before the measurement on 2 "
+                                                             "usable core(s): other work filled every core"]}
+    mfile = tmp_path / "contended-machine.json"
+    mfile.write_text(json.dumps(contended))
+    from recstack.hardware.probe import probe_settings
+
+    p = Profile.load(saved)
+    run_probe = {"threads": 2, "gemm_flops": 170e9, "stream_bytes_per_s": 18e9, "settings": probe_settings()}
+    p.environment["contention"] = {"detected": False, "evidence": [], "notes": [],  # a quiet run
+                                   "probe": {"before": dict(run_probe), "after": dict(run_probe)}}
+    analyse(p, str(mfile))
+    assert p.extra["machine"]["contended"] is True
+    notes = p.environment["contention"]["notes"]
+    assert any(str(mfile) in n and "measured under contention" in n and "load average 3.50" in n for n in notes)
+    with pytest.raises(ContendedRunError, match="measured under contention"):
+        strict_check(p, None)
+    analyse(p, FAST)  # against a quiet file: the note and the mark go
+    assert p.extra["machine"]["contended"] is False
+    assert not any("measured under contention" in n for n in p.environment["contention"]["notes"])
+    strict_check(p, None)

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -56,6 +57,29 @@ def _stages(prof: Profile) -> set[str]:
     return {c.name for c in prof.root.children if c.time_s > 0 and c.name != "other"}
 
 
+GOLDEN = Path(__file__).parent / "data" / "zoo_stage_modules.json"
+
+
+def _modules_by_stage(prof: Profile) -> dict[str, list[str]]:
+    """Stage -> the sorted names of the module nodes under it (every depth; not the bracketed residues such as
+    ``[caller code]``, whose presence depends on measured time)."""
+    return {s.name: sorted({n.name for n in s.walk() if n.level == "module" and not n.name.startswith("[")})
+            for s in prof.root.children if s.name != "other"}
+
+
+def _check_golden(key: str, got: dict[str, list[str]]) -> None:
+    """Compare with tests/data/zoo_stage_modules.json; RECSTACK_UPDATE_GOLDEN=1 rewrites the entry instead."""
+    import os
+
+    data = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+    if os.environ.get("RECSTACK_UPDATE_GOLDEN") == "1":
+        data[key] = got
+        GOLDEN.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        return
+    assert key in data, f"no golden for {key}: run with RECSTACK_UPDATE_GOLDEN=1 once and review the diff"
+    assert got == data[key], key
+
+
 @pytest.mark.parametrize("backend", ["torch", "torchrec", "tbe"])
 @pytest.mark.parametrize("name", builtin_names())
 def test_every_zoo_model_profiles_with_stages_found(name, backend):
@@ -63,6 +87,9 @@ def test_every_zoo_model_profiles_with_stages_found(name, backend):
     assert _stages(train) == EXPECTED_STAGES[name] | {"loss", "backward", "optimizer"}
     prof = _profile(name, backend)
     assert _stages(prof) == EXPECTED_STAGES[name]
+    # which module lands in which stage, against a golden written before the stage rules changed
+    for mode, p in (("train", train), ("inference", prof)):
+        _check_golden(f"{name}/{backend}/{mode}", _modules_by_stage(p))
     assert prof.run["grad_mode"] == "inference_mode"
     emb = prof.stage("embedding")
     ops = {n.name for n in emb.walk() if n.level == "op"}
@@ -75,6 +102,7 @@ def test_train_mode_has_loss_backward_optimizer(backend):
     prof = _profile("rmc1", backend, mode="train")
     names = {c.name for c in prof.root.children}
     assert {"loss", "backward", "optimizer"} <= names
+    assert prof.run["loss"]["function"] == "model.loss" and prof.run["loss"]["labels"] == "batch"
     bw = prof.stage("backward")
     per_stage = {c.name for c in bw.children if c.level == "stage"}
     assert {"embedding", "head"} <= per_stage, per_stage
@@ -652,7 +680,8 @@ def test_a_region_opened_inside_backward_leaves_backward_and_its_parts():
     model.add_module("body", _Recomputed())
     opts = ProfileOptions(stage_rules=StageRules(rules=[StageRule(stage="dense", match="body")]), counters=False,
                           cost_model=False, regions=_SyncRegions(), iters=4, warmup=1, op_iters=2, mode="train")
-    prof = profile_model(model, [torch.randn(32, 16)], opts, batch_size=32)
+    # its output is a [32, 16] hidden state, not a score: the loss is given
+    prof = profile_model(model, [torch.randn(32, 16)], opts, batch_size=32, loss_fn=lambda out, _b: out.square().mean())
     backward = prof.stage("backward")
     assert backward is not None and prof.stage("region") is not None
     parts = {c.name: c for c in backward.children if c.level == "stage"}  # one per forward stage

@@ -67,3 +67,5 @@ def test_rechub_din_trains():
     prof = _profile("rechub-din", mode="train")
     assert {"embedding", "sequence", "loss", "backward", "optimizer"} <= {c.name for c in prof.root.children}
     assert "sequence" in {c.name for c in prof.stage("backward").children}
+    # its forward ends in torch.sigmoid: probabilities, so BCE on them (the old step squashed them again)
+    assert prof.run["loss"]["function"] == "binary_cross_entropy" and prof.run["loss"]["labels"] == "seeded_random"

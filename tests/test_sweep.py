@@ -141,6 +141,56 @@ def test_api_sweep_validates_before_running(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+# -- contended points: a best you can act on -------------------------------------------------------------
+def _points(contended: list[bool], throughput: list[float]) -> pd.DataFrame:
+    """One model's ok points at batch sizes 64, 128, ...: the store columns best() and the report read."""
+    rows = []
+    for i, (c, t) in enumerate(zip(contended, throughput, strict=True)):
+        bs = 64 << i
+        rows.append({"point_id": f"p{i}", "model": "rmc1", "status": "ok", "batch_size": bs, "throughput": t,
+                     "step_p50_s": bs / t, "step_p99_s": 1.2 * bs / t, "contended": c, "scale": 0.01,
+                     "workload": "production", "threads": None, "backend": "torch", "table_dtype": "fp32",
+                     "dtype": "fp32", "mode": "inference", "config_hash": f"h{i}"})
+    return pd.DataFrame(rows)
+
+
+def test_a_sweep_of_mostly_contended_points_presents_no_best(capsys: pytest.CaptureFixture) -> None:
+    """The issue's sweep: 3 of 4 points left out as contended, and the one quiet point, the slowest cell
+    (25.4k samples/s, 6.32x below another), presented as the best."""
+    from recstack.render.results_table import best_table
+    from recstack.results import best
+    from recstack.results.sweep_figures import sweep_figures
+
+    pts = _points([True, True, True, False], [80e3, 160e3, 120e3, 25.4e3])
+    (row,) = best(pts)
+    assert row["best"] is None and row["speedup_vs_worst"] is None
+    assert row["mostly_contended"] is True and row["contended_left_out"] == 3
+    assert "3 of 4 successful points ran contended" in row["warning"] and "no best is presented" in row["warning"]
+    best_table([row])
+    out = capsys.readouterr().out
+    assert out.startswith("WARNING: rmc1: 3 of 4") and "none presented: mostly contended" in out
+    (ranked,) = best(pts, include_contended=True)  # asked for: ranked, still warned
+    assert ranked["best"]["throughput"] == 160e3 and "not to be trusted" in ranked["warning"]
+    figs = sweep_figures(pts, pd.DataFrame(columns=["point_id", "stage", "share"]))
+    assert figs["warnings"] == [row["warning"]] and figs["best"][0]["best"] is None
+    # half or fewer contended: the best of the quiet points, no warning
+    (fair,) = best(_points([True, False, True, False], [80e3, 160e3, 120e3, 25.4e3]))
+    assert fair["best"]["throughput"] == 160e3 and fair["warning"] is None and not fair["mostly_contended"]
+
+
+def test_sweep_points_use_the_machine_file_profile_uses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from recstack.sweeps.run import machine_notes
+    from recstack.sweeps.spec import SweepSpec
+
+    (cfg,) = SweepSpec(grid={"model": ["rmc1"]}).expand()
+    assert cfg.machine == "auto"  # as `recstack profile`'s --machine default
+    assert SweepSpec(base={"machine": "none"}, grid={"model": ["rmc1"]}).expand()[0].machine is None
+    monkeypatch.setenv("RECSTACK_CACHE_DIR", str(tmp_path))  # no machine file here: the sweep says why
+    (note,) = machine_notes([cfg])
+    assert "no current machine file for this host" in note and "recstack machine --quick" in note
+    assert machine_notes(SweepSpec(base={"machine": None}, grid={"model": ["rmc1"]}).expand()) == []
+
+
 def test_docs_list_every_store_column() -> None:
     from recstack.store.migrations import COMPILE_COLUMNS, POINT_COLUMNS, SERVING_COLUMNS
 

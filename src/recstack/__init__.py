@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 from recstack.version import __version__
 
 __all__ = [
+    "Batch",
+    "Call",
     "ConfigError",
     "Profile",
     "RecstackError",
@@ -23,6 +25,7 @@ __all__ = [
 if TYPE_CHECKING:
     from recstack import results
     from recstack.api import profile, profile_zoo
+    from recstack.calls import Batch, Call
     from recstack.config.run import RunConfig
     from recstack.errors import ConfigError, RecstackError, UserCodeError
     from recstack.sweeps.commands import sweep
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "profile": "recstack.api",
     "profile_zoo": "recstack.api",
+    "Call": "recstack.calls",  # a batch as forward's exact arguments
+    "Batch": "recstack.calls",  # a batch with its labels
     "annotate": "recstack.traceimport.annotate",
     "Profile": "recstack.tree",
     "RunConfig": "recstack.config.run",

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from recstack.calls import infer_batch_size, tensors, to_device
 from recstack.config.run import ITERS_MAX, RunConfig
 from recstack.errors import ConfigError, UserCodeError
 from recstack.profiling.rules import StageRules, load_stage_rules
@@ -48,12 +49,16 @@ def profile(
     """Profile any nn.Module (zoo, TorchRec or your own) on batches from ``inputs``.
 
     ``inputs``: a bound workload, a callable returning batches (called with the
-    batch index if it takes an argument), or a list of batches. A tuple batch is
-    passed as positional arguments, a dict as keyword arguments, anything else
-    as the single argument. In train mode the loss is ``loss_fn(output, batch)``,
-    else the model's own ``loss(output, labels)``, else BCE-with-logits against
-    seeded random labels. ``config`` and ``overrides``: RunConfig fields
-    (``batch_size``, when not given, is read from the first batch);
+    batch index if it takes an argument), or a list of batches. A
+    ``recstack.Call(args, kwargs)`` batch is forward's exact arguments, a
+    ``recstack.Batch(inputs, labels)`` carries labels for training, a tuple is
+    positional arguments, a plain dict keyword arguments, anything else (a
+    library's batch class) the single argument (:mod:`recstack.calls`). In train
+    mode the loss is ``loss_fn(output, batch)``, else the model's own
+    ``loss(output, labels)`` with the batch's labels, else a built-in loss that
+    the output must suit (:mod:`recstack.profiling.loss`; ``run.loss`` records
+    it). ``config`` and ``overrides``: RunConfig fields (``batch_size``, when not
+    given, is read from the first batch, with a warning when it cannot be);
     ``machine``: a machine dict or file (``recstack machine``) to classify every
     node against, ``"auto"`` for this host's cached measurement if there is one.
     ``trace``: also write the op pass's Chrome trace there.
@@ -192,7 +197,7 @@ def _run(
         batches = _make_batches(inputs, cfg.batch_size, num_batches)
     if cfg.resolved_device() == "cuda":  # validated: cuda is available
         model.to("cuda")
-        batches = [_to_device(b, "cuda") for b in batches]
+        batches = [to_device(b, "cuda") for b in batches]
     _check_devices(model, batches[0])
     if cfg.mode == "train" and not any(p.requires_grad for p in model.parameters()):
         raise ConfigError(
@@ -202,7 +207,7 @@ def _run(
     batch_size: int | None = cfg.batch_size
     if users_model and "batch_size" not in cfg.model_fields_set:
         # Not given: the batch says (recorded in run.config too, so it stays truthful).
-        batch_size = _infer_batch_size(batches[0])
+        batch_size = infer_batch_size(batches[0])  # None: the runner warns
         if batch_size is not None:
             cfg = cfg.updated(batch_size=batch_size)
     info = dict(run_info or {})
@@ -269,17 +274,6 @@ def _check_keywords(**kw: Any) -> None:
             raise ConfigError(f"must be True or False (got {kw[name]!r})", field=name)
 
 
-def _tensors(obj: Any, depth: int = 0) -> Iterator[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif depth < 3 and isinstance(obj, (tuple, list)):
-        for o in obj:
-            yield from _tensors(o, depth + 1)
-    elif depth < 3 and isinstance(obj, dict):
-        for o in obj.values():
-            yield from _tensors(o, depth + 1)
-
-
 def _check_devices(model: nn.Module, batch: Any) -> None:
     """Refuse the meta device: it has no data, so every timing would be made up."""
     for t in list(model.parameters()) + list(model.buffers()):
@@ -289,7 +283,7 @@ def _check_devices(model: nn.Module, batch: Any) -> None:
                 "materialise it first, e.g. model.to_empty(device='cpu') and initialise the weights",
                 field="model",
             )
-    for t in _tensors(batch):
+    for t in tensors(batch):
         if t.is_meta:
             raise ConfigError("a batch tensor is on the meta device (no data); make real tensors", field="inputs")
 
@@ -321,17 +315,6 @@ def _make_batches(inputs: Any, batch_size: int, count: int) -> list[Any]:
     )
 
 
-def _to_device(batch: Any, device: str) -> Any:
-    """A batch (RawBatch, tensor, tuple, list or dict of them) with its tensors on ``device``."""
-    if hasattr(batch, "to") and callable(batch.to) and not isinstance(batch, nn.Module):
-        return batch.to(device)
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(_to_device(b, device) for b in batch)
-    if isinstance(batch, dict):
-        return {k: _to_device(v, device) for k, v in batch.items()}
-    return batch
-
-
 QUERY_BATCHES = 16  # batches pre-generated for workload_batches query (sizes vary, so more than fixed)
 
 
@@ -347,22 +330,15 @@ def _query_batches(inputs: Any, max_batch: int, count: int) -> list[Any]:
     return [inputs.batch(int(n), i) for i, n in enumerate(sizes)]
 
 
+_BATCH_KINDS = "a tensor, a tuple of arguments, a dict or recstack.Call(args, kwargs)"
+
+
 def _check_batch(batch: Any, what: str) -> None:
     if batch is None:
-        raise UserCodeError(f"{what} returned None; return a batch (a tensor, a tuple of arguments or a dict)",
-                            function=what)
+        raise UserCodeError(f"{what} returned None; return a batch ({_BATCH_KINDS})", function=what)
     if inspect.isgenerator(batch) or (isinstance(batch, Iterator) and not isinstance(batch, torch.Tensor)):
         raise UserCodeError(f"{what} returned a {type(batch).__name__}; return one batch per call "
-                            "(a tensor, a tuple of arguments or a dict), not an iterator", function=what)
-
-
-def _infer_batch_size(batch: Any) -> int | None:
-    bs = getattr(batch, "batch_size", None)
-    if isinstance(bs, int) and not isinstance(bs, bool):
-        return bs
-    for t in _tensors(batch):
-        return int(t.shape[0]) if t.dim() >= 1 and t.shape[0] >= 1 else None
-    return None
+                            f"({_BATCH_KINDS}), not an iterator", function=what)
 
 
 # -- files and factories ----------------------------------------------------------------

@@ -7,6 +7,9 @@
   its ``exit_code`` (2; 3 for a contended ``--strict`` run, ...);
 * a :class:`~recstack.errors.UserCodeError`: that line, then the user's own
   traceback frames (not recstack's or torch's);
+* an OSError the environment caused (a full disk, no permission, too many open
+  files: :data:`recstack.errors.ENV_ERRNOS`): one line naming the path, exit 5
+  (a name longer than the file system allows: exit 2);
 * anything else is recstack's bug: ``internal error: ...`` and exit 70;
 * Ctrl-C: 130; SIGTERM: 143.
 
@@ -31,7 +34,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from recstack.cli_types import Parser, config_type, int_at_least, positive_float
-from recstack.errors import EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM, RecstackError, Terminated, UserCodeError
+from recstack.errors import (
+    EXIT_INTERNAL,
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    RecstackError,
+    Terminated,
+    UserCodeError,
+    environment_error,
+)
 
 SYNOPSIS_WIDTH = 100
 
@@ -293,13 +304,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except Exception as exc:
-        text = str(exc).strip().splitlines()
-        what = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-        sys.stderr.write(f"internal error: {what}; please report it (run with --debug for the traceback)\n")
+    except OSError as exc:
+        env = environment_error(exc)
+        if env is None:
+            return _internal(exc, debug)
+        sys.stderr.write(f"error: {env}\n")
         if debug:
             traceback.print_exc()
-        return EXIT_INTERNAL
+        return env.exit_code
+    except Exception as exc:
+        return _internal(exc, debug)
+
+
+def _internal(exc: BaseException, debug: bool) -> int:
+    """recstack's own bug: one line, exit 70 (``--debug``: the traceback)."""
+    text = str(exc).strip().splitlines()
+    what = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    sys.stderr.write(f"internal error: {what}; please report it (run with --debug for the traceback)\n")
+    if debug:
+        traceback.print_exc()
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

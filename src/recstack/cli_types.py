@@ -57,7 +57,8 @@ def config_type(field: str, flag: str) -> Callable[[str], Any]:
     return parse
 
 
-def positive_float(name: str) -> Callable[[str], float]:
+def positive_float(name: str, high: float | None = None, unit: str = "") -> Callable[[str], float]:
+    """A number > 0 (and <= ``high`` when given: a bound the command can honour, named in the error)."""
     def parse(text: str) -> float:
         try:
             v = float(text)
@@ -65,12 +66,15 @@ def positive_float(name: str) -> Callable[[str], float]:
             raise argparse.ArgumentTypeError(f"{name} must be a number (got {text!r})") from None
         if not v > 0 or v != v or v == float("inf"):
             raise argparse.ArgumentTypeError(f"{name} must be a positive number (got {text!r})")
+        if high is not None and v > high:
+            raise argparse.ArgumentTypeError(f"{name} must be at most {high:g}{unit} (got {text})")
         return v
 
     return parse
 
 
-def int_at_least(name: str, low: int) -> Callable[[str], int]:
+def int_at_least(name: str, low: int, high: int | None = None) -> Callable[[str], int]:
+    """An integer >= ``low`` (and <= ``high`` when given)."""
     def parse(text: str) -> int:
         try:
             v = int(text)
@@ -78,6 +82,8 @@ def int_at_least(name: str, low: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{name} must be an integer (got {text!r})") from None
         if v < low:
             raise argparse.ArgumentTypeError(f"{name} must be >= {low} (got {v})")
+        if high is not None and v > high:
+            raise argparse.ArgumentTypeError(f"{name} must be at most {high} (got {v})")
         return v
 
     return parse
@@ -124,12 +130,17 @@ def cli_default(field: str) -> Any:
     return meta["default"] if "default" in meta else RunConfig.model_fields[field].default
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+def add_run_arguments(parser: argparse.ArgumentParser, unused: frozenset[str] = frozenset()) -> None:
     """One argument per RunConfig field. Values not given stay absent (argparse.SUPPRESS),
-    so that ``--config`` values are overridden only by flags really given."""
+    so that ``--config`` values are overridden only by flags really given.
+
+    ``unused``: fields the command does not use: not offered (argparse refuses the flag), and refused
+    in a ``--config`` YAML by :func:`run_config_from_args`, instead of being silently ignored.
+    """
+    parser.set_defaults(_unused_run_fields=unused)
     for name, info in RunConfig.model_fields.items():
         meta = _cli_meta(name)
-        if meta is None:
+        if meta is None or name in unused:
             continue
         default = cli_default(name)
         extras = [f"default: {default}"] if default is not None else []
@@ -162,7 +173,12 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     given = {n: getattr(args, n) for n in RunConfig.model_fields if hasattr(args, n)}
     base = {n: cli_default(n) for n in RunConfig.model_fields if "default" in (_cli_meta(n) or {})}
     if getattr(args, "config", None):
-        base.update(RunConfig.from_yaml(args.config).model_dump(exclude_unset=True))
+        loaded = RunConfig.from_yaml(args.config).model_dump(exclude_unset=True)
+        unused = sorted(set(loaded) & set(getattr(args, "_unused_run_fields", ())))
+        if unused:
+            raise ConfigError(f"{', '.join(unused)}: not used by this command; remove "
+                              f"{'it' if len(unused) == 1 else 'them'} from the file", source=args.config)
+        base.update(loaded)
     cfg = RunConfig.build(base, given, name=cli_name)
     if cfg.model is None:
         raise ConfigError(f"give a zoo id ({ZOO_IDS}), a model YAML or package.module:factory, "

@@ -39,12 +39,18 @@ def _save_atomic(prof: Any, path: Path) -> None:
 
 
 def strict_check(prof: Any, written: Path | None) -> None:
-    """``--strict``: a contended run (``environment.contention.detected``) is an error (exit 3), after writing."""
+    """``--strict``: a contended run (``environment.contention.detected``), or one classified against a
+    machine file measured under contention (``extra.machine.contended``), is an error (exit 3), after writing."""
     contention = prof.environment.get("contention") or {}
+    where = f" (the profile is written to {written})" if written else ""
     if isinstance(contention, dict) and contention.get("detected"):
         evidence = "; ".join(str(e) for e in contention.get("evidence", [])[:2]) or "see environment.contention"
-        where = f" (the profile is written to {written})" if written else ""
         raise ContendedRunError(f"--strict: the run was contended: {evidence}{where}")
+    machine = prof.extra.get("machine") if isinstance(prof.extra, dict) else None
+    if isinstance(machine, dict) and machine.get("contended"):
+        raise ContendedRunError(f"--strict: the machine file {machine.get('file') or ''} was measured under "
+                                f"contention: its roofs are suspect{where}; `recstack machine --remeasure` on a "
+                                "quiet host")
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -96,7 +102,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     from recstack.render.terminal import profile_tree
     from recstack.tree import Profile
 
-    profile_tree(Profile.load(args.profile), depth=args.depth, top=args.top)
+    prof = Profile.load(args.profile)
+    if args.explain_stages:
+        from recstack.render.stages import explain_stages
+
+        print(explain_stages(prof.run))
+        return 0
+    profile_tree(prof, depth=args.depth, top=args.top)
     return 0
 
 
@@ -179,6 +191,8 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     p.add_argument("profile")
     p.add_argument("--depth", type=int_at_least("--depth", 0), default=3, help="tree depth to print")
     p.add_argument("--top", type=int_at_least("--top", 1), default=8, help="children shown per node")
+    p.add_argument("--explain-stages", action="store_true",
+                   help="print how each stage root was found (the rule, the op and inputs that decided) instead")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("demo", help="the main job: profile a zoo model and write its profile and trace")
@@ -219,6 +233,9 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.traceimport.commands import register as register_import
 
     register_import(sub)
+    from recstack.memory.commands import register as register_memory
+
+    register_memory(sub)
     from recstack.compilation.commands import register as register_compile
 
     register_compile(sub, add_run_arguments, run_config_from_args)

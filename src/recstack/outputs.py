@@ -12,7 +12,9 @@
   allowed (the Unix habit).
 * :func:`write_with_fallback` is for results that took long to measure: if the
   requested path fails at the end anyway (the disk filled up meanwhile), the
-  result goes to a fallback path in the temp folder, and the caller says where.
+  result goes to a fallback path in the temp folder, and the caller says where;
+  :func:`write_result` does that for every computed output (a serve or search
+  result, a correlate or sweep report) and says where on stderr.
 """
 
 from __future__ import annotations
@@ -77,7 +79,11 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=target.suffix, dir=target.parent)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=target.suffix, dir=target.parent)
+    except OSError as exc:
+        exc.filename = str(target)
+        raise
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -88,9 +94,11 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
         with contextlib.suppress(OSError):
             os.chmod(tmp, mode)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(target)  # a full disk names the output, not a temporary file
         raise
 
 
@@ -136,3 +144,26 @@ def write_with_fallback(path: str | Path, write: Callable[[Path], object]) -> tu
         alt = fallback_path(path)
         write(alt)
         return alt, reason
+
+
+def write_result(path: str | Path, write: Callable[[Path], object], what: str = "result") -> Path:
+    """Write a computed ``what`` (an atomic ``write(path)``) to ``path``, or where it fails, to a fallback file.
+
+    The fallback is the profile's (:func:`write_with_fallback`): a full disk or a refused write at the end
+    of a long run does not lose the result; a ``warning:`` line on stderr says where it went. Only when
+    the fallback fails too is it an error (exit 5, :class:`~recstack.errors.EnvironmentFailure`).
+    """
+    import sys
+
+    from recstack.errors import EnvironmentFailure, environment_error
+
+    try:
+        written, why = write_with_fallback(path, write)
+    except OSError as exc:
+        err = environment_error(exc, str(path))
+        raise EnvironmentFailure(f"{path}: cannot write the {what} nor a fallback file in {tempfile.gettempdir()} "
+                                 f"({err or exc})") from None
+    if why is not None:
+        sys.stderr.write(f"warning: cannot write {path} ({why}); the {what} is written to {written} instead\n")
+        sys.stderr.flush()
+    return written

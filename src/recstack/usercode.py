@@ -126,15 +126,29 @@ def is_factory(model: str) -> bool:
     return ":" in model and not Path(model).exists()
 
 
+def current_directory_on_path() -> None:
+    """Put the current directory first on ``sys.path`` unless it is there, as ``python -m`` does: the
+    ``recstack`` script's own first entry is its bin folder, so ``recstack profile mymodel:make`` would
+    not find ``./mymodel.py`` otherwise."""
+    cwd = os.getcwd()
+    if not any(p in ("", ".", cwd) for p in sys.path):
+        sys.path.insert(0, cwd)
+
+
 def load_factory(spec: str) -> Callable[..., Any]:
-    """``package.module:factory`` -> the factory ``(batch_size, seed) -> (model, batch_fn)``."""
+    """``package.module:factory`` -> the factory ``(batch_size, seed) -> (model, batch_fn)``, imported from
+    the current directory or ``sys.path`` (PYTHONPATH, installed packages)."""
     mod_name, _, attr = spec.partition(":")
     if not mod_name or not attr:
         raise ConfigError(f"expected package.module:factory (got {spec!r})", field="model")
+    current_directory_on_path()
     try:
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
-        raise ConfigError(f"cannot import {mod_name!r} ({exc}); is it on PYTHONPATH?", field="model") from None
+        missing = isinstance(exc, ModuleNotFoundError) and exc.name and mod_name.startswith(exc.name)
+        where = (f"; it is looked for in the current directory ({os.getcwd()}), on PYTHONPATH and among "
+                 "installed packages" if missing else "")
+        raise ConfigError(f"cannot import {mod_name!r} ({exc}){where}", field="model") from None
     except SyntaxError as exc:  # the user's file does not parse: no frame of it exists, so say where it fails
         where = f"{exc.filename}:{exc.lineno}" if exc.filename else mod_name
         raise UserCodeError(
@@ -152,4 +166,5 @@ def load_factory(spec: str) -> Callable[..., Any]:
     return fn
 
 
-__all__ = ["as_user_error", "call_user", "culprit", "is_factory", "load_factory", "name_of", "user_frames"]
+__all__ = ["as_user_error", "call_user", "culprit", "current_directory_on_path", "is_factory", "load_factory",
+           "name_of", "user_frames"]

@@ -156,7 +156,8 @@ def _contention_probe(profile: Profile, machine: Machine | None) -> None:
     old_ev, old_notes = set(probe.get("evidence") or []), set(probe.get("notes") or [])
     figures = machine.figures if machine is not None else {}
     ev, notes, record = compare_probe(
-        probe["before"], probe["after"], figures.get("probe"), machine is not None, figures.get("measured_at")
+        probe["before"], probe["after"], figures.get("probe"), machine is not None, figures.get("measured_at"),
+        machine_contention=figures.get("contention"), machine_file=machine.file if machine is not None else None,
     )
     kept = [e for e in rec.get("evidence") or [] if e not in old_ev and not e.startswith(CPU_SHARE_EVIDENCE)]
     closing = [e for e in rec.get("evidence") or [] if e.startswith(CPU_SHARE_EVIDENCE)]

@@ -668,4 +668,6 @@ def classify(profile: Profile, machine: dict[str, Any]) -> None:
         "ridge_intensity": roofs.peak_flops / roofs.stream_bw if roofs.stream_bw > 0 else None,
         "thresholds": dict(THRESHOLDS),
         "notes": roofs.notes,
+        # a machine file measured under contention (recstack machine's checks): named, its roofs are suspect
+        "contended": bool((machine.get("contention") or {}).get("detected")),
     }

@@ -66,7 +66,7 @@ def compile_times(cfg: Any, ccfg: Any) -> dict[str, Any]:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from recstack.outputs import atomic_write_text, check_writable
+    from recstack.outputs import atomic_write_text, check_writable, write_result
 
     if args.output:
         check_writable(args.output, "-o/--output")
@@ -79,7 +79,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         on_result, store = _store_writer(args.store, cfg) if args.store else (None, None)
         result = recommend(cfg, budget_s=args.budget * 60, batch_sizes=args.batch_sizes, loader=load,
                            on_result=on_result)
-        atomic_write_text(out_file, result["config_yaml"])
+        out_file = str(write_result(out_file, lambda p: atomic_write_text(p, result["config_yaml"]), "config"))
         result["written"] = out_file
         result["store"] = ({"path": store.path, "table": "compile", "search_id": store.search_id}
                            if store is not None else None)
@@ -103,7 +103,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
                                     "in_process": in_process,
                                     "unavailable": "unavailable: --no-compile-time (fresh-process runs skipped)"}
     if args.output:
-        atomic_write_text(args.output, json.dumps(report, indent=1, default=str) + "\n")
+        text = json.dumps(report, indent=1, default=str) + "\n"
+        write_result(args.output, lambda p: atomic_write_text(p, text), "report")
     _emit(report, args.json)
     _check(report)
     return 0
@@ -152,7 +153,8 @@ def register(sub: argparse._SubParsersAction, add_run_arguments: Any, run_config
     """Add ``compile``; the run-option helpers of :mod:`recstack.commands` are passed in (no import cycle)."""
     p = sub.add_parser("compile", help="torch.compile from a config: eager vs compiled per stage, graph breaks, "
                                        "recompiles, compile time; --recommend searches configs")
-    add_run_arguments(p)
+    # one process, no op pass, no roofline: these run options would do nothing here
+    add_run_arguments(p, frozenset({"nproc", "sharding", "rank_placement", "machine", "op_iters"}))
     p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
     p.add_argument("--batch-sizes", type=_batch_sizes, default=None, metavar="N,N,...",
                    help="batch sizes to run compiled for recompiles (default: the workload's query sizes and 1)")

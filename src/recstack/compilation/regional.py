@@ -60,6 +60,36 @@ def _select(sig: inspect.Signature | None, args: tuple, kwargs: dict, d: Dynamic
     yield from _tensors(value)
 
 
+def _signature(fn: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def _accepts(sig: inspect.Signature | None, arg: str) -> bool:
+    """Whether a forward of ``sig`` can receive argument ``arg`` (``*``, an unknown signature, ``**kwargs``: yes)."""
+    if arg == "*" or sig is None:
+        return True
+    params = sig.parameters
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params.values()):
+        return True
+    return arg.partition(".")[0] in params
+
+
+def check_dims(regions: list[tuple[str, Settings, inspect.Signature | None]]) -> None:
+    """Every ``dims`` entry must name an argument of some region it applies to (as a rule's glob must match
+    a module): one that names nothing would mark nothing, silently. Defaults' dims apply to every region,
+    so an entry only one region has is fine."""
+    for arg in dict.fromkeys(d.arg for _p, s, _sig in regions for d in s.dims or []):
+        users = [(p, sig) for p, s, sig in regions if any(d.arg == arg for d in s.dims or [])]
+        if not any(_accepts(sig, arg) for _p, sig in users):
+            path, sig = users[0]
+            names = ", ".join(n for n in (sig.parameters if sig else {}) if n != "self") or "none"
+            raise ConfigError(f"{arg.partition('.')[0]!r} is not an argument of {path or 'the model'}'s forward "
+                              f"(its arguments: {names}); use one of them or '*'", field=f"dims[{arg}].arg")
+
+
 def _tensors(v: Any) -> Iterator[torch.Tensor]:
     if isinstance(v, torch.Tensor):
         yield v
@@ -145,6 +175,7 @@ class Compiled:
         self.active = False
         self._limit_saved: Any = None
         mods = dict(model.named_modules())
+        check_dims([(r.path, r.settings, _signature(mods[r.path].forward)) for r in plan.regions])
         for r in plan.regions:
             self.regions.append(self._build(r, mods[r.path]))
         for r in plan.eager:
@@ -155,10 +186,7 @@ class Compiled:
     def _build(self, r: Region, mod: nn.Module) -> CompiledRegion:
         eager_forward = mod.__dict__.get("forward")
         fwd = mod.forward
-        try:
-            sig: inspect.Signature | None = inspect.signature(fwd)
-        except (TypeError, ValueError):
-            sig = None
+        sig = _signature(fwd)
         compiled = torch.compile(fwd, **_compile_kwargs(r.settings))
         code = getattr(getattr(type(mod), "forward", None), "__code__", None)
         return CompiledRegion(r, mod, eager_forward, _wrap(r.path, r.settings, compiled, sig), code=code)

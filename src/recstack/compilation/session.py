@@ -23,7 +23,7 @@ from recstack.config.loading import parse_config
 from recstack.config.run import RunConfig
 from recstack.profiling.passes import Discovery, TimingResult, op_pass, timing_pass, warm_up_and_discover
 from recstack.profiling.rules import StageRules, load_stage_rules
-from recstack.profiling.runner import ProfileOptions, Step
+from recstack.profiling.runner import ProfileOptions, Step, call_model
 from recstack.profiling.stats import median
 from recstack.profiling.timing import CALLER, cuda_sync, split_caller_key
 
@@ -53,7 +53,8 @@ def prepare(cfg: RunConfig, loader: Loader = load_zoo) -> Setup:
     loaded = loader(cfg)
     step = Step(loaded.model, ProfileOptions(cfg, op_pass=False, cost_model=False, counters=False), None)
     batches = loaded.make_batches(cfg.batch_size, NUM_BATCHES)
-    found = warm_up_and_discover(loaded.model, step, batches, max(cfg.warmup, 2), rules)
+    found = warm_up_and_discover(loaded.model, step, batches, max(cfg.warmup, 2), rules,
+                                 forward=lambda b: call_model(loaded.model, b))
     return Setup(cfg, loaded, step, batches, found)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 from recstack.cli_types import DeprecatedAlias, int_at_least
 
@@ -14,7 +15,7 @@ def cmd_correlate(args: argparse.Namespace) -> int:
     from recstack.correlate.render import render_html, write_plots
     from recstack.correlate.stats import MIN_MODELS, correlate
     from recstack.errors import DataError
-    from recstack.outputs import atomic_write_text, check_writable
+    from recstack.outputs import atomic_write_text, check_writable, write_result
 
     out = check_writable(args.output, "-o")
     if args.json:
@@ -27,10 +28,21 @@ def cmd_correlate(args: argparse.Namespace) -> int:
                         f"{MIN_MODELS} models (rank correlations across models)")
     corr = correlate(points, bootstrap=args.bootstrap, seed=args.seed)
     plot_dir = out.with_name(out.stem + "_plots")
-    plots = write_plots(points, corr, plot_dir)
-    atomic_write_text(out, render_html(points, corr, plots))
+    try:
+        plots = write_plots(points, corr, plot_dir)
+    except OSError as exc:  # computed: the plots go to a fallback folder, as the report to a fallback file
+        import sys
+        import tempfile
+
+        plot_dir = Path(tempfile.mkdtemp(prefix=f"recstack-{plot_dir.name}-"))
+        sys.stderr.write(f"warning: cannot write the plots in {out.with_name(out.stem + '_plots')} "
+                         f"({exc.strerror or exc}); they are written to {plot_dir} instead\n")
+        plots = write_plots(points, corr, plot_dir)
+    html = render_html(points, corr, plots)
+    out = write_result(out, lambda p: atomic_write_text(p, html), "report")
     if args.json:
-        atomic_write_text(args.json, json.dumps(_nan_free(corr.to_dict()), indent=1, allow_nan=False) + "\n")
+        text = json.dumps(_nan_free(corr.to_dict()), indent=1, allow_nan=False) + "\n"
+        write_result(args.json, lambda p: atomic_write_text(p, text), "JSON")
     for line in corr.findings():
         print(line)
     print(f"{len(points)} points, {len(models)} models, {len(corr.metrics)} metrics in "
@@ -49,6 +61,9 @@ def _nan_free(x: object) -> object:
     return x
 
 
+MAX_BOOTSTRAP = 100_000  # resamples: two (resamples x models) float arrays per metric; beyond, memory and minutes
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``correlate`` to the main CLI's sub-parsers."""
     p = sub.add_parser("correlate", help="which architecture features go with which bottlenecks, across models")
@@ -58,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json-out", dest="json", default=None, metavar="FILE", help="also write the results as JSON")
     # its old name: --json prints JSON on every other command, here it named a file (hidden, warned about)
     p.add_argument("--json", dest="json", action=DeprecatedAlias, new="--json-out", help=argparse.SUPPRESS)
-    p.add_argument("--bootstrap", type=int_at_least("--bootstrap", 50), default=1000,
+    p.add_argument("--bootstrap", type=int_at_least("--bootstrap", 50, MAX_BOOTSTRAP), default=1000,
                    help="bootstrap resamples over models (default 1000)")
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="seed of the resampling")
     p.set_defaults(func=cmd_correlate)

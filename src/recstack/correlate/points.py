@@ -205,23 +205,19 @@ def load_store(path: str) -> list[Point]:
     ``mode``, ``scale`` where present); ``stages``: point (a points key), stage, share, bound, and the
     fraction of the roof. Only points whose status is ``ok`` (or that have no status) count.
     """
-    import duckdb
-
+    from recstack.store.check import tables as store_tables
+    from recstack.store.db import check_version, connect
     from recstack.zoo.build import resolve_config
 
-    try:
-        con = duckdb.connect(path, read_only=True)
-    except duckdb.Error as exc:
-        raise DataError(f"STORE: {path}: cannot open the DuckDB store ({exc})") from None
-    try:
-        tables = {r[0] for r in con.execute("select table_name from information_schema.tables").fetchall()}
+    with connect(path, read_only=True) as con:  # a page that cannot be read is a DataError naming the file
+        tables = set(store_tables(con))
+        if "meta" in tables:  # a recstack store: checked as every reader checks it
+            check_version(con, path)
         for need in ("points", "stages"):
             if need not in tables:
                 raise DataError(f"STORE: {path}: no table {need!r} (found: {', '.join(sorted(tables)) or 'none'})")
         pts = con.execute("select * from points").fetchdf()
         sts = con.execute("select * from stages").fetchdf()
-    finally:
-        con.close()
     pc, sc = list(pts.columns), list(sts.columns)
     for need in ("model", "batch_size"):
         if _pick(pc, need) is None:
@@ -256,7 +252,7 @@ def load_store(path: str) -> list[Point]:
             except ConfigError as exc:
                 raise DataError(f"STORE: {path}: points.model: {exc.detail}") from None
         cfg = configs[k]
-        batch = int(row[_pick(pc, "batch_size")])
+        batch = _batch(row[_pick(pc, "batch_size")], path, row[key])
         metrics = dict(by_point.get(row[key], {}))
         for col, name in (("throughput", "log10_throughput"), ("step_p50_s", "log10_step_p50_s"),
                           ("step_p99_s", "log10_step_p99_s")):
@@ -271,6 +267,16 @@ def load_store(path: str) -> list[Point]:
             features=architecture_features(cfg, batch), metrics=metrics, interaction=interaction_type(cfg),
         ))
     return points
+
+
+def _batch(value: Any, path: str, point: Any) -> int:
+    """A point's batch size: a whole number >= 1, else a DataError naming the store and the point."""
+    import numbers
+
+    v = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else None
+    if v is None or not math.isfinite(v) or not (v >= 1 and float(v).is_integer()):
+        raise DataError(f"STORE: {path}: points.batch_size of point {point}: {value!r} is not a whole number >= 1")
+    return int(v)
 
 
 def by_mode(points: list[Point]) -> list[Point]:

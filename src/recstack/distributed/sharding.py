@@ -36,6 +36,9 @@ from recstack.errors import ConfigError
 HAND_BUILT_ON_CPU = ("row_wise", "table_row_wise")
 
 
+RANKS_IGNORED = ("row_wise", "table_row_wise", "data_parallel")  # sharding types whose placement is fixed
+
+
 class TablePlan(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -70,6 +73,10 @@ def check_sharding(sharding: str, tables: list[str] | None, world_size: int) -> 
                               source=sharding, field=f"tables.{name}.ranks")
         if tp.sharding == "table_wise" and tp.ranks is not None and len(tp.ranks) != 1:
             raise ConfigError("table_wise takes exactly one rank", source=sharding, field=f"tables.{name}.ranks")
+        if tp.sharding in RANKS_IGNORED and tp.ranks is not None:  # would be silently dropped
+            raise ConfigError(f"{tp.sharding} places the table on every rank and takes no ranks; drop ranks "
+                              "(or use table_wise / column_wise to choose them)", source=sharding,
+                              field=f"tables.{name}.ranks")
 
 
 def _generator(tp: TablePlan, world_size: int) -> Any:

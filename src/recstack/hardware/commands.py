@@ -183,20 +183,22 @@ def parse_world_sizes(text: str) -> list[int]:
     return sizes
 
 
-def _with_collectives(machine: dict[str, Any], sizes: list[int], quick: bool) -> dict[str, Any]:
-    """Add the all-to-all / all-reduce benchmark (``machine --collectives``) and keep it in the cache."""
+def _with_collectives(machine: dict[str, Any], sizes: list[int], quick: bool, path: Any) -> dict[str, Any]:
+    """Add the all-to-all / all-reduce benchmark (``machine --collectives``) and keep it in ``path``
+    (the cache, or where a contended measurement was kept)."""
     from recstack.hardware.collectives import measure_collectives
-    from recstack.hardware.machine import cache_path, save_machine
+    from recstack.hardware.machine import save_machine
 
     sys.stderr.write(f"  measuring: all-to-all, reduce-scatter and all-reduce (gloo) at world sizes {sizes}\n")
     machine = {**machine, "collectives": measure_collectives(sizes, quick=quick)}
-    save_machine(machine, cache_path())
+    save_machine(machine, path)
     return machine
 
 
 def cmd_machine(args: argparse.Namespace) -> int:
     from recstack.hardware.counters import detect_perf
-    from recstack.hardware.machine import cache_path, get_machine, load_machine
+    from recstack.hardware.machine import cached_or_measured, load_machine
+    from recstack.hardware.measure_checks import summary
     from recstack.hardware.repeatability import (
         compare_machines,
         format_comparison,
@@ -207,14 +209,19 @@ def cmd_machine(args: argparse.Namespace) -> int:
     if getattr(args, "profile", None):
         return cmd_machine_compare_profile(args)
     other = load_machine(args.compare) if args.compare else None  # a bad file fails before measuring
-    world_sizes = parse_world_sizes(args.world_sizes) if args.collectives else None  # checked before measuring
+    if args.world_sizes is not None and not args.collectives:  # given alone it would be silently ignored
+        parse_world_sizes(args.world_sizes)
+        raise ConfigError("--world-sizes applies to --collectives; add --collectives or drop it",
+                          field="--world-sizes")
+    world_sizes = parse_world_sizes(args.world_sizes or "2") if args.collectives else None  # before measuring
     from recstack.render.progress import finish, reporter
 
     progress = reporter(_stderr_progress())  # a progress phase per benchmark group, besides the lines
-    machine = get_machine(refresh=args.refresh, quick=args.quick, progress=progress)
+    machine, kept, measured = cached_or_measured(args.remeasure, args.quick, progress=progress, strict=args.strict,
+                                                 any_mode=not args.remeasure)
     finish()
     if world_sizes:
-        machine = _with_collectives(machine, world_sizes, args.quick)
+        machine = _with_collectives(machine, world_sizes, args.quick, kept)
     counters = detect_perf().to_dict()
     comparison = compare_machines(machine, other) if other is not None else machine.get("repeatability")
     if args.json:
@@ -228,7 +235,12 @@ def cmd_machine(args: argparse.Namespace) -> int:
             print(f"compare: {args.compare} has no figures in common with this machine")
         else:
             print(format_comparison(comparison))
-    print(f"cache: {cache_path()}")
+    print(summary(machine))
+    if measured:
+        print(f"measured now; kept in {kept}")
+    else:
+        print(f"cache: {kept} (the measurement of {machine['measured_at']}; `recstack machine --remeasure` "
+              "measures anew)")
     return 0
 
 
@@ -264,23 +276,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``machine`` and ``roofline`` to the main CLI's sub-parsers."""
     p = subparsers.add_parser(
         "machine",
-        help="this host's machine file (GEMM FLOP/s, stream/gather bandwidth, latency): the cached one if it is "
-        "current, else measured now (a cached --quick one is re-measured in full unless --quick is given)",
-        description="Measure peak GEMM FLOP/s, streaming and random-gather bandwidth, memory latency and caches; "
-        "cached per host and CPU model under $RECSTACK_CACHE_DIR (default ~/.cache/recstack).",
+        help="show the cached (or measure the) roofs of this host: GEMM FLOP/s, stream/gather bandwidth, latency",
+        description="Show this host's cached measurement; without one (or with --remeasure) measure peak GEMM "
+        "FLOP/s, streaming and random-gather bandwidth, memory latency and caches, checking the host is quiet "
+        "(load, steal, busy processes, repeat spread). Cached per host and CPU model under $RECSTACK_CACHE_DIR "
+        "(default ~/.cache/recstack).",
     )
     p.add_argument("--json", action="store_true", help="print the machine figures as JSON to stdout")
-    p.add_argument("--refresh", action="store_true", help="re-measure even if a current cache exists")
-    p.add_argument("--quick", action="store_true", help="smaller arrays and fewer repeats (under a minute)")
+    p.add_argument("--remeasure", "--refresh", dest="remeasure", action="store_true",
+                   help="measure anew even when a cache exists (default: show the cached measurement)")
+    p.add_argument("--quick", action="store_true",
+                   help="when measuring: smaller arrays and fewer repeats (under a minute)")
+    p.add_argument("--strict", action="store_true",
+                   help="a measurement under contention (or a cached one marked so) is an error (exit 3); "
+                        "nothing contended is cached")
     p.add_argument("--collectives", action="store_true",
                    help="also measure gloo all-to-all, reduce-scatter and all-reduce per message size (communication roofline)")
-    p.add_argument("--world-sizes", default="2", metavar="N[,N...]",
+    p.add_argument("--world-sizes", default=None, metavar="N[,N...]",
                    help="world sizes of --collectives (default: 2; ranks run one thread each)")
     p.add_argument(
         "--compare",
         default=None,
         metavar="FILE",
-        help="compare every figure with this machine JSON (a --refresh compares with the replaced cache itself)",
+        help="compare every figure with this machine JSON (a --remeasure compares with the replaced cache itself)",
     )
     p.add_argument(
         "--profile",

@@ -12,6 +12,10 @@ smaller mode than requested, or when ``refresh`` is set. The cache lives in
 naming the first missing key, or :class:`~recstack.errors.ConfigError` naming an
 impossible value. ``remeasure(old, keys)`` measures only some roofs again.
 
+Every measurement runs the checks a profile runs (:mod:`recstack.hardware.measure_checks`)
+and carries their verdict as ``contention``; one made under contention is
+never cached silently (:func:`cached_or_measured`).
+
 Keys (all figures carry median/min/max/p10/p90/repeats):
 ``gemm_flops.<dtype>.by_threads.<n>`` (FLOP/s), ``stream_bandwidth.by_threads.<n>.{copy,triad}``
 (bytes/s), ``gather_bandwidth.grid[]`` (bytes/s per threads/dist/row/table),
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -33,7 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from recstack.errors import DataError
+from recstack.errors import ContendedRunError, DataError
 from recstack.hardware import cpu_bench, sysinfo
 from recstack.hardware.plan import make_plan
 from recstack.hardware.sysinfo import cache_dir
@@ -81,6 +86,11 @@ def measure_machine(
     load_before = _loadavg()
     old_threads = torch.get_num_threads()
     native = sysinfo.native_bf16()
+    from recstack.profiling.contention import ContentionWatch
+
+    # The checks a profile runs. This process's children are not exempted: a user's other work (or a
+    # benchmark's busy loops) may be one; the gather kernel's one-off compile is short against the window.
+    watch = ContentionWatch(None, probe=False, threads=max(plan.threads)).start()
     try:
         say(f"fp32 GEMM at {plan.threads} threads")
         fp32_stop: dict[str, Any] = {}
@@ -110,9 +120,10 @@ def measure_machine(
                 gpu = {"name": torch.cuda.get_device_name(0), "error": f"{type(exc).__name__}: {exc}"}
     finally:
         torch.set_num_threads(old_threads)
+    watched = watch.stop()
     flags = sysinfo.bf16_flags()
     model = sysinfo.cpu_model()
-    return {
+    machine = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
         "host": sysinfo.host(),
@@ -150,6 +161,12 @@ def measure_machine(
         "probe": probe,
         "gpu": gpu,
     }
+    from recstack.hardware.measure_checks import judge_measurement
+    from recstack.hardware.repeatability import within_run_spread
+
+    machine["spread"] = within_run_spread(machine)
+    machine["contention"] = judge_measurement(watched, machine["spread"], machine)
+    return machine
 
 
 ROOF_GROUPS = ("gemm.fp32", "gemm.bf16", "stream", "gather")  # the roofline's ``roof_key`` values
@@ -261,6 +278,7 @@ def get_machine(
     *,
     tiny: bool = False,
     progress: Progress | None = None,
+    strict: bool = False,
 ) -> dict[str, Any]:
     """The cached machine for this host and CPU, measured (and cached) when missing or stale.
 
@@ -269,33 +287,104 @@ def get_machine(
     overwritten (it is a cache, not user input). When the replaced cache was
     a measurement of the same host, CPU and mode, the new machine carries
     ``repeatability``: every figure's change since then
-    (:mod:`recstack.hardware.repeatability`).
+    (:mod:`recstack.hardware.repeatability`). A measurement under contention
+    is cached as :func:`cached_or_measured` says.
     """
+    return cached_or_measured(refresh, quick, tiny=tiny, progress=progress, strict=strict)[0]
+
+
+def cached_or_measured(
+    refresh: bool = False,
+    quick: bool = False,
+    *,
+    tiny: bool = False,
+    progress: Progress | None = None,
+    strict: bool = False,
+    any_mode: bool = False,
+) -> tuple[dict[str, Any], Path, bool]:
+    """:func:`get_machine`, and where the machine is kept and whether it was measured now.
+
+    ``any_mode``: a current cache of any mode is shown (``recstack machine``
+    without ``--remeasure``). A cache whose capacity probe is from an older
+    recstack gets a current probe (seconds). A measurement under contention
+    (``contention.detected``, :mod:`recstack.hardware.measure_checks`) is never
+    cached silently: a warning on stderr; with ``strict``, ContendedRunError
+    (exit 3) and nothing written; else, when the cache holds a quiet
+    measurement of this host it stays and the new one is kept beside it
+    (:func:`~recstack.hardware.measure_checks.contended_path`), otherwise the
+    new one is cached, marked. A quiet measurement always replaces the cache.
+    """
+    from recstack.hardware.measure_checks import is_contended
+
     path = cache_path()
     mode = _mode(quick, tiny)
     say = progress or _quiet
-    cached: dict[str, Any] | None = None
-    if path.exists():
-        try:
-            cached = load_machine(path)
-        except DataError as exc:
-            say(f"re-measuring: {exc}")
-        else:
-            why = cache_is_current(cached, mode)
-            if why is None and not refresh:
-                return cached
-            if why is not None:
-                say(f"re-measuring: {why}")
+    cached = _read_cache(path, say)
+    if cached is not None and not refresh:
+        why = cache_is_current(cached, "tiny" if any_mode else mode)
+        if why is None:
+            if strict and is_contended(cached):
+                raise ContendedRunError(f"--strict: the cached machine file {path} was measured under contention "
+                                        f"({_evidence(cached)}); `recstack machine --remeasure` on a quiet host")
+            return _with_current_probe(cached, path, say), path, False
+        say(f"re-measuring: {why}")
     machine = measure_machine(quick, tiny=tiny, progress=progress)
-    from recstack.hardware.repeatability import within_run_spread
-
-    machine["spread"] = within_run_spread(machine)
     if cached is not None and _same_setup(cached, machine):
         from recstack.hardware.repeatability import compare_machines
 
         machine["repeatability"] = compare_machines(machine, cached)
-    save_machine(machine, path)
-    return machine
+    return machine, _store(machine, cached, path, strict), True
+
+
+def _read_cache(path: Path, say: Progress) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        return load_machine(path)
+    except DataError as exc:
+        say(f"re-measuring: {exc}")
+        return None
+
+
+def _evidence(machine: dict[str, Any]) -> str:
+    return "; ".join(str(e) for e in (machine.get("contention") or {}).get("evidence", [])[:2])
+
+
+def _store(machine: dict[str, Any], cached: dict[str, Any] | None, path: Path, strict: bool) -> Path:
+    """Save a fresh measurement where :func:`cached_or_measured` says; return where it went."""
+    from recstack.hardware.measure_checks import contended_path, is_contended
+
+    side = contended_path(path)
+    if not is_contended(machine):
+        save_machine(machine, path)
+        side.unlink(missing_ok=True)  # superseded by a quiet measurement
+        return path
+    if strict:
+        raise ContendedRunError(f"--strict: the machine was measured under contention ({_evidence(machine)}); "
+                                "nothing was cached: measure again on a quiet host")
+    keep_quiet = cached is not None and not is_contended(cached) and cache_is_current(cached, "tiny") is None
+    where = side if keep_quiet else path
+    save_machine(machine, where)
+    what = (f"kept beside the cache as {side}; the cache keeps the quiet measurement of {cached['measured_at']}"
+            if keep_quiet and cached is not None else
+            f"cached as {path}, marked contended: every profile classified against it names it, and the next "
+            "quiet measurement (`recstack machine --remeasure`) replaces it")
+    sys.stderr.write(f"warning: the machine was measured under contention ({_evidence(machine)}): {what}\n")
+    return where
+
+
+def _with_current_probe(cached: dict[str, Any], path: Path, say: Progress) -> dict[str, Any]:
+    """The cached machine with a capacity probe of the current kind (measured and saved when it had none)."""
+    from recstack.hardware.probe import machine_probe, probe_settings
+
+    probe, now = cached.get("probe") or {}, probe_settings()
+    if all(probe.get(k) == now[k] for k in ("version", "stream_array_bytes", "gemm_n")):
+        return cached
+    say("capacity probe (the cached one is from an older recstack; compared with every profile's probe)")
+    threads = cached.get("threads") if isinstance(cached.get("threads"), list) else sorted({1, sysinfo.usable_cpus()})
+    cached = {**cached, "probe": machine_probe([int(t) for t in threads])}
+    save_machine(cached, path)
+    return cached
 
 
 def _same_setup(before: dict[str, Any], now: dict[str, Any]) -> bool:

@@ -114,7 +114,7 @@ def format_spread(spread: dict[str, Any]) -> str:
     if noisy:
         line += (
             f"\nwarning: noisy host ({', '.join(noisy)} repeats spread more than {TOLERANCE:.0%}); roofs may move "
-            "more than that run to run (re-measure with --refresh to see how much)"
+            "more than that run to run (re-measure with --remeasure to see how much)"
         )
     return line
 

@@ -57,7 +57,8 @@ def eval_shape(key: str) -> Any:
 
 
 def raw_to_node(raw: RawNode, parent_path: str, factor: float, steps: int) -> Node:
-    """One op-pass node (summed over ``steps``) as a per-step tree node scaled by ``factor``."""
+    """One op-pass node (summed over ``steps``) as a per-step tree node scaled by ``factor`` (host nodes only:
+    a kernel node's time is the device's, which the host-side profiler overhead never inflated)."""
     path = f"{parent_path}/{raw.name}" if parent_path else raw.name
     per_step = raw.us * 1e-6 / max(steps, 1)
     node = Node(
@@ -65,7 +66,7 @@ def raw_to_node(raw: RawNode, parent_path: str, factor: float, steps: int) -> No
         path=path,
         level=raw.level,
         stage=raw.stage,
-        time_s=per_step * factor,
+        time_s=per_step if raw.level == "kernel" else per_step * factor,  # device time: never a host factor
         calls=int(round(raw.calls / max(steps, 1))),
     )
     if raw.level == "op":

@@ -14,10 +14,10 @@ it could not):
   excluding this process and recstack's own *planned* processes (sweep and
   serving workers, ranks: passed in or registered with
   :func:`planned_processes`), which go to ``planned_load`` instead;
-* a capacity probe (:func:`recstack.hardware.probe.probe_capacity`: a few ms
-  of GEMM and of streaming) before and after, compared with the same probe
-  recorded in the machine file (:func:`~recstack.hardware.probe.machine_probe`)
-  when its roofs were measured.
+* a capacity probe (:func:`recstack.hardware.probe.probe_capacity`: a copy
+  between arrays beyond the last-level cache, then a GEMM; about 0.1 s) before
+  and after, compared with the same probe recorded in the machine file
+  (:func:`~recstack.hardware.probe.machine_probe`) when its roofs were measured.
 
 The decision is the pure function :func:`assess` over those numbers
 (:class:`Sample`), so tests drive it with recorded values. It flags:
@@ -28,8 +28,9 @@ The decision is the pure function :func:`assess` over those numbers
    does not count);
 2. **steal**: the hypervisor took >= :data:`STEAL_FRACTION` of our CPUs' time;
 3. **host slower than when its roofs were measured**: both probes (before
-   and after) below the machine file's probe floor, the lower of the probe's
-   minimum at measurement and :data:`recstack.hardware.probe.PROBE_FLOOR` x its median.
+   and after) below the machine file's probe floor: its median less a margin
+   set by the probe's own spread over its rounds
+   (:func:`recstack.hardware.probe.probe_margin`).
 4. **CPU quota**: the container's cgroup was throttled for >=
    :data:`THROTTLE_FRACTION` of the window (cgroup v2 ``cpu.stat``
    ``throttled_usec``, or v1 ``throttled_time``).
@@ -249,6 +250,7 @@ class Sample:
     machine_probe: dict[str, Any] | None = None  # the machine file's "probe" section
     machine_measured_at: str | None = None
     machine_known: bool = True  # False: the profile had no machine file at all
+    machine_contention: dict[str, Any] | None = None  # the machine file's own contention record
     cgroup_quota_cores: float | None = None  # the container's CPU quota, when it has one
     cgroup_throttled_s: float | None = None  # time the quota throttled this process's cgroup in the window
     own_threads: list[dict[str, Any]] | None = None  # this process's threads (threads.thread_usage), recorded
@@ -264,7 +266,8 @@ def _proc_list(procs: list[ProcUsage], wall_s: float) -> list[dict[str, Any]]:
 
 def _probe_verdict(s: Sample) -> Verdict:
     """Host slower than when its roofs were measured: both probes below the machine probe's floor."""
-    return compare_probe(s.probe_before, s.probe_after, s.machine_probe, s.machine_known, s.machine_measured_at)
+    return compare_probe(s.probe_before, s.probe_after, s.machine_probe, s.machine_known, s.machine_measured_at,
+                         machine_contention=s.machine_contention)
 
 
 Verdict = tuple[list[str], list[str], dict[str, Any]]  # evidence (contention), notes (not), figures recorded
@@ -400,10 +403,12 @@ class ContentionWatch:
         planned_pids: Iterable[int] = (),
         *,
         probe: bool = True,
+        threads: int | None = None,
     ) -> None:
         self.machine = machine
         self.planned = {int(p) for p in planned_pids}
         self.probe = probe
+        self.threads = threads  # the threads the watched work runs (default: torch's at stop)
         self.cpus = usable_cpus()
         self.sample: Sample | None = None
         self.result: dict[str, Any] | None = None
@@ -441,7 +446,7 @@ class ContentionWatch:
         mp = (self.machine or {}).get("probe") if isinstance(self.machine, dict) else None
         self.sample = Sample(
             wall_s=wall,
-            torch_threads=torch.get_num_threads(),
+            torch_threads=self.threads or torch.get_num_threads(),
             usable_cores=len(self.cpus) if self.cpus else (os.cpu_count() or 1),
             clk_tck=int(clk),
             own_cpu_s=own1[0] - self._own0[0],
@@ -456,6 +461,7 @@ class ContentionWatch:
             machine_probe=mp if isinstance(mp, dict) else None,
             machine_measured_at=(self.machine or {}).get("measured_at") if isinstance(self.machine, dict) else None,
             machine_known=isinstance(self.machine, dict),
+            machine_contention=(self.machine or {}).get("contention") if isinstance(self.machine, dict) else None,
             cgroup_quota_cores=cg1["quota_cores"] if cg1 else None,
             cgroup_throttled_s=(cg1["throttled_s"] - self._cg0["throttled_s"]) if cg1 and self._cg0 else None,
             own_threads=thread_usage(self._threads0, threads1, wall),

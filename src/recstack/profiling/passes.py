@@ -93,10 +93,13 @@ def _nothing() -> None:
 
 
 def warm_up_and_discover(
-    model: nn.Module, step: Step, batches: list[Any], warmup: int, rules: StageRules | None
+    model: nn.Module, step: Step, batches: list[Any], warmup: int, rules: StageRules | None,
+    forward: Callable[[Any], Any] | None = None,
 ) -> Discovery:
     """Warm-up steps (at least two); the second records which modules run, which places stages and hands
-    down never-run roots.
+    down never-run roots. ``forward(batch)`` calls the model: one more forward, under
+    :class:`recstack.profiling.dataflow.StageFlow`, shows what each module computes (stages from dataflow);
+    without it, or where that trace fails (a warning says why), types and names place the stages.
 
     The first step runs plain, so an error in the model's own code surfaces
     with the user's frames innermost (the recording wrappers are recstack's
@@ -107,7 +110,10 @@ def warm_up_and_discover(
     order = record_call_order(model, lambda: step.run(batches[1 % n]))
     for i in range(max(0, warmup - 2)):
         step.run(batches[(i + 2) % n])
-    smap = detect_stages(model, rules, order)
+    from recstack.profiling.dataflow import try_trace_stages
+
+    flow = try_trace_stages(model, forward, batches[0]) if forward is not None else None
+    smap = detect_stages(model, rules, order, flow)
     never_ran = hand_down_roots(smap, order)
     return Discovery(order=order, smap=smap, never_ran=never_ran)
 
@@ -233,6 +239,50 @@ def op_pass(
     if export_trace is not None:
         export_trace(prof)
     return OpPassResult(folder=folder, steps_s=steps_s)
+
+
+OP_PASS_RATIO_LIMIT = 3.0
+"""An op pass whose median step is beyond this factor of the plain step's, either way, is measured again."""
+
+
+def op_ratio(ops: OpPassResult, plain_median_s: float) -> float | None:
+    """The op pass's median step over the plain median step (None without both)."""
+    from recstack.profiling.stats import median
+
+    return median(ops.steps_s) / plain_median_s if ops.steps_s and plain_median_s > 0 else None
+
+
+def _outside(ratio: float | None) -> bool:
+    return ratio is not None and not 1 / OP_PASS_RATIO_LIMIT <= ratio <= OP_PASS_RATIO_LIMIT
+
+
+def checked_op_pass(run: Callable[[], OpPassResult], plain_median_s: float) -> tuple[OpPassResult, dict[str, Any]]:
+    """``run()`` (one op pass); where its ratio to the plain step is beyond :data:`OP_PASS_RATIO_LIMIT` either way,
+    once more, keeping the run nearer the plain step. Returns the kept result and what to add to
+    ``profile.overhead``: ``op_pass_remeasured`` (both ratios) and, if the kept one is still outside,
+    ``op_pass_ratio_flag`` (one sentence; a warning says the same): its proportions are then suspect.
+    """
+    import math
+    import warnings
+
+    ops = run()
+    first = op_ratio(ops, plain_median_s)
+    if not _outside(first):
+        return ops, {}
+    again = run()
+    second = op_ratio(again, plain_median_s)
+    assert first is not None
+    if second is not None and abs(math.log(second)) < abs(math.log(first)):
+        ops = again
+    kept = op_ratio(ops, plain_median_s)
+    note: dict[str, Any] = {"op_pass_remeasured": {"first_ratio": first, "second_ratio": second, "kept_ratio": kept}}
+    if _outside(kept):
+        flag = (f"the op pass ran {kept:.3g}x the plain step, beyond {OP_PASS_RATIO_LIMIT:g}x either way, on two "
+                "measurements: the proportions within stages (apportioning) may not hold; profile again on a quiet "
+                "host")
+        note["op_pass_ratio_flag"] = flag
+        warnings.warn(f"op pass: {flag}", stacklevel=2)
+    return ops, note
 
 
 def _stage_ranges() -> tuple[Callable[[str], None], Callable[[], None]]:

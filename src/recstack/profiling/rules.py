@@ -38,7 +38,7 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -46,6 +46,8 @@ from recstack.config.loading import load_yaml_file, parse_config
 
 if TYPE_CHECKING:  # torch loads when a model is inspected (the trace importer reads names only)
     from torch import nn
+
+    from recstack.profiling.dataflow import Flow
 
 FORWARD_STAGES = ("feature_processing", "embedding", "dense", "interaction", "sequence", "head")
 TRAIN_STAGES = ("loss", "backward", "optimizer")
@@ -137,6 +139,7 @@ class Placement:
     stage: str | None
     rule: str
     root: bool  # True for a stage root (its own timing boundary)
+    evidence: dict[str, Any] | None = None  # why (dataflow: the op, its inputs; the name/type hint), for roots
 
 
 @dataclass
@@ -250,9 +253,11 @@ def detect_stages_by_name(types: dict[str, str | None], rules: StageRules | None
     return _place(children, type_rule, linear_stack, rules, call_order)
 
 
-def detect_stages(model: nn.Module, rules: StageRules | None = None, call_order: list[str] | None = None) -> StageMap:
+def detect_stages(model: nn.Module, rules: StageRules | None = None, call_order: list[str] | None = None,
+                  flow: Flow | None = None) -> StageMap:
     """Place every module of ``model`` in a stage. ``call_order``: module paths in the order forward first ran them
-    (any depth; the last-linear-stack rule looks only at the stacks it found)."""
+    (any depth; the last-linear-stack rule looks only at the stacks it found). ``flow``: what one traced step
+    computed (:func:`recstack.profiling.dataflow.trace_stages`); without it, types and names decide."""
     mods: dict[str, nn.Module] = {"": model}  # every path, a module shared by two paths under both
 
     def add(path: str, mod: nn.Module) -> None:
@@ -266,11 +271,35 @@ def detect_stages(model: nn.Module, rules: StageRules | None = None, call_order:
     def children(p: str) -> list[tuple[str, str]]:
         return [(n, f"{p}.{n}" if p else n) for n, _ in mods[p].named_children()]
 
-    return _place(children, lambda p: _type_rule(mods[p]), lambda p: _is_linear_stack(mods[p]), rules, call_order)
+    return _place(children, lambda p: _type_rule(mods[p]), lambda p: _is_linear_stack(mods[p]), rules, call_order,
+                  flow)
+
+
+def _flow_placement(flow: Flow, path: str, hint: tuple[str, str] | None) -> Placement | None:
+    """The dataflow verdict on ``path`` as a placement; None where it saw no evidence (names and types decide).
+
+    One strong kind (embedding, interaction, sequence) decides whatever the names say. Mixed: no stage (the
+    children are placed one by one). Layers placed by position only (not feeding an interaction, not after one)
+    give way to a sequence, dense or head hint (a recurrent cell run step by step shows only its layers;
+    ``over_arch`` after a DIN's attention pooling is the head); towers whose outputs meet later stay dense.
+    """
+    v = flow.verdict(path)
+    if v is None:
+        return None
+    ev = v.as_dict(hint)
+    if v.mixed:
+        return Placement(None, "dataflow:mixed", root=False, evidence=ev)
+    assert v.stage is not None
+    if not v.firm and hint is not None and hint[0] in ("sequence", "dense", "head") and hint[0] != v.stage:
+        ev.update(basis="name or type",
+                  why=f"layers only ({v.stage} by their place in the dataflow); the module's {hint[1]} says {hint[0]}")
+        return Placement(hint[0], hint[1], root=True, evidence=ev)
+    return Placement(v.stage, f"dataflow:{v.stage}", root=True, evidence=ev)
 
 
 def _place(children: Callable[[str], list[tuple[str, str]]], type_rule: Callable[[str], tuple[str, str] | None],
-           linear_stack: Callable[[str], bool], rules: StageRules | None, call_order: list[str] | None) -> StageMap:
+           linear_stack: Callable[[str], bool], rules: StageRules | None, call_order: list[str] | None,
+           flow: Flow | None = None) -> StageMap:
     """The placement walk shared by :func:`detect_stages` and :func:`detect_stages_by_name`."""
     smap = StageMap()
     user = rules.rules if rules else []
@@ -280,17 +309,21 @@ def _place(children: Callable[[str], list[tuple[str, str]]], type_rule: Callable
         placement: Placement | None = None
         for r in user:
             if path and fnmatch.fnmatchcase(path, r.match):
-                placement = Placement(r.stage, f"user:{r.match}", root=r.stage != inherited)
+                placement = Placement(r.stage, f"user:{r.match}", root=r.stage != inherited,
+                                      evidence={"basis": "user rule", "why": f"the user rule {r.match!r} says so"})
                 break
         if placement is None and inherited is not None:
             placement = Placement(inherited, "inherited", root=False)
+        hit = (type_rule(path) or _name_rule(path)) if placement is None and path else None
+        if placement is None and path and flow is not None:
+            placement = _flow_placement(flow, path, hit)
         if placement is None and path:
-            hit = type_rule(path) or _name_rule(path)
             if hit is None and linear_stack(path):
                 top_linear_stacks.append(path)
                 hit = ("dense", "type:linear-stack")
             if hit is not None:
-                placement = Placement(hit[0], hit[1], root=True)
+                placement = Placement(hit[0], hit[1], root=True, evidence={"basis": "name or type", "why": (
+                    "no op with dataflow evidence ran in it" if flow is not None else "no dataflow trace")})
         if placement is None:
             placement = Placement(None, "unassigned", root=False)
         smap.placements[path] = placement
@@ -347,7 +380,8 @@ def hand_down_roots(smap: StageMap, ran: list[str] | set[str]) -> dict[str, Neve
                 continue
             heirs.append(p)
         for h in heirs:
-            smap.placements[h] = Placement(pl.stage, f"inherited-from:{path} (container never ran)", root=True)
+            smap.placements[h] = Placement(pl.stage, f"inherited-from:{path} (container never ran)", root=True,
+                                           evidence=pl.evidence)
         pl.root = False
         never[path] = NeverRanRoot(stage=pl.stage, rule=pl.rule, handed_to=heirs)
     return never

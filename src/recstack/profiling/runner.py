@@ -33,23 +33,26 @@ from typing import Any
 import torch
 from torch import nn
 
+from recstack.calls import argument_error, call_model, infer_batch_size, unknown_batch_size
 from recstack.config.run import RunConfig
 from recstack.errors import ConfigError
 from recstack.profiling.assemble import STAGE_ORDER, build_tree, overhead_figures
 from recstack.profiling.contention import ContentionWatch
 from recstack.profiling.environment import environment, native_bf16
+from recstack.profiling.loss import TrainLoss, choose_loss
 from recstack.profiling.oppass import Folder
 from recstack.profiling.passes import (
     Discovery,
     OpPassResult,
     Regions,
     TimingResult,
+    checked_op_pass,
     op_pass,
     timing_pass,
     warm_up_and_discover,
 )
-from recstack.profiling.rules import StageMap, StageRules
-from recstack.profiling.stats import central_steps, percentile
+from recstack.profiling.rules import Placement, StageMap, StageRules
+from recstack.profiling.stats import central_steps, median, percentile
 from recstack.profiling.timing import attach_stage_rusage, cuda_sync
 from recstack.render import progress
 from recstack.tree import Node, Profile
@@ -136,29 +139,6 @@ class ProfileOptions:
         self.run_info["trace"] = str(self.trace_path)
 
 
-def call_model(model: nn.Module, batch: Any) -> Any:
-    """A tuple batch is positional arguments, a dict keyword arguments, anything else the single argument."""
-    if isinstance(batch, tuple):
-        return model(*batch)
-    if isinstance(batch, dict):
-        return model(**batch)
-    return model(batch)
-
-
-def _first_tensor(out: Any) -> torch.Tensor:
-    if isinstance(out, torch.Tensor):
-        return out
-    if isinstance(out, (tuple, list)):
-        for o in out:
-            return _first_tensor(o)
-    if isinstance(out, dict):
-        for o in out.values():
-            return _first_tensor(o)
-    if hasattr(out, "values") and callable(out.values):
-        return _first_tensor(out.values())
-    raise ConfigError("model output has no tensor to compute a loss on; pass loss_fn", field="loss_fn")
-
-
 class Step:
     """One step (inference forward, or a full training step) with optional stage regions."""
 
@@ -178,7 +158,7 @@ class Step:
                                               getattr(model, "supports_inference_mode", True)))
         self.grad_mode = "train" if self.train else ("inference_mode" if self.inference_mode_ok else "no_grad")
         self.loss_fn = loss_fn
-        self.labels: dict[tuple[int, ...], torch.Tensor] = {}
+        self.loss: TrainLoss | None = None  # chosen at the first training step (profiling.loss)
         self.optimizer: torch.optim.Optimizer | None = None
         if self.train:
             params = [
@@ -193,17 +173,9 @@ class Step:
             model.eval()
 
     def _loss(self, out: Any, batch: Any) -> torch.Tensor:
-        if self.loss_fn is not None:
-            return self.loss_fn(out, batch)
-        labels = getattr(batch, "labels", None)
-        if hasattr(self.model, "loss") and labels is not None:
-            return self.model.loss(out, labels)
-        logits = _first_tensor(out).float()
-        key = tuple(logits.shape)
-        if key not in self.labels:
-            g = torch.Generator().manual_seed(self.opts.seed)
-            self.labels[key] = torch.randint(0, 2, key, generator=g).float().to(logits.device)
-        return torch.nn.functional.binary_cross_entropy_with_logits(logits, self.labels[key])
+        if self.loss is None:
+            self.loss = choose_loss(self.model, out, batch, self.loss_fn, self.opts.seed)
+        return self.loss(out, batch)
 
     def run(self, batch: Any, region: Callable[[str], Any] | None = None) -> None:
         reg = region or (lambda _s: contextlib.nullcontext())
@@ -263,7 +235,14 @@ def _profile(
     sync = cuda_sync()
     wall0 = time.perf_counter()
     progress.advance("warm-up")
-    found = warm_up_and_discover(model, step, batches, opts.warmup, opts.stage_rules)
+    try:
+        found = warm_up_and_discover(model, step, batches, opts.warmup, opts.stage_rules,
+                                     forward=lambda b: call_model(model, b))
+    except TypeError as exc:  # forward cannot take the batch's arguments: say how to pass them
+        err = argument_error(model, batches[0], exc)
+        if err is None:
+            raise
+        raise err from exc
     roots = found.roots
     compiled = None
     if opts.compile is not None:  # compile in place; stage roots inside compiled regions cannot time
@@ -278,12 +257,12 @@ def _profile(
     watch = ContentionWatch(opts.machine).start()
     timing = timing_pass(model, step, batches, roots, opts.iters, sync, opts.regions)
     contention = watch.stop()
-    ops = OpPassResult(folder=Folder(), steps_s=[])
+    ops, op_check = OpPassResult(folder=Folder(), steps_s=[]), {}
     if opts.op_pass:
         progress.advance("op pass", measuring=True)
-        ops = op_pass(model, step, batches, roots, opts.op_iters, sync,
-                      export_trace=opts.write_trace if opts.trace_path else None,
-                      opaque=compiled.opaque if compiled is not None else frozenset(), regions=opts.regions)
+        ops, op_check = checked_op_pass(lambda: op_pass(
+            model, step, batches, roots, opts.op_iters, sync, export_trace=opts.write_trace if opts.trace_path else None,
+            opaque=compiled.opaque if compiled is not None else frozenset(), regions=opts.regions), median(timing.plain))
     extra = _embedding_and_memory(model, step, batches[0], found.smap, opts)
     if compiled is not None:
         opts.run_info["compile"] = compiled.finish()
@@ -298,20 +277,28 @@ def _profile(
         res = extra["memory"]["resident_by_stage"].get(st.name)
         if res:
             st.extra["resident_bytes"] = res
-    bs = batch_size or _infer_batch_size(batches[0])
+    bs = batch_size or infer_batch_size(batches[0])
+    if bs is None:
+        _warn(opts, unknown_batch_size(batches[0]))
     _latency(root, timing, bs)
     if opts.workload_batches == "query":
-        _latency_by_bucket(root, timing, [_infer_batch_size(b) or 0 for b in batches])
+        _latency_by_bucket(root, timing, [infer_batch_size(b) or 0 for b in batches])
     prof = Profile(
         run_id=uuid.uuid4().hex[:12],
         run=_run_metadata(model, model_name, bs, opts, step, found, dtype_note),
         environment=environment(contention=contention),
-        overhead=overhead_figures(timing, ops.steps_s, ops.folder, root.time_s, wall),
+        overhead={**overhead_figures(timing, ops.steps_s, ops.folder, root.time_s, wall), **op_check},
         root=root,
         extra=extra,
     )
     _analyse(prof, model, step, batches[0], opts)
     return prof
+
+
+def _warn(opts: ProfileOptions, message: str) -> None:
+    """A warning on stderr that the profile keeps too (``run.warnings``)."""
+    warnings.warn(message, stacklevel=3)
+    opts.run_info.setdefault("warnings", []).append(message)
 
 
 def _stage_notes(root: Node, step: Step) -> None:
@@ -389,9 +376,10 @@ def _run_metadata(
         "warmup": opts.warmup,
         "op_iters": opts.op_iters if opts.op_pass else 0,
         "optimizer": opts.optimizer if step.train else None,
+        "loss": step.loss.info if step.loss is not None else None,
         "optimizer_fused_into_backward": step.fused,
         "stage_rules": [r.model_dump() for r in opts.stage_rules.rules] if opts.stage_rules else [],
-        "stage_roots": {p: {"stage": s, "rule": smap.placements[p].rule} for p, s in found.roots.items()},
+        "stage_roots": {p: _root_entry(smap.placements[p]) for p in found.roots},
         "never_ran_roots": {
             p: {"stage": nr.stage, "rule": nr.rule, "handed_to": nr.handed_to} for p, nr in found.never_ran.items()
         },
@@ -402,6 +390,14 @@ def _run_metadata(
     for k, v in opts.run_info.items():
         run.setdefault(k, v)
     return run
+
+
+def _root_entry(pl: Placement) -> dict[str, Any]:
+    """``run.stage_roots[path]``: the stage, the rule and its evidence."""
+    entry: dict[str, Any] = {"stage": pl.stage, "rule": pl.rule}
+    if pl.evidence is not None:
+        entry["evidence"] = pl.evidence
+    return entry
 
 
 def _analyse(prof: Profile, model: nn.Module, step: Step, batch: Any, opts: ProfileOptions) -> None:
@@ -502,16 +498,6 @@ def _on_cuda(model: nn.Module) -> bool:
     for p in model.parameters():
         return p.is_cuda
     return False
-
-
-def _infer_batch_size(batch: Any) -> int | None:
-    bs = getattr(batch, "batch_size", None)
-    if isinstance(bs, int):
-        return bs
-    try:
-        return int(_first_tensor(batch).shape[0])
-    except Exception:
-        return None
 
 
 __all__ = ["STAGE_ORDER", "ProfileOptions", "Step", "call_model", "profile_model"]

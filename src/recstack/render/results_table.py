@@ -44,9 +44,14 @@ def best_table(rows: list[dict[str, Any]]) -> None:
     if target is not None:
         t.add_column(f"best with p99 <= {seconds(target)}")
     t.add_column("left out", justify="right")
+    con = Console(highlight=False, soft_wrap=False, width=200)
+    for r in rows:  # at the top: a model whose points mostly ran contended has no best to act on
+        if r.get("warning"):
+            con.print(f"WARNING: {r['warning']}", markup=False)
     for r in rows:
         b = r["best"] or {}
-        cells = [r["model"], _config(r["best"]) if r["best"] else "no usable point",
+        none = "none presented: mostly contended" if r.get("mostly_contended") else "no usable point"
+        cells = [r["model"], _config(r["best"]) if r["best"] else none,
                  count(b.get("throughput")), seconds(b.get("step_p50_s")), seconds(b.get("step_p99_s")),
                  _x(r["speedup_vs_worst"]), _x(r["speedup_vs_default"])]
         if target is not None:
@@ -59,7 +64,6 @@ def best_table(rows: list[dict[str, Any]]) -> None:
             left.append(f"{r['failed']} failed")
         cells.append(", ".join(left) or "-")
         t.add_row(*cells)
-    con = Console(highlight=False, soft_wrap=False, width=200)
     con.print(t)
     con.print("samples/s = batch_size / p50 of the uninstrumented steps (measured); vs worst / vs default: ratio of "
               "that figure; 'vs default': the point with RunConfig's default deployment fields", markup=False)

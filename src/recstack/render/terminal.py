@@ -122,6 +122,11 @@ def print_warnings(c: Console, prof: Any) -> None:
             names = [_text(p.get("name", p) if isinstance(p, dict) else p) for p in planned]
             lines.append("planned load (recstack's own processes, not contention): " + ", ".join(names))
         c.print(Panel("\n".join(lines), title="[bold]WARNING: contention detected[/bold]", border_style="red"))
+    machine = (getattr(prof, "extra", None) or {}).get("machine")
+    if isinstance(machine, dict) and machine.get("contended") is True:
+        c.print(f"[bold yellow]warning[/bold yellow]: the machine file {_text(machine.get('file') or '')} was "
+                "measured under contention: its roofs are probably low, so roofline fractions read high; "
+                "`recstack machine --remeasure` on a quiet host replaces it")
     for note in getattr(prof, "notes", None) or []:
         c.print(f"[bold yellow]note[/bold yellow]: {_text(note)}")
 
@@ -153,10 +158,13 @@ def _header(c: Console, prof: Any) -> None:
         if per is None:
             c.print(f"imported from {prof.run.get('trace')}: profiler overhead unknown (every time includes it)")
         else:
+            events = prof.overhead.get("events_per_step", 0)
+            removed = prof.overhead.get("removed_step_s", 0)
+            bound = ", bounded by what the profiler can have added" if removed < per * events * (1 - 1e-9) else ""
             c.print(f"imported from {prof.run.get('trace')}: profiler overhead estimated from the trace, "
-                    f"{per * 1e6:.2f} us per recorded event x {prof.overhead.get('events_per_step', 0):,.0f} "
-                    f"events = {prof.overhead.get('removed_step_s', 0) * 1e3:.3f} ms per step, removed from the "
-                    "stage times (see overhead.method)")
+                    f"{per * 1e6:.2f} us per recorded event x {events:,.0f} events; "
+                    f"{removed * 1e3:.3f} ms per step removed from the stage times{bound} "
+                    "(see overhead.method)")
         return
     c.print(f"profiler overhead: {stage_pass}, {op_pass} vs uninstrumented (measured)")
 

@@ -13,6 +13,12 @@ Per model, over the points with status ``ok`` that were not contended
   deployment fields (:data:`DEPLOYMENT_FIELDS`) are RunConfig's defaults
   (same scale and workload as the best where there is a choice); None when the
   grid does not hold it.
+
+A model whose ``ok`` points are **mostly contended** (more than half,
+:data:`MOSTLY`) gets ``mostly_contended`` and a ``warning`` naming the counts,
+and no best at all: the few quiet points that remain are not a fair sample of
+the grid (a 4-point sweep with 3 left out once presented its slowest cell as
+the best). ``include_contended`` ranks every point, and keeps the warning.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from recstack.errors import ConfigError
 DEPLOYMENT_FIELDS = ("batch_size", "threads", "backend", "table_dtype", "dtype", "mode")
 SHOWN_FIELDS = ("scale", "workload", *DEPLOYMENT_FIELDS)
 BY = ("throughput", "latency")
+MOSTLY = 0.5  # a share of contended ok points above this withholds the best
 
 
 def _clean(v: Any) -> Any:
@@ -83,13 +90,22 @@ def _best_of(model: str, rows: list[dict[str, Any]], p99: float | None, by: str,
     ok = [r for r in rows if r["status"] == "ok" and _score(r, by) > 0]
     contended = [r for r in ok if bool(_clean(r.get("contended")))]
     usable = ok if include_contended else [r for r in ok if not bool(_clean(r.get("contended")))]
+    mostly = bool(ok) and len(contended) > MOSTLY * len(ok)
     out: dict[str, Any] = {
         "model": model, "by": by, "p99_target_s": p99, "points": len(rows), "ok": len(ok),
         "failed": sum(r["status"] != "ok" for r in rows),
         "contended_left_out": 0 if include_contended else len(contended),
         "best": None, "best_under_target": None, "speedup_vs_worst": None, "speedup_vs_default": None,
-        "default": None,
+        "default": None, "mostly_contended": mostly, "warning": None,
     }
+    if mostly:
+        out["warning"] = (
+            f"{model}: {len(contended)} of {len(ok)} successful points ran contended (other work shared the host): "
+            + ("they are ranked as asked (--include-contended), but their times are not to be trusted"
+               if include_contended else "no best is presented, since the few quiet points are no fair sample; "
+               "re-run the sweep on a quiet host (or --include-contended to rank them anyway)"))
+        if not include_contended:
+            return out
     if not usable:
         return out
     ranked = sorted(usable, key=lambda r: _score(r, by), reverse=True)
@@ -108,4 +124,4 @@ def _best_of(model: str, rows: list[dict[str, Any]], p99: float | None, by: str,
     return out
 
 
-__all__ = ["BY", "DEPLOYMENT_FIELDS", "best", "describe", "is_default"]
+__all__ = ["BY", "DEPLOYMENT_FIELDS", "MOSTLY", "best", "describe", "is_default"]

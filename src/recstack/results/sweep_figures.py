@@ -9,7 +9,9 @@
 * ``heatmaps``: per model, over two RunConfig fields ``x`` and ``y``: the best
   throughput in each cell (over the other fields) divided by the model's
   lowest cell (formula: a speedup, 1.0 = the slowest cell).
-* ``best``: :func:`recstack.results.best`'s rows (contended points left out and counted).
+* ``best``: :func:`recstack.results.best`'s rows (contended points left out and counted; no best for a
+  model whose points mostly ran contended).
+* ``warnings``: the best rows' warnings (a model whose points mostly ran contended), for the top of the page.
 """
 
 from __future__ import annotations
@@ -79,11 +81,13 @@ def sweep_figures(points: Any, stages: Any, *, x: str = "batch_size", y: str = "
             "step_p99_s": _num(r["step_p99_s"]), "contended": bool(r.get("contended")),
             "stage_shares": shares.get(r["point_id"], {}),
         })
+    best_rows = best(points) if rows else []
     return {
         "group_fields": gfields,
         "series": list(groups.values()),
         "heatmaps": _heatmaps(ok, x, y),
-        "best": best(points) if rows else [],
+        "best": best_rows,
+        "warnings": [r["warning"] for r in best_rows if r.get("warning")],  # shown at the top of the report
         "counts": {"points": len(rows), "ok": len(ok), "failed": sum(r["status"] != "ok" for r in rows),
                    "contended": sum(bool(r.get("contended")) for r in ok)},
         "formulas": {

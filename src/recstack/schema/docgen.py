@@ -25,6 +25,8 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("Top level", pm.Profile, "the document"),
     ("`run`", pm.Run, "`run`"),
     ("`run.stage_roots.<module path>`", pm.StageRoot, "`run.stage_roots`"),
+    ("`run.stage_roots.<module path>.evidence`", pm.StageEvidence, "`run.stage_roots`"),
+    ("`run.loss`", pm.Loss, "`run.loss`"),
     ("`environment`", pm.Environment, "`environment`"),
     ("`environment.contention`", pm.Contention, "`environment.contention`"),
     ("`environment.contention.busy_processes[]` and `.planned_load[]`", pm.ProcessLoad, "`environment.contention`"),
@@ -73,6 +75,8 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("`distributed.collective_replay.total`", pm.ReplayTotal, "`distributed`"),
     ("`import`", pm.ImportInfo, "`import` (imported profiles)"),
     ("`import.files[]`", pm.ImportedFile, "`import`"),
+    ("`import.files[].device`", pm.ImportedDevice, "`import.files[]`"),
+    ("`import.files[].device.steps[]`", pm.ImportedDeviceStep, "`import.files[].device`"),
 ]
 
 _SCALARS = {float: "number", int: "integer", str: "string", bool: "boolean", type(None): "null"}

@@ -272,7 +272,9 @@ class Node(_M):
     kind: str | None = F("``unattributed`` (a stage's time the op pass did not see), ``framework`` "
                          "(Python and framework time between ops, under other or caller code) or ``caller`` "
                          "(a stage's ``[caller code]``: the model's own code run outside every stage root "
-                         "just before the stage's root); in a communication phase ``collective`` (torch.distributed calls and "
+                         "just before the stage's root); ``backward_of`` (imported: ``backward/[backward of <stage>]``, the "
+                         "backward ranges whose sequence numbers link them to that forward stage's ops); "
+                         "in a communication phase ``collective`` (torch.distributed calls and "
                          "Work waits) or ``torchrec_overhead`` (TorchRec's ops and Python around them)", None,
                          producer="profiling.runner")
     module_type: str | None = F("the module's class name (module)", None, producer="profiling.runner")
@@ -281,11 +283,25 @@ class Node(_M):
     shapes: list[Any] | None = F("distinct input shapes seen, at most 16 (op)", None, producer="profiling.runner")
     distinct_shapes: NonNegInt | None = F("number of distinct input shapes: the dynamic-shape signal (op)", None,
                                           producer="profiling.runner")
-    device_time_s: Seconds | None = F("device (CUDA) time per step (op)", None, unit="s",
+    device_time_s: Seconds | None = F("device (CUDA) time per step (op: of what it launched; imported run, "
+                                      "stage and module: summed over their ops), the device's own durations, "
+                                      "never scaled by a host factor", None, unit="s",
                                       producer="profiling.runner")
     dtypes: dict[str, Count] | None = F("input dtype -> calls in the op pass (op; the roofline's roof_dtype)",
                                         None, unit="calls", producer="profiling.runner")
     device: str | None = F("device of a kernel node (``cuda``)", None, producer="profiling.runner")
+    overhead_removed_s: Seconds | None = F(
+        "imported stage, caller code or other: host time the profiler-overhead correction removed per step "
+        "(mean; included in its time as recorded, not in time_s)", None, unit="s", producer="traceimport.build")
+    overhead_events_per_step: Count | None = F("imported: host events recorded in it per step, the count the "
+                                               "correction multiplies", None, unit="events",
+                                               producer="traceimport.build")
+    overhead_bound: Literal["per-event estimate", "waits", "GPU busy"] | None = F(
+        "imported: what set the cut: the per-event estimate x its events, its time less its waits in "
+        "synchronising calls, or its step's span less the GPU's busy time (docs/import.md)", None,
+        producer="traceimport.build")
+    device_kind: Literal["kernel", "memcpy", "memset", "collective"] | None = F(
+        "an imported kernel node's kind (a collective: an NCCL/RCCL kernel)", None, producer="traceimport.build")
     # cost model
     bytes_read: Bytes | None = F("analytic bytes read", None, unit="bytes", producer="costmodel.attach")
     bytes_written: Bytes | None = F("analytic bytes written", None, unit="bytes", producer="costmodel.attach")
@@ -316,9 +332,30 @@ class Node(_M):
 # -- top-level sections ---------------------------------------------------------------------------
 
 
+class StageEvidence(_M):
+    """Why a stage root is in its stage (docs/profiling.md, "How stages are found")."""
+
+    basis: Literal["dataflow", "name or type", "user rule"] = F(
+        "what decided: the ops the module ran (one traced step), its class or attribute name, a user rule",
+        producer="profiling.rules")
+    why: str | None = F("one sentence: what the deciding op does", None, producer="profiling.rules")
+    op: str | None = F("the first op of the deciding kind (dataflow)", None, producer="profiling.dataflow")
+    module: str | None = F("the module that op ran in (the root or one of its descendants)", None,
+                           producer="profiling.dataflow")
+    inputs: list[str] | None = F("what flowed into that op: shape and origin (tables looked up, batch inputs), with "
+                                 "flags (sequence, after a layer, features met)", None, producer="profiling.dataflow")
+    ops_by_stage: dict[str, NonNegInt] | None = F("ops with evidence in the module's subtree, by the stage they "
+                                                  "point to", None, producer="profiling.dataflow")
+    hint: str | None = F("the class or name rule that matched too (``type:AFMLayer -> interaction``); dataflow wins "
+                         "over it except for layers placed by position only", None, producer="profiling.rules")
+
+
 class StageRoot(_M):
     stage: str = F("stage the module roots", producer="profiling.runner")
-    rule: str | None = F("the rule that matched (``builtin:...``, ``user:...``)", None, producer="profiling.runner")
+    rule: str | None = F("the rule that matched (``dataflow:<stage>``, ``type:...``, ``name:...``, ``user:...``, "
+                         "``inherited-from:...``)", None, producer="profiling.runner")
+    evidence: StageEvidence | None = F("why it is in that stage (``recstack show --explain-stages`` prints it)", None,
+                                       producer="profiling.rules")
 
 
 class NeverRanRoot(_M):
@@ -326,6 +363,21 @@ class NeverRanRoot(_M):
     rule: str | None = F("the rule that matched it", None, producer="profiling.rules")
     handed_to: list[str] = F("its outermost running descendants, now stage roots (empty: none ran)",
                              producer="profiling.rules")
+
+
+class Loss(_M):
+    """The training step's loss (``run.loss``; docs/profiling.md, "Training loss")."""
+
+    function: Literal["loss_fn", "model.loss", "output", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+                      "cross_entropy"] = F(
+        "``loss_fn`` (given), ``model.loss`` (the model's own, with the batch's labels), ``output`` (a 0-dim "
+        "output is the loss) or the built-in loss used", producer="profiling.loss")
+    name: str | None = F("the given or the model's loss function, ``module.qualname``", None,
+                         producer="profiling.loss")
+    labels: Literal["batch", "seeded_random"] | None = F(
+        "where the labels came from: ``batch`` (``recstack.Batch``, a zoo batch) or ``seeded_random`` (0/1 "
+        "from the run's seed); null: the loss function read what it needed", None, producer="profiling.loss")
+    why: str = F("why this loss (e.g. a sigmoid made the output: probabilities)", producer="profiling.loss")
 
 
 class Run(_M):
@@ -368,6 +420,9 @@ class Run(_M):
     optimizer: str | None = F("``sgd`` or ``adagrad`` (train), else null", None, producer="profiling.runner")
     optimizer_fused_into_backward: bool | None = F("TBE fuses the table update into backward", None,
                                                    producer="profiling.runner")
+    loss: Loss | None = F("the training step's loss (null: inference)", None, producer="profiling.runner")
+    warnings: list[str] | None = F("what the run warned about on stderr (e.g. a batch size it could not "
+                                   "tell)", None, producer="profiling.runner")
     stage_rules: list[dict[str, Any]] | None = F("user stage rules", None, producer="profiling.runner")
     stage_roots: dict[str, StageRoot] | None = F("module path -> the stage it roots", None,
                                                  producer="profiling.runner")
@@ -407,11 +462,15 @@ class BeforeAfter(_M):
 
 
 class ProbeFigures(_M):
-    """One capacity probe (a few ms of GEMM and of streaming)."""
+    """One capacity probe (a copy beyond the last-level cache, then a GEMM; medians of the repeats)."""
 
     threads: NonNegInt | None = F("threads the probe ran at", None, unit="threads", producer="hardware.probe")
     gemm_flops: Ratio | None = F("GEMM rate", None, unit="FLOP/s", producer="hardware.probe")
     stream_bytes_per_s: Ratio | None = F("streaming copy rate", None, unit="bytes/s", producer="hardware.probe")
+    gemm_spread: Ratio | None = F("(max - min) / median of the GEMM repeats", None, producer="hardware.probe")
+    stream_spread: Ratio | None = F("(max - min) / median of the copy repeats", None, producer="hardware.probe")
+    settings: dict[str, Any] | None = F("what the probe did (sizes, repeats, LLC, version)", None,
+                                        producer="hardware.probe")
 
 
 class ContentionProbe(_M):
@@ -424,6 +483,10 @@ class ContentionProbe(_M):
                                        producer="profiling.contention")
     floor: dict[str, Ratio] | None = F("kind -> the rate below which the host counts as slower", None,
                                        producer="profiling.contention")
+    margin: dict[str, Ratio] | None = F("kind -> the floor's distance below the machine probe's median, as a "
+                                        "fraction (from the probe's spread)", None, producer="hardware.probe")
+    machine_contended: bool | None = F("the machine file was measured under contention", None,
+                                       producer="hardware.probe")
     evidence: list[str] | None = F("the probe's own evidence lines (also in the record's evidence); "
                                    "replaced when the profile is re-analysed against another machine file", None,
                                    producer="hardware.probe")
@@ -530,6 +593,12 @@ class Overhead(_M):
     op_pass_op_time_s: Seconds | None = F("op-pass time of the outermost ops per step, from the raw events "
                                           "(the op nodes' op_pass_time_s add up to it)", None, unit="s",
                                           producer="profiling.runner")
+    op_pass_remeasured: dict[str, Finite | None] | None = F(
+        "the op pass ran beyond 3x the plain step either way and was measured again: ``first_ratio``, "
+        "``second_ratio`` and ``kept_ratio`` (the run nearer the plain step is kept)", None,
+        producer="profiling.passes")
+    op_pass_ratio_flag: str | None = F("set when the kept op pass is still beyond 3x either way: its proportions "
+                                       "within stages may not hold (one sentence)", None, producer="profiling.passes")
     pairs: NonNegInt | None = F("A/B pairs", None, producer="profiling.runner")
     profiling_wall_s: Seconds | None = F("wall time of all passes", None, unit="s", producer="profiling.runner")
     method: str | None = F("one-line statement of the method", None, producer="profiling.runner")
@@ -692,6 +761,8 @@ class Machine(_M):
     file: str | None = F("the machine file classified against (null: a machine passed as a dict)", None,
                          producer="analysis.pipeline")
     sha256: str | None = F("SHA-256 of the machine figures as canonical JSON", None, producer="analysis.pipeline")
+    contended: bool | None = F("the machine file was measured under contention (its roofs are suspect)", None,
+                               producer="analysis.roofline")
 
 
 class Counters(_M):
@@ -720,6 +791,47 @@ class Finding(_M):
     roof_suspect_reason: str | None = F("why ``roof_suspect`` is set", None, producer="analysis.pipeline")
 
 
+class ImportedDeviceStep(_M):
+    """One step's device figures of an imported trace (``import.files[].device.steps[]``): unions of the device
+    events' own intervals clipped to the step's span, never host times."""
+
+    span_s: Seconds = F("the step's span (its ProfilerStep range)", unit="s", producer="traceimport.device")
+    busy_s: Seconds = F("GPU busy: the union of every device event (kernels, copies, sets) within the span",
+                        unit="s", producer="traceimport.device")
+    idle_s: Seconds = F("GPU idle: span less busy", unit="s", producer="traceimport.device")
+    compute_s: Seconds = F("the union of non-collective kernels within the span", unit="s",
+                           producer="traceimport.device")
+    communication_s: Seconds = F("the union of collective kernels (NCCL/RCCL) within the span", unit="s",
+                                 producer="traceimport.device")
+    overlap_s: Seconds = F("compute and communication running at once (compute + communication less their union)",
+                           unit="s", producer="traceimport.device")
+
+
+class ImportedDevice(_M):
+    """Where one trace's device time went (``import.files[].device``), by kind: ``kernel``, ``memcpy``,
+    ``memset``, ``collective`` (an NCCL/RCCL kernel); seconds over every step, from the device events' own
+    durations. ``in_tree_s`` + ``outside_steps_s`` + ``unlaunched_s`` = ``raw_s`` for every kind."""
+
+    raw_s: dict[str, Seconds] = F("device time summed straight from the trace's device events", unit="s",
+                                  producer="traceimport.fold")
+    in_tree_s: dict[str, Seconds] = F("the part attached to the ops in the steps that launched it (the tree's "
+                                      "kernel nodes and device_time_s, per step x steps)", unit="s",
+                                      producer="traceimport.fold")
+    outside_steps_s: dict[str, Seconds] = F("the part launched by ops outside every step", unit="s",
+                                            producer="traceimport.fold")
+    unlaunched_s: dict[str, Seconds] = F("the part whose launching runtime call is not in the trace (correlation "
+                                         "id and External id found nowhere)", unit="s", producer="traceimport.fold")
+    linked_by_external_id: NonNegInt = F("device events joined to their op by ``External id`` (no runtime call "
+                                         "of their correlation id)", unit="events", producer="traceimport.fold")
+    correlation_from_flow: NonNegInt = F("device events whose correlation id came from their ``ac2g`` flow",
+                                         unit="events", producer="traceimport.fold")
+    ranges_s: dict[str, Seconds] = F("device-timeline ranges by category (``gpu_user_annotation``, ``cuda_sync``, "
+                                     "...): summed durations, not device time (they span kernels)", unit="s",
+                                     producer="traceimport.collect")
+    steps: list[ImportedDeviceStep] = F("per step: GPU busy, idle, compute/communication overlap",
+                                        producer="traceimport.device")
+
+
 class ImportedFile(_M):
     """One trace file an imported profile was built from (``import.files[]``)."""
 
@@ -733,6 +845,15 @@ class ImportedFile(_M):
     truncated: bool = F("the file ended inside the event array (imported as far as complete)",
                         producer="traceimport.build")
     notes: list[str] = F("what the import said about this file", producer="traceimport.build")
+    categories: dict[str, NonNegInt] | None = F("complete events per category, as spelled in the file (older "
+                                                "spellings such as ``Kernel`` or ``Operator`` are read as today's)",
+                                                None, unit="events", producer="traceimport.collect")
+    left_out: dict[str, NonNegInt] | None = F("events left out because their time is not a time, by side and "
+                                              "fault: ``<host|device|device range> event <duration|timestamp>: "
+                                              "<negative|non-finite|beyond any trace's span>``", None,
+                                              unit="events", producer="traceimport.collect")
+    device: ImportedDevice | None = F("where the device time went and per-step GPU figures (null: no device "
+                                      "events)", None, producer="traceimport.build")
 
 
 class ImportInfo(_M):

@@ -9,3 +9,6 @@ summarises the latencies in HDR histograms (:mod:`~recstack.serving.summary`).
 ``--search`` (:mod:`~recstack.serving.search`) finds the highest QPS that meets
 a p99 target, per configuration; probes are stored by :mod:`~recstack.serving.results`.
 """
+
+QUERY_SIZE_MAX = 1 << 20  # candidates in one query (and --max-batch): beyond, a plan's arrays outgrow memory
+MAX_WORKERS = 1024  # worker processes of one serve, whatever the model: beyond, the host runs out of processes

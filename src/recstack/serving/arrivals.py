@@ -66,6 +66,9 @@ def poisson(qps: float, duration_s: float, seed: int) -> np.ndarray:
     """Poisson arrivals at ``qps`` within ``[0, duration_s)``."""
     rng = _rng(seed)
     expected = qps * duration_s
+    if not math.isfinite(expected) or expected > MAX_ARRIVALS:
+        raise ConfigError(f"qps x duration asks for {expected:.3g} requests; at most {MAX_ARRIVALS:.0e}",
+                          field="--duration")
     n = int(expected + 6 * math.sqrt(expected) + 16)  # enough draws, with overwhelming probability
     if n > MAX_ARRIVALS:
         raise ConfigError(f"qps x duration asks for {expected:.3g} requests; at most {MAX_ARRIVALS:.0e}",

@@ -20,6 +20,9 @@ from recstack.cli_types import (
     run_config_from_args,
 )
 from recstack.errors import EXIT_SIGINT, ConfigError, PartialResultsError
+from recstack.serving import MAX_WORKERS, QUERY_SIZE_MAX
+
+MAX_WALL_S = 6 * 3600.0  # --max-wall's default: a serve or search bounded beyond this is refused before it starts
 
 
 def _non_negative(name: str) -> Any:
@@ -46,19 +49,25 @@ def _accel(text: str) -> tuple[float, float]:
     return out
 
 
+# RunConfig fields serve does not use (it batches by --max-batch, always infers, builds no stage tree)
+SERVE_UNUSED = frozenset({"batch_size", "mode", "optimizer", "learning_rate", "iters", "warmup", "op_iters",
+                          "stage_rules", "machine", "nproc", "sharding", "rank_placement", "compile",
+                          "workload_batches"})
+
+
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
-    add_run_arguments(p)
+    add_run_arguments(p, SERVE_UNUSED)
     p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
     p.add_argument("--qps", type=positive_float("--qps"), default=None,
                    help="offered load, queries per second (default 100; --search: the starting point, "
                         "default 0.8 x each configuration's measured capacity)")
     p.add_argument("--duration", type=positive_float("--duration"), default=10.0,
                    help="seconds of scheduled arrivals (--search: at least; default 10)")
-    p.add_argument("--max-batch", type=int_at_least("--max-batch", 1), default=256,
+    p.add_argument("--max-batch", type=int_at_least("--max-batch", 1, QUERY_SIZE_MAX), default=256,
                    help="split queries into batches of at most this many candidates (default 256)")
-    p.add_argument("--workers", type=int_at_least("--workers", 1), default=None,
+    p.add_argument("--workers", type=int_at_least("--workers", 1, MAX_WORKERS), default=None,
                    help="CPU worker processes (default: usable cores // threads)")
-    p.add_argument("--query-size", type=int_at_least("--query-size", 1), default=None,
+    p.add_argument("--query-size", type=int_at_least("--query-size", 1, QUERY_SIZE_MAX), default=None,
                    help="every query has this many candidates (default: --query-sizes)")
     p.add_argument("--query-sizes", choices=["workload", "lognormal"], default="workload",
                    help="workload: the workload's query_sizes (MLPerf quantiles unless the spec says); "
@@ -83,7 +92,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                    help="spin model: busy-wait per candidate, us (default 0)")
     p.add_argument("--gpu-threshold", type=int_at_least("--gpu-threshold", 0), default=None,
                    help="queries of more candidates go whole to the accelerator workers (CPU/GPU split)")
-    p.add_argument("--accel-workers", type=int_at_least("--accel-workers", 1), default=1,
+    p.add_argument("--accel-workers", type=int_at_least("--accel-workers", 1, MAX_WORKERS), default=1,
                    help="accelerator workers of a split (default 1)")
     p.add_argument("--sim-accel", type=_accel, default=None, metavar="MS[:US]",
                    help="simulated accelerator for the split: busy-wait MS per batch + US per candidate")
@@ -107,6 +116,9 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                    help="--search: draw p99 vs load per configuration and the QPS at target (PNG)")
     # its old name: --chart is the kind of chart in recstack plot, here it named a file (hidden, warned about)
     p.add_argument("--chart", dest="chart", action=DeprecatedAlias, new="--chart-out", help=argparse.SUPPRESS)
+    p.add_argument("--max-wall", type=positive_float("--max-wall"), default=MAX_WALL_S, metavar="SECONDS",
+                   help="refuse a run whose wall time, bounded from its inputs (schedule + grace; --search: "
+                        f"budget + one probe), exceeds this (default {MAX_WALL_S:g}: 6 hours)")
     p.add_argument("-o", "--output", default=None, help="write the result JSON here")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
@@ -127,9 +139,10 @@ def options_from_args(args: argparse.Namespace) -> Any:
 
 def _emit(result: dict[str, Any], args: argparse.Namespace, render: Any) -> None:
     if args.output:
-        from recstack.outputs import atomic_write_text
+        from recstack.outputs import atomic_write_text, write_result
 
-        atomic_write_text(args.output, json.dumps(result, indent=2, default=str) + "\n")
+        text = json.dumps(result, indent=2, default=str) + "\n"
+        args.output = str(write_result(args.output, lambda p: atomic_write_text(p, text), "result"))
     if args.json:
         sys.stdout.write(json.dumps(result, default=str) + "\n")
     else:
@@ -164,6 +177,7 @@ def _serve(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
     from recstack.serving.service import build_plan, plan_sizes, pool_for, probe
 
     plan = build_plan(cfg, opts)
+    check_wall(plan.duration_s + opts.grace(), args.max_wall, "the schedule plus --grace")
     with pool_for(cfg, opts, plan_sizes(plan)) as pool:
         with phase("starting workers"):
             pool.start()
@@ -202,6 +216,7 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
         check_writable(args.store, "--store")
     if args.chart:
         check_writable(args.chart, "--chart-out")
+    check_wall(args.budget * 60 + opts.duration_s + opts.grace(), args.max_wall, "--budget plus one probe")
     target = Target(99.0, args.p99, args.tail_samples, args.screen_samples)
     points = parse_grid(args.grid, cfg, opts)
     store = ServingStore(args.store) if args.store else None  # migrated now; opened again per probe
@@ -236,6 +251,13 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
         sys.stderr.write("interrupted: the search is partial (complete: false)\n")
         return EXIT_SIGINT
     return 0
+
+
+def check_wall(bound_s: float, limit_s: float, what: str) -> None:
+    """Refuse a run whose wall time is bounded (from its inputs) above ``limit_s`` (``--max-wall``)."""
+    if not bound_s <= limit_s:
+        raise ConfigError(f"this run may take {bound_s:.4g} s ({what}), beyond --max-wall {limit_s:g} s; "
+                          "shorten it or raise --max-wall", field="--max-wall")
 
 
 def _opts_dict(opts: Any) -> dict[str, Any]:

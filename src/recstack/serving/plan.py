@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from recstack.errors import ConfigError
+from recstack.serving import QUERY_SIZE_MAX  # re-exported: plan.QUERY_SIZE_MAX
 from recstack.workload.distributions import LogNormal, _Dist, stochastic_round
 
-QUERY_SIZE_MAX = 1 << 20
 LOGNORMAL_QUERY_SIZES = LogNormal(kind="lognormal", mu=5.1, sigma=0.2, min=1, max=1024)
 """DeepRecSys's serving studies: lognormal(mu 5.1, sigma 0.2) candidates per query, clamped to [1, 1024]."""
 

@@ -59,6 +59,7 @@ from typing import Any
 
 from recstack.config.run import RunConfig, usable_cores
 from recstack.errors import ConfigError
+from recstack.serving import MAX_WORKERS, QUERY_SIZE_MAX
 from recstack.serving.loadgen import SigintFlag
 from recstack.serving.service import SPIN, ServeOptions, build_plan, plan_sizes, pool_for, probe
 
@@ -104,6 +105,16 @@ def _counts(cores: int) -> list[int]:
     return sorted({1, cores} | {1 << k for k in range(cores.bit_length()) if 1 << k <= cores})
 
 
+def _check_counts(key: str, values: list[Any]) -> None:
+    """A grid's counts: max_batch, workers, threads >= 1 and gpu_threshold >= 0, within the serve limits."""
+    low = 0 if key == "gpu_threshold" else 1
+    high = {"workers": MAX_WORKERS, "threads": MAX_WORKERS}.get(key, QUERY_SIZE_MAX)
+    if key in ("max_batch", "workers", "threads", "gpu_threshold"):
+        bad = [v for v in values if not low <= v <= high]
+        if bad:
+            raise ConfigError(f"{key} must be within {low}..{high} (got {bad[0]})", field="--grid")
+
+
 def parse_grid(text: str | None, cfg: RunConfig, opts: ServeOptions) -> list[dict[str, Any]]:
     """``key=v1,v2;key=...`` over GRID_KEYS; defaults: B in {64, 256, 1024} x workers and threads in
     {1, powers of two, all cores} at the run's backend and dtype. Points that need more than the usable
@@ -132,6 +143,7 @@ def parse_grid(text: str | None, cfg: RunConfig, opts: ServeOptions) -> list[dic
                     else raw
             except ValueError:
                 raise ConfigError(f"{key} takes integers (got {vals!r})", field="--grid") from None
+            _check_counts(key, axes[key])
     points = []
     for combo in itertools.product(*(axes[k] for k in GRID_KEYS)):
         point = dict(zip(GRID_KEYS, combo, strict=True))

@@ -16,6 +16,7 @@ import numpy as np
 
 from recstack.config.run import RunConfig, usable_cores
 from recstack.errors import ConfigError
+from recstack.serving import MAX_WORKERS
 from recstack.serving.arrivals import ArrivalSpec, arrival_times
 from recstack.serving.loadgen import LOOKAHEAD_S, LoadRun, WorkerPool
 from recstack.serving.plan import ACCEL, CPU, LOGNORMAL_QUERY_SIZES, Plan, make_plan, query_sizes
@@ -51,11 +52,20 @@ class ServeOptions:
         return self.grace_s if self.grace_s is not None else max(1.0, 0.1 * self.duration_s)
 
 
+
+
 def threads_and_workers(cfg: RunConfig, opts: ServeOptions) -> tuple[int, int]:
-    """(torch threads per worker, CPU workers): workers x threads <= usable cores unless oversubscribed."""
+    """(torch threads per worker, CPU workers): workers x threads <= usable cores unless oversubscribed;
+    never more than MAX_WORKERS processes (the spin model too: each worker is a process)."""
     cores = usable_cores()
     threads = cfg.threads or (max(1, cores // opts.workers) if opts.workers else 1)
     workers = opts.workers or max(1, cores // threads)
+    accel = opts.accel_workers if opts.gpu_threshold is not None else 0
+    if workers + accel > MAX_WORKERS:
+        raise ConfigError(f"{workers + accel} worker processes asked; at most {MAX_WORKERS}", field="--workers")
+    if cfg.model == SPIN and workers + accel > 4 * cores and not opts.oversubscribe:
+        raise ConfigError(f"{workers + accel} busy-waiting spin workers on {cores} usable cores would measure "
+                          "the scheduler; lower --workers (or pass --oversubscribe)", field="--workers")
     accel = opts.accel_workers if (opts.gpu_threshold is not None and opts.sim_accel is None) else 0
     if (workers + accel) * threads > cores and not opts.oversubscribe and cfg.model != SPIN:
         raise ConfigError(

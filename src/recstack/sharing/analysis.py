@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from recstack.profiling.dataflow import try_trace_stages
 from recstack.profiling.rules import StageRules, detect_stages
 from recstack.sharing.execute import (
     ATOL,
@@ -124,7 +125,7 @@ def analyse_sharing(
     trace, batched_out = trace_batched(model, batch, sides)
     for _ in range(op_passes - 1):
         keep_fastest(trace, trace_batched(model, batch, sides)[0])
-    smap = detect_stages(model, rules, trace.call_order)
+    smap = detect_stages(model, rules, trace.call_order, try_trace_stages(model, model, batch))
     stage_of = {p: pl.stage for p, pl in smap.placements.items() if pl.stage}
     roots = {p: smap.placements[p].stage for p in smap.roots if smap.placements[p].stage}
     batched_stages = stage_totals(trace, stage_of)

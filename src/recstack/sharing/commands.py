@@ -98,7 +98,9 @@ def cmd_share(args: argparse.Namespace) -> int:
         raise
     text = json.dumps(result, indent=1, allow_nan=False)
     if out is not None:
-        atomic_write_text(out, text + "\n")
+        from recstack.outputs import write_result
+
+        write_result(out, lambda p: atomic_write_text(p, text + "\n"), "result")
     if report is not None:
         from recstack.report.sharing import write_share_report
 
@@ -126,7 +128,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "where it meets candidate values); report the request-only share of every stage, the time, FLOPs and "
         "bytes saved, the speedup and whether the outputs agree (rtol 1e-5, atol 1e-6).",
     )
-    add_run_arguments(p)
+    # share runs one process, uncompiled, with no op pass or roofline: these run options do nothing here
+    add_run_arguments(p, frozenset({"nproc", "sharding", "rank_placement", "compile", "machine", "op_iters",
+                                    "workload_batches"}))
     p.add_argument("--candidates", type=int_at_least("--candidates", 1), required=True,
                    help="candidates per request (C)")
     p.add_argument("--requests", type=int_at_least("--requests", 1), default=1, help="requests per batch (R; default 1)")

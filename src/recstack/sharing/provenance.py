@@ -1,6 +1,7 @@
 """Data-flow provenance at the dispatch level: which ops compute only from request-side inputs.
 
-:class:`Provenance` is a ``TorchDispatchMode``. The model's batch inputs are
+:class:`Provenance` is a :class:`recstack.tagmode.TagMode` (a ``TorchDispatchMode`` with
+per-storage tags and the running module stack, shared with stage detection). The model's batch inputs are
 tagged by side (:data:`REQUEST`, :data:`CANDIDATE`); every op's outputs get the
 union (bitwise or) of its tensor inputs' tags, so a tensor's tag says which
 inputs it was computed from. Parameters, buffers and tensors made from
@@ -25,28 +26,24 @@ value raises :class:`SharingStops`, naming the op and module.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.hooks import RemovableHandle
 
 from recstack.costmodel import op_cost
 from recstack.errors import RecstackError
+from recstack.tagmode import ArgPath, TagMode, replace_at, walk
 
 REQUEST = 1
 CANDIDATE = 2
 CLASSES = ("request", "candidate", "mixed", "constant", "expand")
 """Op classes; ``expand`` is the repeat of request rows a shared execution adds."""
-
-ArgPath = tuple[Any, ...]
 
 
 class SharingStops(RecstackError):
@@ -79,41 +76,7 @@ class Trace:
     expansions: dict[str, dict[int, list[ArgPath]]] = field(default_factory=dict)  # module -> call -> args
 
 
-def _key(t: torch.Tensor) -> int:
-    ptr = t.untyped_storage().data_ptr()
-    return ptr if ptr else -id(t)
-
-
-def walk(obj: Any, path: ArgPath = ()) -> Iterator[tuple[ArgPath, torch.Tensor]]:
-    """Every tensor in a nest of tuples, lists, dicts and dataclasses, with its path."""
-    if isinstance(obj, torch.Tensor):
-        yield path, obj
-    elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            yield from walk(v, (*path, i))
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from walk(v, (*path, k))
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            yield from walk(getattr(obj, f.name), (*path, f.name))
-
-
-def replace_at(obj: Any, path: ArgPath, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    """``obj`` with the tensor at ``path`` replaced by ``fn(tensor)`` (containers rebuilt, not mutated)."""
-    if not path:
-        return fn(obj)
-    head, rest = path[0], path[1:]
-    if isinstance(obj, tuple):
-        return tuple(replace_at(v, rest, fn) if i == head else v for i, v in enumerate(obj))
-    if isinstance(obj, list):
-        return [replace_at(v, rest, fn) if i == head else v for i, v in enumerate(obj)]
-    if isinstance(obj, dict):
-        return {k: replace_at(v, rest, fn) if k == head else v for k, v in obj.items()}
-    return dataclasses.replace(obj, **{head: replace_at(getattr(obj, head), rest, fn)})
-
-
-class Provenance(TorchDispatchMode):
+class Provenance(TagMode):
     """Tag tensors by the batch inputs they derive from; class, price and time every op (module docstring).
 
     Ops are summed per innermost running module path (``""``: outside every module).
@@ -130,28 +93,17 @@ class Provenance(TorchDispatchMode):
         index: torch.Tensor | None = None,
         mixers: set[str] | None = None,
     ) -> None:
-        super().__init__()
-        self.model = model
+        super().__init__(model)
         self.rows = rows
         self.index = index
         self.mixers = mixers or set()
         self.trace = Trace()
-        self._tags: dict[int, int] = {}
-        self._stack: list[str] = []
+        self.trace.call_order = self.call_order
         self._calls: dict[str, int] = defaultdict(int)
-        self._handles: list[RemovableHandle] = []
         self._expanding = False
         self._where: str | None = None
 
-    # -- tags ------------------------------------------------------------------------------------
-    def tag(self, obj: Any, value: int) -> None:
-        """Tag every tensor in ``obj`` (a batch input) with ``value``."""
-        for _, t in walk(obj):
-            self._tags[_key(t)] = value
-
-    def tag_of(self, t: torch.Tensor) -> int:
-        return self._tags.get(_key(t), 0)
-
+    # -- outside the model -----------------------------------------------------------------------
     @contextmanager
     def outside(self, name: str) -> Iterator[None]:
         """Sum the ops run inside under the pseudo path ``name`` (work outside the model: deduplication)."""
@@ -180,44 +132,20 @@ class Provenance(TorchDispatchMode):
     def _expand_one(self, t: torch.Tensor) -> torch.Tensor:
         assert self.index is not None
         out = t.index_select(0, self.index)
-        self._tags[_key(out)] = REQUEST | CANDIDATE  # full rows now: no longer compact
+        self.set_tag(out, REQUEST | CANDIDATE)  # full rows now: no longer compact
         return out
 
     # -- module tracking ------------------------------------------------------------------------
-    def _install(self) -> None:
-        for path, mod in self.model.named_modules():
-            def pre(_m: nn.Module, args: Any, kwargs: Any, _p: str = path) -> Any:
-                self._stack.append(_p)
-                self.trace.call_order.append(_p)
-                call = self._calls[_p]
-                self._calls[_p] += 1
-                # The model itself takes the deduplicated batch as it is: a mixed op in its own forward stops.
-                if self.rows is None or not _p or _p not in self.mixers:
-                    return None
-                (args, kwargs), done = self.expand((args, kwargs))
-                if done:
-                    self.trace.expansions.setdefault(_p, {})[call] = done
-                return args, kwargs
-
-            def post(_m: nn.Module, _a: Any, _o: Any) -> None:
-                if self._stack:
-                    self._stack.pop()
-
-            self._handles.append(mod.register_forward_pre_hook(pre, with_kwargs=True))
-            self._handles.append(mod.register_forward_hook(post, always_call=True))
-
-    def __enter__(self) -> Provenance:
-        self._install()
-        super().__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        try:
-            super().__exit__(*exc)
-        finally:
-            for h in self._handles:
-                h.remove()
-            self._handles.clear()
+    def on_enter(self, path: str, args: Any, kwargs: Any) -> Any:
+        call = self._calls[path]
+        self._calls[path] += 1
+        # The model itself takes the deduplicated batch as it is: a mixed op in its own forward stops.
+        if self.rows is None or not path or path not in self.mixers:
+            return None
+        (args, kwargs), done = self.expand((args, kwargs))
+        if done:
+            self.trace.expansions.setdefault(path, {})[call] = done
+        return args, kwargs
 
     # -- dispatch --------------------------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
@@ -250,7 +178,7 @@ class Provenance(TorchDispatchMode):
         elapsed = (time.perf_counter_ns() - start) * 1e-9
         outs = [t for _, t in walk(out)]
         for t in outs:
-            self._tags[_key(t)] = union
+            self.set_tag(t, union)
         cost = _price(func, args, kwargs, outs)
         self.trace.by_module[path][cls].add(cost[0], cost[1], elapsed)
         if cls == "mixed" and path not in self.trace.mixers:

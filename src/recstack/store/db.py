@@ -17,25 +17,33 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from recstack.errors import ConfigError, DataError
+from recstack.errors import ConfigError, DataError, EnvironmentFailure, RecstackError
+from recstack.store.check import FIX, check_store, check_table, read_version, tables
 from recstack.store.migrations import LATER_TABLES, MIGRATIONS, latest, run_config_columns
 
 LOCK_RETRY_S = 30.0  # how long a reader or writer waits for another process's transaction
 
 
 def _is_lock_error(exc: Exception) -> bool:
-    text = str(exc).lower()
+    """Another process holds the file (DuckDB: 'Could not set lock on file "...": Conflicting lock ...').
+    The quoted path is left out: a store named ``blocks.duckdb`` is not a lock error."""
+    text = re.sub(r'"[^"]*"', "", str(exc)).lower()
     return "lock" in text or "conflicting" in text
 
 
 @contextlib.contextmanager
 def connect(path: str | Path, *, read_only: bool = False) -> Iterator[Any]:
-    """A DuckDB connection to ``path``, retried while another process holds the file; closed on exit."""
+    """A DuckDB connection to ``path``, retried while another process holds the file; closed on exit.
+
+    A DuckDB error inside the block (a page that cannot be read: a truncated file) is a DataError naming the
+    file; a disk that is full or refuses the write is an EnvironmentFailure (exit 5).
+    """
     import duckdb
 
     p = Path(path)
@@ -48,43 +56,69 @@ def connect(path: str | Path, *, read_only: bool = False) -> Iterator[Any]:
             break
         except duckdb.IOException as exc:
             if not _is_lock_error(exc) or time.monotonic() > deadline:
-                raise DataError(f"{p}: cannot open the results store ({str(exc).splitlines()[0]})") from None
+                raise _store_error(p, exc, "cannot open the results store") from None
             time.sleep(0.05)
         except duckdb.Error as exc:
-            raise DataError(f"{p}: not a results store ({str(exc).splitlines()[0]})") from None
+            raise _store_error(p, exc, "not a results store") from None
     try:
         yield con
+    except duckdb.Error as exc:
+        raise _store_error(p, exc, "cannot read or write the results store") from None
     finally:
         con.close()
 
 
-def schema_version(con: Any) -> int:
-    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    if "meta" not in tables:
-        return 0
-    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return int(row[0]) if row else 0
+# DuckDB's I/O messages that are the host's fault, not the file's (exit 5) -> what to do
+_ENV_TEXT = {"no space left on device": "free some space", "disk quota": "free some space",
+             "permission denied": "fix the permissions", "read-only file system": "write elsewhere",
+             "too many open files": "raise the open-file limit (ulimit -n)"}
+
+
+def _store_error(p: Path, exc: Exception, what: str) -> RecstackError:
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    fix = next((f for t, f in _ENV_TEXT.items() if t in first.lower()), None)
+    if fix is not None:
+        return EnvironmentFailure(f"{p}: {what} ({first}); {fix}, then run again (what the store holds is kept)")
+    return DataError(f"{p}: {what} ({first}); the file is damaged or not a results store ({FIX})")
+
+
+def schema_version(con: Any, path: str | Path = "the store") -> int:
+    return read_version(con, path)
 
 
 def check_version(con: Any, path: str | Path, *, empty_ok: bool = False) -> int:
-    """The store's schema version; refuses a newer one, and (unless ``empty_ok``) a file that is no store."""
-    v = schema_version(con)
+    """The store's schema version, after checking the store (:func:`recstack.store.check.check_store`);
+    refuses a newer one, and (unless ``empty_ok``) a file that is no store."""
+    v = read_version(con, path)
     if v == 0:
-        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        legacy = tables == {"serving"}  # written by serve --search before its table joined the store
-        if (tables and not legacy) or not empty_ok:
+        have = tables(con)
+        legacy = set(have) == {"serving"}  # written by serve --search before its table joined the store
+        if (have and not legacy) or not empty_ok:
             raise DataError(f"{path}: a DuckDB file but not a recstack results store (no schema version); "
                             "give a store written by recstack sweep")
+        if legacy:
+            check_table(con, path, "serving")
+        return v
     if v > latest():
         raise DataError(
             f"{path}: the store has schema version {v}, newer than this recstack knows ({latest()}); "
             "upgrade recstack to read or write it"
         )
+    check_store(con, path, v)
     return v
 
 
 def migrate(path: str | Path) -> int:
-    """Create or upgrade the store at ``path`` to the latest schema; returns the version."""
+    """Create or upgrade the store at ``path`` to the latest schema; returns the version.
+
+    An existing file is checked read-only first (:func:`check_version`): nothing is migrated or written
+    into a store that is damaged, foreign or newer.
+    """
+    if Path(path).is_file():
+        with connect(path, read_only=True) as con:
+            check_version(con, path, empty_ok=True)
+    import duckdb
+
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with connect(path) as con:
         v = check_version(con, path, empty_ok=True)
@@ -103,7 +137,8 @@ def migrate(path: str | Path) -> int:
                 con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(m.version)])
                 con.execute("COMMIT")
             except Exception:
-                con.execute("ROLLBACK")
+                with contextlib.suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
                 raise
             v = m.version
         _add_run_config_columns(con)
@@ -125,13 +160,18 @@ def transaction(path: str | Path) -> Iterator[Any]:
 
     The file is held only inside the block, so other writers and readers wait at most one transaction.
     """
+    import duckdb
+
     with connect(path) as con:
         con.execute("BEGIN TRANSACTION")
         try:
             yield con
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            # a failed COMMIT (a full disk) has ended the transaction already: the first error is the one to
+            # report, not the ROLLBACK's "no transaction is active"
+            with contextlib.suppress(duckdb.Error):
+                con.execute("ROLLBACK")
             raise
 
 
@@ -204,23 +244,34 @@ class SweepLock:
     """An exclusive lock on ``<store>.lock`` for one sweep's life; a second sweep is refused (exit 2)."""
 
     def __init__(self, store: str | Path) -> None:
-        self.path = Path(str(store) + ".lock")
+        # the resolved path: a symlink (or another spelling) of a held store finds the same lock
+        self.path = Path(os.path.realpath(store) + ".lock")
+        self.store = Path(store)
         self.fd: int | None = None
 
     def __enter__(self) -> SweepLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            exc.filename = exc.filename or str(self.path)
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
             os.close(fd)
             raise ConfigError(
-                f"{self.path.with_suffix('')}: another sweep (pid {holder}) is writing this store; "
+                f"{self.store}: another sweep (pid {holder}) is writing this store; "
                 "wait for it or give another -o", field="store",
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+        except OSError as exc:  # a full disk: the lock is held but cannot name its holder
+            os.close(fd)
+            exc.filename = str(self.path)
+            raise
         self.fd = fd
         return self
 

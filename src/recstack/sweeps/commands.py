@@ -24,6 +24,7 @@ from recstack.cli_types import int_at_least, positive_float
 from recstack.config.run import RunConfig
 from recstack.errors import ConfigError, MemoryPreflightError, PartialResultsError, RecstackError
 from recstack.sweeps.point import failed, summarise
+from recstack.sweeps.run import MAX_PARALLEL, MAX_TIMEOUT_S
 from recstack.sweeps.spec import build_key
 
 SWEEP_COUNTERS = False  # hardware-counter replays (perf) are left out of sweeps: they are per-profile detail
@@ -137,6 +138,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
           f"{res.failed} failed; {res.wall_s:.1f} s wall, timed steps {res.timed_s:.1f} s"
           + (f" (overhead {share:.0%} of wall)" if share is not None and res.run else ""))
     print(f"results in {res.store}")
+    for note in res.notes:
+        print(f"note: {note}")
     if res.failed:
         raise PartialResultsError(f"{res.failed} of {res.run} points failed (their reasons are in the store: "
                                   f"recstack results {res.store})")
@@ -206,10 +209,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_sweep_report(args: argparse.Namespace) -> int:
     from recstack.outputs import check_writable
-    from recstack.report.sweep_report import write_sweep_report
 
     check_writable(args.output, "-o/--output")
-    path = write_sweep_report(args.store, args.output, x=args.x, y=args.y)
+    from recstack.outputs import atomic_write_text, write_result
+    from recstack.report.sweep_report import render_sweep_report
+
+    html = render_sweep_report(args.store, x=args.x, y=args.y)
+    path = write_result(args.output, lambda p: atomic_write_text(p, html), "report")
     print(f"sweep report written to {path.resolve()}")
     return 0
 
@@ -230,9 +236,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--store", default=None, help="the store file (default OUTPUT/results.duckdb)")
     p.add_argument("--executor", choices=["local", "ray"], default="local", help="where points run (default local)")
     p.add_argument("--address", default=None, help="Ray cluster address (--executor ray; default: start a local Ray)")
-    p.add_argument("--parallel", type=int_at_least("--parallel", 1), default=1,
+    p.add_argument("--parallel", type=int_at_least("--parallel", 1, MAX_PARALLEL), default=1,
                    help="points run side by side (local; default 1: this is a measuring host)")
-    p.add_argument("--timeout", type=positive_float("--timeout"), default=600.0,
+    p.add_argument("--timeout", type=positive_float("--timeout", MAX_TIMEOUT_S, " s (a week)"), default=600.0,
                    help="seconds per point before it is killed and recorded as timeout (default 600)")
     p.add_argument("--retry-failed", action="store_true", help="run failed and timed-out points again")
     p.set_defaults(func=cmd_sweep)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from recstack.config.run import usable_cores
-from recstack.errors import ConfigError
+from recstack.errors import ConfigError, EnvironmentFailure
 from recstack.sweeps.local import Job
 from recstack.sweeps.point import failed
 
@@ -51,6 +51,30 @@ def _task(runner: Callable[..., dict[str, Any]], config: dict[str, Any],
     return result, text
 
 
+START_HINT = "start one with `ray start --head` (docs/sweeps.md) or check the address"
+CONNECT_TIMEOUT_S = 5.0
+
+
+def check_reachable(address: str) -> None:
+    """Refuse (exit 5) an address where nothing answers, before Ray retries it for minutes.
+
+    ``auto`` and ``local`` are Ray's to resolve; ``ray://host:port`` and ``host:port`` get one TCP connect.
+    """
+    import socket
+
+    if address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{address!r} is not HOST:PORT, ray://HOST:PORT or auto", field="--address")
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise EnvironmentFailure(f"--address {address}: no Ray cluster answers there "
+                                 f"({exc.strerror or exc}); {START_HINT}") from None
+
+
 class RayExecutor:
     name = "ray"
 
@@ -60,6 +84,8 @@ class RayExecutor:
         self.min_timed_s = min_timed_s
         self.address = address
         self.timeout_s = timeout_s
+        if address:
+            check_reachable(address)
 
     def _init(self) -> bool:
         """Connect to (or start) Ray; True when this call started it (and so shuts it down)."""
@@ -71,7 +97,12 @@ class RayExecutor:
             return False
         env = {"env_vars": {"RECSTACK_PROGRESS": "never"}}
         if self.address:
-            ray.init(address=self.address, log_to_driver=False, runtime_env=env)
+            check_reachable(self.address)
+            try:
+                ray.init(address=self.address, log_to_driver=False, runtime_env=env)
+            except ConnectionError as exc:
+                raise EnvironmentFailure(f"--address {self.address}: cannot join the Ray cluster "
+                                         f"({str(exc).splitlines()[0][:300]}); {START_HINT}") from None
         else:
             ray.init(num_cpus=usable_cores(), include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES,
                      log_to_driver=False, runtime_env=env)

@@ -23,13 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from recstack.config.run import RunConfig
-from recstack.errors import ConfigError
+from recstack.errors import ConfigError, EnvironmentFailure, RecstackError
 from recstack.store import db
 from recstack.sweeps.local import Job, LocalExecutor
 from recstack.sweeps.spec import SweepSpec, as_spec
 from recstack.version import __version__
 
 DEFAULT_TIMEOUT_S = 600.0
+MAX_TIMEOUT_S = 7 * 86400.0  # per point: a week; beyond, timers overflow and a hung point is never reaped
+MAX_PARALLEL = 256  # worker processes side by side
 EXECUTORS = ("local", "ray")
 
 
@@ -45,6 +47,7 @@ class SweepResult:
     timed_s: float = 0.0  # inside the timed steps of the timing and op passes, summed over points
     store_write_s: list[float] = field(default_factory=list)
     statuses: dict[str, str] = field(default_factory=dict)  # point_id -> status of this run's points
+    notes: list[str] = field(default_factory=list)  # what the user should know about the sweep as a whole
 
     @property
     def overhead_share(self) -> float | None:
@@ -89,19 +92,43 @@ def sweep(
     sweep_spec, configs = as_spec(spec)
     if executor not in EXECUTORS:
         raise ConfigError(f"must be one of {', '.join(EXECUTORS)} (got {executor!r})", field="--executor")
-    if not isinstance(parallel, int) or parallel < 1:
-        raise ConfigError(f"must be an integer >= 1 (got {parallel!r})", field="--parallel")
-    if not timeout_s > 0:
-        raise ConfigError(f"must be > 0 seconds (got {timeout_s!r})", field="--timeout")
+    if not isinstance(parallel, int) or not 1 <= parallel <= MAX_PARALLEL:
+        raise ConfigError(f"must be an integer within 1..{MAX_PARALLEL} (got {parallel!r})", field="--parallel")
+    if not 0 < timeout_s <= MAX_TIMEOUT_S:
+        raise ConfigError(f"must be within 0..{MAX_TIMEOUT_S:g} seconds (got {timeout_s!r})", field="--timeout")
     store_path = Path(store) if store else Path(out) / "results.duckdb"
     from recstack.outputs import check_writable
 
     check_writable(store_path, "-o/--store")
     t0 = time.perf_counter()
+    # the executor first: an unreachable cluster is refused before the store is created or migrated
+    ex = _executor(executor, address, parallel, timeout_s, store_path, runner, sweep_spec.min_timed_s)
     with db.SweepLock(store_path):
         db.migrate(store_path)
-        ex = _executor(executor, address, parallel, timeout_s, store_path, runner, sweep_spec.min_timed_s)
-        return _run(sweep_spec, configs, store_path, ex, parallel, retry_failed, progress, t0)
+        res = _run(sweep_spec, configs, store_path, ex, parallel, retry_failed, progress, t0)
+    res.notes += machine_notes(configs)
+    return res
+
+
+def machine_notes(configs: list[RunConfig]) -> list[str]:
+    """Why the points' ``machine: auto`` (the default, as ``recstack profile``) gave them no machine file,
+    or that it was measured under contention; empty when it is a quiet, current cache."""
+    if not any(c.machine == "auto" for c in configs):
+        return []
+    from recstack.hardware.machine import cache_path, machine_with_file
+    from recstack.hardware.measure_checks import is_contended
+
+    try:
+        machine, _file = machine_with_file("auto")
+    except RecstackError as exc:  # an unreadable cache: the points said so too
+        return [f"this host's machine file is unreadable ({exc}); `recstack machine --remeasure` replaces it"]
+    if machine is None:
+        return [f"no current machine file for this host ({cache_path()}): points with machine auto have no bound "
+                "classes and their capacity probes were not compared; `recstack machine --quick` measures one"]
+    if is_contended(machine):
+        return [f"the machine file {cache_path()} was measured under contention: the points' bound classes and "
+                "roof fractions are suspect; `recstack machine --remeasure` on a quiet host replaces it"]
+    return []
 
 
 def _run(spec: SweepSpec, configs: list[RunConfig], store: Path, ex: Any, parallel: int, retry_failed: bool,
@@ -131,7 +158,7 @@ def _run(spec: SweepSpec, configs: list[RunConfig], store: Path, ex: Any, parall
     def on_result(job: Job, result: dict[str, Any]) -> None:
         point = _point_row(job, result, sweep_id, host, commit, executor, parallel, store)
         point["store_write_s"] = last_write[0]
-        w = db.write_point(store, point, result.get("stages") or [])
+        w = _write_point(store, point, result.get("stages") or [])
         last_write[0] = w
         res.store_write_s.append(w)
         res.run += 1
@@ -146,6 +173,21 @@ def _run(spec: SweepSpec, configs: list[RunConfig], store: Path, ex: Any, parall
     row.update(finished=_now(), points_run=res.run, points_failed=res.failed, wall_s=res.wall_s)
     db.write_sweep(store, row)
     return res
+
+
+def _write_point(store: Path, point: dict[str, Any], stages: list[dict[str, Any]]) -> float:
+    """Store one point; where the store cannot take it (a full disk), its row goes to a fallback JSON file
+    (:func:`recstack.outputs.write_result`) and the sweep stops with exit 5 naming both: nothing measured
+    is lost, and a rerun after freeing space resumes (the points already stored are skipped)."""
+    try:
+        return db.write_point(store, point, stages)
+    except EnvironmentFailure as exc:
+        from recstack.outputs import atomic_write_text, fallback_path, write_result
+
+        text = json.dumps({"point": point, "stages": stages}, default=str, indent=1) + "\n"
+        alt = write_result(fallback_path(f"{store.stem}-point-{point['point_id']}.json"),
+                           lambda p: atomic_write_text(p, text), "point")
+        raise EnvironmentFailure(f"{exc}; the sweep stopped, the unstored point's row is in {alt}") from None
 
 
 def _executor(name: str, address: str | None, parallel: int, timeout_s: float, store: Path,

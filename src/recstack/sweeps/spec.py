@@ -11,7 +11,9 @@ Expansion: every grid combination is joined with every zip row (the zip's
 lists have one length), each over ``base``; then ``points`` are added, and
 points matching an ``exclude`` entry are removed. Every point is validated by
 :class:`~recstack.config.run.RunConfig` before anything runs; an error names
-the point (its number and fields) and the field. Points are ordered so that
+the point (its number and fields) and the field. A point that names no
+``machine`` gets :data:`DEFAULT_MACHINE` (``auto``, as ``recstack profile``).
+Points are ordered so that
 those sharing a model build (model, scale, backend, dtypes, mode, workload)
 run one after the other, smaller batches first.
 """
@@ -32,6 +34,9 @@ BUILD_FIELDS = ("model", "scale", "backend", "table_dtype", "dtype", "mode", "op
                 "tasks", "workload")
 
 MAX_POINTS = 100_000
+# What `recstack profile` uses by default: this host's cached machine file, so points are classified (bound
+# columns) and their capacity probes compared, as a profile's are. A point's own ``machine`` (or none) wins.
+DEFAULT_MACHINE = "auto"
 
 
 def _check_fields(value: dict[str, Any], what: str) -> dict[str, Any]:
@@ -116,7 +121,7 @@ class SweepSpec(BaseModel):
         seen: set[str] = set()
         for i, p in enumerate(raw):
             try:
-                cfg = RunConfig.build(p)
+                cfg = RunConfig.build({"machine": DEFAULT_MACHINE, **p})
             except ConfigError as exc:
                 where = f"point {i + 1} ({_describe(p)})"
                 raise ConfigError(f"{where}: {exc.detail}", source=source, field=exc.field) from None

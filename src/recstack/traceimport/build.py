@@ -18,9 +18,11 @@ from typing import Any
 from recstack.errors import DataError
 from recstack.profiling.assemble import assign_labels, build_tree
 from recstack.profiling.rules import StageRules
-from recstack.traceimport.collect import ModuleMap
+from recstack.profiling.timing import caller_key
+from recstack.traceimport.collect import DEVICE_KINDS, KNOWN_CATS, Collector, ModuleMap, norm_cat
 from recstack.traceimport.decode import Header, Truncation
-from recstack.traceimport.fold import Folded, fold
+from recstack.traceimport.device import step_figures
+from recstack.traceimport.fold import BACKWARD_OF, Folded, fold
 from recstack.traceimport.parallel import collect_trace
 from recstack.tree import Node, Profile
 from recstack.version import __version__
@@ -33,7 +35,10 @@ OVERHEAD_RAW = ("unknown: imported with --raw-times, the times as the trace reco
 OVERHEAD_ESTIMATED = ("estimated from the trace: the profiler's cost per recorded event is taken as the median "
                       "exclusive time of wrapper ops (ops whose every call ran exactly one child op; {n} here), "
                       "and per_event_s x the events recorded in each stage is subtracted from its time per step "
-                      "(never below zero; the step is the sum of its parts); op and module times are scaled to the corrected stage times")
+                      "(never below zero, never a stage's time in synchronising calls, never more of a step than its "
+                      "span less the GPU's busy time; each stage's overhead_removed_s and overhead_bound say what "
+                      "was removed; the step is the sum of its parts); op and module times are scaled to the "
+                      "corrected stage times; kernel and device times are never corrected")
 
 
 @dataclass
@@ -47,6 +52,9 @@ class RankTrace:
     truncation: Truncation | None
     events: int
     notes: list[str] = field(default_factory=list)
+    device: dict[str, Any] | None = None  # import.files[].device
+    categories: dict[str, int] = field(default_factory=dict)  # complete events per category as spelled
+    left_out: dict[str, int] = field(default_factory=dict)  # events whose time is not a time, by side and fault
 
 
 def trace_files(path: Path) -> list[Path]:
@@ -75,6 +83,7 @@ def read_rank(path: Path, rules: StageRules | None, step_range: str | None, modu
     if step_range is not None and c.step_events == 0:
         raise DataError(f"--step-range: no range named {step_range!r} in {path}")
     folded = fold(c, rules, correct)
+    device = _device_record(c, folded)
     notes: list[str] = []
     if folded.steps.source == "whole trace":
         notes.append("no ProfilerStep ranges (and no --step-range): the whole trace is one step")
@@ -83,12 +92,75 @@ def read_rank(path: Path, rules: StageRules | None, step_range: str | None, modu
         notes.append(f"truncated trace: read {trunc.events:,} complete events ({trunc.bytes_read:,}{total} bytes); "
                      "the rest of the file is not a complete event")
     if folded.kernels_unmatched:
-        notes.append(f"{folded.kernels_unmatched:,} device events had no launching op (correlation id not found)")
+        lost = sum(folded.device.unlaunched_us) * 1e-3
+        notes.append(f"{folded.kernels_unmatched:,} device events had no launching op (correlation id not found; "
+                     f"{lost:.3f} ms of device time, in import.files[].device.unlaunched_s)")
+    notes += _category_notes(c)
     rank = None
     info = header.distributedInfo or {}
     if isinstance(info.get("rank"), int) and info["rank"] >= 0:
         rank = info["rank"]
-    return RankTrace(path, rank, folded, header, trunc, c.events, notes)
+    return RankTrace(path, rank, folded, header, trunc, c.events, notes, device,
+                     {k: v[0] for k, v in c.categories.items()}, dict(sorted(c.bad_times.items())))
+
+
+def _kinds(values: list[float]) -> dict[str, float]:
+    return {k: v * 1e-6 for k, v in zip(DEVICE_KINDS, values, strict=True)}
+
+
+def _device_record(c: Collector, f: Folded) -> dict[str, Any] | None:
+    """``import.files[].device``: where the trace's device time went, and per step GPU busy, idle, overlap."""
+    d = f.device
+    if not len(c.cols.k_dur) and not c.range_us:
+        return None
+    return {
+        "raw_s": _kinds(d.raw_us), "in_tree_s": _kinds(d.in_tree_us), "outside_steps_s": _kinds(d.outside_steps_us),
+        "unlaunched_s": _kinds(d.unlaunched_us), "linked_by_external_id": d.by_external_id,
+        "correlation_from_flow": d.by_flow,
+        "ranges_s": {k: v * 1e-6 for k, v in sorted(c.range_us.items())},
+        "steps": step_figures(c, f.steps.starts, f.steps.ends),
+    }
+
+
+def _category_notes(c: Collector) -> list[str]:
+    """Notes on what the import did not read as it was written: unknown categories, impossible times."""
+    notes = []
+    unknown = {k: v[0] for k, v in c.categories.items() if norm_cat(k) not in KNOWN_CATS}
+    if unknown:
+        notes.append("events of categories recstack does not know, read as host ops: " +
+                     ", ".join(f"{k!r} ({n:,})" for k, n in sorted(unknown.items())))
+    if c.bad_times:
+        notes.append("events left out, their time is not a time: " +
+                     ", ".join(f"{k} ({n:,})" for k, n in sorted(c.bad_times.items())))
+    return notes
+
+
+def _device_times(root: Node) -> None:
+    """``device_time_s`` on every run, stage and module node: the device time its ops launched (per step)."""
+    def total(n: Node) -> float:
+        own = n.extra.get("device_time_s", 0.0) if n.level == "op" else 0.0
+        below = sum(total(k) for k in n.children if k.level != "kernel")
+        if n.level != "op" and below > 0:
+            n.extra["device_time_s"] = below
+        return own + below if n.level != "op" else own + below
+
+    total(root)
+
+
+def _corrections(root: Node, f: Folded) -> None:
+    """Per stage, its caller code and ``other``: what the overhead correction removed, per step (mean)."""
+    def put(node: Node, key: str) -> None:
+        cut = f.cuts.get(key)
+        if cut is None:
+            return
+        node.extra.update(overhead_removed_s=sum(cut.cut_us) * 1e-6 / max(len(cut.cut_us), 1),
+                          overhead_events_per_step=cut.events, overhead_bound=cut.bound)
+
+    for st in root.children:
+        put(st, st.name)
+        caller = next((c for c in st.children if c.extra.get("kind") == "caller"), None)
+        if caller is not None:
+            put(caller, caller_key(st.name))
 
 
 def _tree(rt: RankTrace, model_name: str) -> Node:
@@ -96,10 +168,16 @@ def _tree(rt: RankTrace, model_name: str) -> Node:
     # Every step, not the interquartile ones: the ops are summed over every step, and so are the stages.
     root = build_tree(model_name, f.timing, f.folder, central=list(range(len(f.timing.timed))))
     for n in root.walk():
-        if n.level == "module":
+        if n.level == "module" and n.name.startswith(BACKWARD_OF):
+            n.extra["kind"] = "backward_of"
+        elif n.level == "module":
             pl = f.smap.placements.get(n.name)
             n.extra["module_type"] = f.types.get(n.name)
             n.extra["rule"] = pl.rule if pl else None
+        elif n.level == "kernel":
+            n.extra["device_kind"] = f.device.kernel_kinds.get(n.name)
+    _device_times(root)
+    _corrections(root, f)
     assign_labels(root)
     return root
 
@@ -174,7 +252,8 @@ def _run_info(name: str, ranks: list[RankTrace], first: RankTrace) -> dict[str, 
 def _import_info(ranks: list[RankTrace], numbers: list[int]) -> dict[str, Any]:
     return {
         "files": [{"file": str(r.path), "rank": n, "events": r.events, "steps": len(r.folded.steps.starts),
-                   "kernels": r.folded.kernels, "truncated": r.truncation is not None, "notes": r.notes}
+                   "kernels": r.folded.kernels, "truncated": r.truncation is not None, "notes": r.notes,
+                   "categories": r.categories, "left_out": r.left_out, "device": r.device}
                   for n, r in zip(numbers, ranks, strict=True)],
         "steps_from": ranks[0].folded.steps.source,
         "hierarchy": ranks[0].folded.hierarchy,

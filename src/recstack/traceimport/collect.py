@@ -21,15 +21,47 @@ from recstack.traceimport.annotate import MODULE_RANGE, parse_range_name
 from recstack.traceimport.decode import Event
 
 # Event kinds.
-OP, MODULE, NNMODULE, STEP, THROUGH, RUNTIME, PSEUDO_STAGE, SKIP, DEVICE = range(9)
+OP, MODULE, NNMODULE, STEP, THROUGH, RUNTIME, PSEUDO_STAGE, SKIP, DEVICE, DEVICE_RANGE = range(10)
 NN_PREFIX = "nn.Module: "
 SIG_SEP = b"\x1f"  # between a call's Input Dims, Input type and Concrete Inputs JSON (neither can hold a raw control byte)
 STEP_PREFIX = "ProfilerStep#"
 THROUGH_PREFIXES = ("recstack.stage::", "recstack.step::")  # a live profile's own ranges: looked through
-DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
-RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime"})
+# Categories as Kineto spells them now; older traces (PyTorch <= 1.9, some inference traces today) write
+# ``Operator``, ``Runtime``, ``Kernel``, ``Memcpy``, ``Memset``: read in any case, through CAT_ALIASES.
+CAT_ALIASES = {"operator": "cpu_op", "runtime": "cuda_runtime", "memcpy": "gpu_memcpy", "memset": "gpu_memset",
+               "driver": "cuda_driver"}
+DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})  # device events: time on the device
+# Ranges on a device's timeline (not work of their own: they span kernels): counted, never device time.
+DEVICE_RANGE_CATS = frozenset({"gpu_user_annotation", "cuda_sync", "cuda_profiler_range", "mtia_ccp_events"})
+RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "mtia_runtime"})
+RUNTIME_PREFIXES = ("cuda", "hip")  # an event of an unknown category so named is a runtime call (cudaLaunchKernel, hipExtModuleLaunchKernel)
 TORCH_CATS = frozenset({"cpu_op", "user_annotation", "python_function", "kernel", "cuda_runtime", "gpu_memcpy",
-                        "gpu_memset", "cpu_instant_event", "Trace"})
+                        "gpu_memset", "cpu_instant_event", "trace"})
+KNOWN_CATS = TORCH_CATS | DEVICE_CATS | DEVICE_RANGE_CATS | RUNTIME_CATS | frozenset({"overhead"})
+DEVICE_KINDS = ("kernel", "memcpy", "memset", "collective")  # device time by kind (a collective: an NCCL/RCCL kernel)
+COLLECTIVE_MARKS = ("nccl", "rccl")
+FLOW_CATS = frozenset({"ac2g", "async_gpu", "async_cpu_to_gpu"})  # launch -> device flows (id: correlation)
+MAX_DUR_US = 7 * 86400e6  # a week: a longer event is beyond any trace's span
+MAX_TS_US = 1e17  # microseconds since 1970: about the year 5100
+NONFINITE = 1.7976931348623155e308  # a NaN / Infinity token reads as this (decode.py), or above
+
+
+def norm_cat(cat: str) -> str:
+    """A category as the importer reads it: lower case, older spellings by their current names."""
+    low = cat.lower()
+    return CAT_ALIASES.get(low, low)
+
+
+def device_kind(cat: str, name: str) -> int:
+    """Index in :data:`DEVICE_KINDS` of a device event of (normalised) category ``cat``."""
+    if cat == "gpu_memcpy":
+        return 1
+    if cat == "gpu_memset":
+        return 2
+    low = name.lower()
+    return 3 if any(m in low for m in COLLECTIVE_MARKS) else 0
+
+
 # Ranges that open a training stage when they run outside every forward stage.
 PSEUDO_STAGES = (("autograd::engine::evaluate_function", "backward"), ("Optimizer.step#", "optimizer"),
                  ("Optimizer.zero_grad#", "optimizer"))
@@ -70,9 +102,16 @@ class Columns:
     nid: array = field(default_factory=lambda: array("i"))
     aux: array = field(default_factory=lambda: array("q"))  # op: shape id; module: path id; runtime: correlation
     ty: array = field(default_factory=lambda: array("i"))  # op: input-type id (-1: none)
-    k_corr: array = field(default_factory=lambda: array("q"))
+    ext: array = field(default_factory=lambda: array("q"))  # op: its External id (-1: none)
+    seq: array = field(default_factory=lambda: array("q"))  # op, backward range: autograd sequence number (-1)
+    k_corr: array = field(default_factory=lambda: array("q"))  # device events: correlation id (-1: none)
     k_nid: array = field(default_factory=lambda: array("i"))
     k_dur: array = field(default_factory=lambda: array("d"))
+    k_ts: array = field(default_factory=lambda: array("d"))
+    k_kind: array = field(default_factory=lambda: array("b"))  # index in DEVICE_KINDS
+    k_ext: array = field(default_factory=lambda: array("q"))  # External id (-1: none)
+    f_ts: array = field(default_factory=lambda: array("d"))  # flow ends (``ph: f``) on the device: start, id
+    f_id: array = field(default_factory=lambda: array("q"))
 
 
 class Collector:
@@ -99,6 +138,10 @@ class Collector:
         self.nn_events = 0
         self.mapped_ranges = 0
         self.step_events = 0
+        self.categories: dict[str, list[int]] = {}  # complete events per category, as spelled in the file
+        self.device_us = [0.0] * len(DEVICE_KINDS)  # device time by kind, summed from the raw events
+        self.bad_times: dict[str, int] = {}  # "<side> event <duration|timestamp>: <fault>" -> events left out
+        self.range_us: dict[str, float] = {}  # device-timeline ranges (gpu_user_annotation, ...): time per category
 
     def path_id(self, path: str, type_name: str | None) -> int:
         pid = self.path_ids.get(path)
@@ -115,9 +158,12 @@ class Collector:
         """(kind, name id) of a distinct (category, name)."""
         nid = len(self.names)
         self.names.append(name)
+        cat = norm_cat(cat)
         if cat in DEVICE_CATS:
             kind = DEVICE
-        elif cat == "Trace":
+        elif cat in DEVICE_RANGE_CATS:
+            kind = DEVICE_RANGE
+        elif cat == "trace":
             kind = SKIP
         elif name.startswith(MODULE_RANGE):
             kind = MODULE
@@ -133,7 +179,7 @@ class Collector:
             self.name_path[nid] = self.path_id(hit.path, hit.type)
         elif cat == "python_function":
             kind = NNMODULE if name.startswith(NN_PREFIX) else SKIP
-        elif cat in RUNTIME_CATS:
+        elif cat in RUNTIME_CATS or (cat not in KNOWN_CATS and name.startswith(RUNTIME_PREFIXES)):
             kind = RUNTIME
         elif pseudo_stage(name) is not None:
             kind = PSEUDO_STAGE
@@ -144,9 +190,10 @@ class Collector:
 
     def add(self, events: list[Event]) -> None:
         c = self.cols
-        ts_a, end_a, thr_a, nid_a, aux_a, ty_a = c.ts.append, c.end.append, c.thr.append, c.nid.append, \
-            c.aux.append, c.ty.append
-        by_cat, threads, shapes, types = self._by_cat, self.threads, self.shapes, self.types
+        ts_a, end_a, thr_a, nid_a, aux_a, ty_a, ext_a = c.ts.append, c.end.append, c.thr.append, c.nid.append, \
+            c.aux.append, c.ty.append, c.ext.append
+        seq_a = c.seq.append
+        by_cat, threads, shapes, types, cats = self._by_cat, self.threads, self.shapes, self.types, self.categories
         self.events += len(events)
         last_cat, names = None, {}
         last_pid, last_tid, th = None, None, -1
@@ -155,6 +202,9 @@ class Collector:
             if e.ph != "X":
                 if e.ph == "M" and e.name == "thread_name" and e.args is not None and e.args.name:
                     self.thread_names[(e.pid, e.tid)] = e.args.name
+                elif e.ph == "f" and type(e.id) is int and e.cat in FLOW_CATS:
+                    c.f_ts.append(e.ts)
+                    c.f_id.append(e.id)
                 continue
             cat = e.cat
             if cat != last_cat:  # events come in runs of one category: one dict per category
@@ -162,7 +212,9 @@ class Collector:
                 if names is None:
                     names = by_cat[cat] = {}
                 last_cat = cat
-                is_torch = cat in TORCH_CATS
+                is_torch = norm_cat(cat) in TORCH_CATS
+                count = cats.setdefault(cat, [0])
+            count[0] += 1
             info = names.get(e.name)
             if info is None:
                 info = names[e.name] = self._classify(cat, e.name)
@@ -170,26 +222,28 @@ class Collector:
             torch_events += is_torch
             if kind == SKIP:
                 continue
-            if kind == DEVICE:
-                a = e.args
-                c.k_corr.append(a.correlation if a is not None and a.correlation is not None else -1)
-                c.k_nid.append(nid)
-                c.k_dur.append(e.dur)
+            t, dur = e.ts, e.dur
+            if not (0.0 <= dur <= MAX_DUR_US and 0.0 <= t <= MAX_TS_US):
+                self._bad_time(kind, t, dur)
+                continue
+            if kind == DEVICE or kind == DEVICE_RANGE:
+                self._device(e, kind, nid)
                 continue
             if e.tid != last_tid or e.pid != last_pid:
                 last_pid, last_tid = e.pid, e.tid
                 th = threads.get((last_pid, last_tid), -1)
                 if th < 0:
                     th = threads[(last_pid, last_tid)] = len(threads)
-            t = e.ts
             ts_a(t)
-            end_a(t + e.dur)
+            end_a(t + dur)
             thr_a(th)
             nid_a(nid)
             a = e.args
             if kind == OP:
-                aux = ty = -1
+                aux = ty = x = -1
+                seq_a(-1 if a is None or a.seq is None else a.seq)
                 if a is not None:
+                    x = a.ext if a.ext is not None else a.ext_old if a.ext_old is not None else -1
                     raw_t = bytes(a.input_type)
                     if raw_t:
                         ty = types.get(raw_t, -1)
@@ -203,6 +257,7 @@ class Collector:
                             aux = shapes[raw] = len(shapes)
                 aux_a(aux)
                 ty_a(ty)
+                ext_a(x)
                 continue
             if kind == MODULE:
                 aux = self.name_path[nid]
@@ -215,7 +270,36 @@ class Collector:
                 self.step_events += kind == STEP
             aux_a(aux)
             ty_a(-1)
+            ext_a(-1)
+            seq_a(-1 if kind != PSEUDO_STAGE or a is None or a.seq is None else a.seq)
         self.torch_events += torch_events
+
+    def _device(self, e: Event, kind: int, nid: int) -> None:
+        """A device event (kernel, copy, set) into the device columns; a device-timeline range counted."""
+        if kind == DEVICE_RANGE:
+            cat = norm_cat(e.cat)
+            self.range_us[cat] = self.range_us.get(cat, 0.0) + e.dur
+            return
+        c, a = self.cols, e.args
+        c.k_corr.append(a.correlation if a is not None and a.correlation is not None else -1)
+        c.k_nid.append(nid)
+        c.k_dur.append(e.dur)
+        c.k_ts.append(e.ts)
+        k = device_kind(norm_cat(e.cat), e.name)
+        c.k_kind.append(k)
+        x = -1 if a is None else a.ext if a.ext is not None else a.ext_old if a.ext_old is not None else -1
+        c.k_ext.append(x)
+        self.device_us[k] += e.dur
+
+    def _bad_time(self, kind: int, t: float, dur: float) -> None:
+        """Count an event whose start or duration cannot be a time (never turned into one), by side and fault."""
+        side = "device" if kind == DEVICE else "device range" if kind == DEVICE_RANGE else "host"
+        what = "duration" if not 0.0 <= dur <= MAX_DUR_US else "timestamp"
+        v = dur if what == "duration" else t
+        fault = ("non-finite" if v != v or abs(v) >= NONFINITE else "negative" if v < 0 else
+                 "beyond any trace's span")
+        key = f"{side} event {what}: {fault}"
+        self.bad_times[key] = self.bad_times.get(key, 0) + 1
 
     def merge(self, other: Collector) -> None:
         """Append ``other``'s events (collected from the part of the trace after this one's): the result is
@@ -256,8 +340,17 @@ class Collector:
         c.nid.frombytes(nid.astype(np.int32).tobytes())
         c.aux.frombytes(aux.tobytes())
         c.ty.frombytes(ty.tobytes())
+        c.ext.frombytes(o.ext.tobytes())
+        c.seq.frombytes(o.seq.tobytes())
         c.k_corr.frombytes(o.k_corr.tobytes())
         c.k_nid.frombytes(name_map[np.frombuffer(o.k_nid, dtype=np.int32)].astype(np.int32).tobytes())
-        c.k_dur.frombytes(o.k_dur.tobytes())
+        for k in ("k_dur", "k_ts", "k_kind", "k_ext", "f_ts", "f_id"):
+            getattr(c, k).frombytes(getattr(o, k).tobytes())
+        for cat, n in other.categories.items():
+            self.categories.setdefault(cat, [0])[0] += n[0]
+        self.device_us = [a + b for a, b in zip(self.device_us, other.device_us, strict=True)]
+        for d, od in ((self.range_us, other.range_us), (self.bad_times, other.bad_times)):
+            for k2, v in od.items():
+                d[k2] = d.get(k2, 0) + v
         for k in ("events", "torch_events", "annotate_ranges", "nn_events", "mapped_ranges", "step_events"):
             setattr(self, k, getattr(self, k) + getattr(other, k))

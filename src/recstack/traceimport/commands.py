@@ -4,8 +4,10 @@ TRACE is a Chrome-trace JSON (``.json`` or ``.json.gz``) written by
 torch.profiler, or a folder of per-rank traces. The profile then works with
 every command that reads one (show, report, diff, export, roofline, analyse,
 validate). Bad input (a missing path, an empty file, a file that is not a
-torch.profiler trace) is one ``error:`` line and exit 2; a truncated trace is
-imported as far as it is complete, with a warning, and exits 4.
+torch.profiler trace) is one ``error:`` line and exit 2; a truncated trace
+(plain or gzipped alike) is imported as far as it is complete, with a warning,
+and exits 4. A partial import never replaces an existing ``-o`` file unless
+``--overwrite-partial`` says so: it goes beside it, as ``<name>.partial.json``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from recstack.outputs import check_writable
 
     out = check_writable(args.output, "-o")
+    existed = out.exists()
     from recstack.analysis.commands import machine_arg
     from recstack.profiling.rules import load_stage_rules
     from recstack.traceimport.build import import_trace
@@ -30,9 +33,17 @@ def cmd_import(args: argparse.Namespace) -> int:
     machine = machine_arg(args.machine) if args.machine is not None else None
     prof = import_trace(args.trace, rules=rules, step_range=args.step_range, module_map=mmap, model=args.model,
                         machine=machine, correct_overhead=not args.raw_times)
-    prof.save(out)
     info = prof.extra["import"]
     files = info["files"]
+    partial = any(f["truncated"] for f in files)
+    target = out
+    if partial and existed and not args.overwrite_partial:  # never a partial result over a complete older one
+        target = out.with_name(f"{out.name.removesuffix('.json')}.partial.json")
+    from recstack.outputs import write_with_fallback
+
+    written, why = write_with_fallback(target, prof.save)
+    if why is not None:
+        print(f"warning: could not write {target} ({why}); the profile is in {written}", file=sys.stderr)
     events = sum(f["events"] for f in files)
     print(f"imported {events:,} events, {files[0]['steps']} steps ({info['steps_from']}), "
           f"{len(files)} rank(s); hierarchy: {info['hierarchy']}")
@@ -42,9 +53,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     per = prof.overhead.get("per_event_s")
     how = ("overhead unknown" if per is None else
            f"less the profiler's estimated {per * 1e6:.2f} us per recorded event, estimated from the trace")
-    print(f"profile written to {out} (times per step, measured under the profiler; {how})")
-    if any(f["truncated"] for f in files):
-        print("partial import: the trace was truncated (see the warning above)", file=sys.stderr)
+    print(f"profile written to {written} (times per step, measured under the profiler; {how})")
+    if partial:
+        kept = (f"; {out} existed and is kept (--overwrite-partial writes a partial import over it)"
+                if target != out else "")
+        print(f"partial import: the trace was truncated (see the warning above){kept}", file=sys.stderr)
         return EXIT_PARTIAL
     return 0
 
@@ -75,6 +88,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--raw-times", action="store_true",
                    help="keep the times as the trace recorded them (default: less the profiler's per-event cost, "
                    "estimated from the trace's wrapper ops; see docs/import.md)")
+    p.add_argument("--overwrite-partial", action="store_true",
+                   help="write a partial import (a truncated trace) over an existing -o file (default: beside it, "
+                   "as NAME.partial.json, the existing file kept)")
     p.add_argument("--model", default=None, help="model name for the profile (default: the root module's class)")
     p.set_defaults(func=cmd_import)
 

@@ -10,14 +10,18 @@ unbalanced, so a wrong cut is never kept. Memory is one chunk at a time plus
 what the consumer keeps. The top-level keys outside the array (``schemaVersion``,
 ``distributedInfo``, ...) are decoded at the end as :class:`Header`.
 
-A file that ends before the array does (a truncated trace) yields every
-complete event before the cut and a :class:`Truncation` saying how much was read.
-Nothing in a trace is ever executed: it is data for msgspec's decoder.
+A file that ends before the array does (a truncated trace, plain or gzipped: a gzip stream cut short
+yields what it decompressed before the cut) yields every complete event before the cut and a
+:class:`Truncation` saying how much was read. Bounds: one event (or run of text with no event boundary)
+of at most :data:`MAX_EVENT` bytes (a gzip of gigabytes of whitespace stops there, in bounded memory),
+values nested at most as deep as msgspec decodes (deeper: an error naming the byte); a ``NaN`` or
+``Infinity`` token (not JSON, but Python's json writes them) is read as a non-finite number, which the
+collector counts and leaves out, never as a truncation. Nothing in a trace is ever executed: it is data
+for msgspec's decoder.
 """
 
 from __future__ import annotations
 
-import gzip
 import mmap
 import re
 import zlib
@@ -33,12 +37,15 @@ from recstack.errors import DataError
 CHUNK = 8 << 20  # bytes decoded per msgspec call
 BLOCK = 16 << 20  # bytes read per file read
 MAX_HEADER = 64 << 20  # a file with no ``traceEvents`` in its first 64 MiB is not a trace
+MAX_EVENT = 64 << 20  # the longest text with no event boundary the reader holds (bounds a gzip bomb's memory)
+NONFINITE_AS = b"1.7976931348623155e308"  # what a NaN / Infinity token reads as (collect.NONFINITE)
 FIRST_SHARE = 0.85  # the first of plan_parts' parts, against an even share (measured: merging took the rest)
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[\s*')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _END = re.compile(rb"\}\s*\]")
 _EMPTY = re.compile(rb"\]")
+_NONFINITE = re.compile(rb"(?<=[:,\[])(\s*)-?(?:NaN|Infinity)(?=\s*[,}\]])")
 
 
 NO_RAW = msgspec.Raw(b"")
@@ -52,6 +59,9 @@ class Args(msgspec.Struct, gc=False):
     input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
     correlation: int | None = None
+    ext: int | None = msgspec.field(default=None, name="External id")  # links an op and what it launched
+    ext_old: int | None = msgspec.field(default=None, name="external id")  # the same in PyTorch <= 1.9 traces
+    seq: int | None = msgspec.field(default=None, name="Sequence number")  # a forward op and its backward's
     name: str | None = None  # thread_name / process_name metadata events
 
 
@@ -65,6 +75,7 @@ class Event(msgspec.Struct, gc=False):
     tid: int | str = 0
     ts: float = 0.0
     dur: float = 0.0
+    id: int | str | None = None  # flow events (``ph`` s / f): the flow's id
     args: Args | None = None
 
 
@@ -90,12 +101,60 @@ _decode_events = msgspec.json.Decoder(list[Event]).decode
 _decode_header = msgspec.json.Decoder(Header).decode
 
 
+class _Gunzip:
+    """A gzip file's decompressed bytes, read in blocks, that keeps what it decompressed before damage or a
+    cut (``GzipFile.read`` raises and loses the block); concatenated members are read in turn."""
+
+    def __init__(self, f: BinaryIO, source: str) -> None:
+        self.f, self.source = f, source
+        self.z = zlib.decompressobj(31)  # 31: a gzip header and trailer
+        self.pending, self.ended, self.damaged, self.produced, self.fresh = b"", False, False, 0, True
+
+    def read(self, n: int) -> bytes:
+        out = []
+        size = 0
+        while size < n and not self.ended:
+            data = self.pending or self.f.read(1 << 18)  # small compressed reads: little held twice
+            self.pending = b""
+            if not data:
+                if not self.fresh and not self.z.eof:  # the stream stopped before its end marker: a cut file
+                    self.damaged = True
+                self.ended = True
+                break
+            self.fresh = False
+            try:
+                chunk = self.z.decompress(data, n - size)
+            except zlib.error as exc:
+                if not self.produced and not out:
+                    raise DataError(f"{self.source}: not gzip data ({exc})") from None
+                self.damaged = self.ended = True
+                break
+            self.pending = self.z.unconsumed_tail
+            if self.z.eof:  # a member ends: the next (if any) starts in unused_data
+                rest = self.z.unused_data
+                self.z, self.fresh = zlib.decompressobj(31), True
+                self.pending = rest.lstrip(b"\x00") + self.pending
+            out.append(chunk)
+            size += len(chunk)
+        self.produced += size
+        return b"".join(out)
+
+    def close(self) -> None:
+        self.f.close()
+
+    def __enter__(self) -> _Gunzip:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class _Reader:
     """A window on the (possibly gzipped) file: ``buf[off:]`` is unread; ``base`` is ``buf``'s file offset.
 
     Consuming moves ``off`` (no copy); the window is compacted only when a block is appended."""
 
-    def __init__(self, f: BinaryIO, source: str) -> None:
+    def __init__(self, f: BinaryIO | _Gunzip, source: str) -> None:
         self.f, self.source = f, source
         self.buf, self.off, self.base, self.eof, self.damaged = b"", 0, 0, False, False
 
@@ -105,9 +164,7 @@ class _Reader:
             return False
         try:
             block = self.f.read(BLOCK)
-        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
-            if isinstance(exc, gzip.BadGzipFile) and not self.buf:
-                raise DataError(f"{self.source}: not gzip data ({exc})") from None
+        except OSError:
             block, self.damaged = b"", True
         if not block:
             self.eof = True
@@ -146,13 +203,13 @@ class _MappedReader(_Reader):
             self.released = done
 
 
-def open_trace(path: Path) -> BinaryIO:
+def open_trace(path: Path) -> BinaryIO | _Gunzip:
     """The trace's bytes: gunzipped when the file starts with the gzip magic (whatever its suffix)."""
     f = path.open("rb")
     magic = f.read(2)
     f.seek(0)
     if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+        return _Gunzip(f, f"TRACE: {path}")
     return f
 
 
@@ -161,6 +218,16 @@ def _chunk(data: bytes, source: str, offset: int) -> list[Event] | None:
     try:
         return _decode_events(b"[" + data + b"]")
     except msgspec.ValidationError as exc:  # parses, but an event has a field of the wrong type
+        raise DataError(f"{source}: traceEvents (near byte {offset}): {_field_path(str(exc))}") from None
+    except RecursionError:
+        raise DataError(f"{source}: traceEvents (near byte {offset}): a value nested deeper than the decoder "
+                        "reads (thousands of levels); no profiler writes one: the file is damaged or forged") from None
+    except msgspec.DecodeError:
+        if _NONFINITE.search(data) is None:
+            return None
+    try:  # NaN / Infinity tokens (Python's json writes them): read as a non-finite number
+        return _decode_events(b"[" + _NONFINITE.sub(rb"\g<1>" + NONFINITE_AS, data) + b"]")
+    except msgspec.ValidationError as exc:
         raise DataError(f"{source}: traceEvents (near byte {offset}): {_field_path(str(exc))}") from None
     except msgspec.DecodeError:
         return None
@@ -178,7 +245,8 @@ def stream_events(path: Path, on_chunk: Callable[[list[Event]], None]) -> tuple[
     source = f"TRACE: {path}"
     total = path.stat().st_size
     with open_trace(path) as f:
-        r = _MappedReader(f, source) if not isinstance(f, gzip.GzipFile) and total > 0 else _Reader(f, source)
+        gz = isinstance(f, _Gunzip)
+        r = _MappedReader(f, source) if not gz and total > 0 else _Reader(f, source)
         while not (m := _EVENTS_KEY.search(r.buf, 0, MAX_HEADER)):
             if len(r.buf) > MAX_HEADER or not r.fill():
                 raise DataError(f"{source}: not a torch.profiler trace: no \"traceEvents\" array "
@@ -188,7 +256,7 @@ def stream_events(path: Path, on_chunk: Callable[[list[Event]], None]) -> tuple[
         count, suffix, trunc = 0, b"", None
         for events, rest in _chunks(r, source):
             if events is None:  # the file ended inside the array
-                trunc = Truncation(count, r.base + r.off, total if not isinstance(f, gzip.GzipFile) else None)
+                trunc = Truncation(count, r.base + r.off, total if not gz else None)
                 break
             count += len(events)
             on_chunk(events)
@@ -238,8 +306,8 @@ def _event_start(buf: Any, pos: int, probe: int) -> int | None:
         try:
             _decode_events(b"[" + buf[s: end.start() + 1] + b"]")
             return s
-        except msgspec.ValidationError:
-            return s  # events (of a wrong field type: reported when that part is decoded)
+        except (msgspec.ValidationError, RecursionError):
+            return s  # events (of a wrong field type, too deep: reported when that part is decoded)
         except msgspec.DecodeError:
             pos = s
     return None
@@ -312,8 +380,12 @@ def _chunks(r: _Reader, source: str) -> Iterator[tuple[list[Event] | None, bytes
             yield events, b""
             continue
         if not r.eof:  # an event longer than the window: double the window, resume the search where it stopped
+            if r.unread() >= MAX_EVENT:
+                raise DataError(f"{source}: traceEvents (near byte {r.base + r.off}): more than {MAX_EVENT >> 20} MiB "
+                                "without an event boundary (no profiler writes such an event: a damaged or forged "
+                                "file, e.g. a gzip of whitespace); not read further")
             scan = max(0, end - r.off)
-            target = 2 * r.unread()
+            target = min(2 * r.unread(), MAX_EVENT)
             while r.unread() < target and r.fill():
                 pass
             continue
@@ -376,6 +448,8 @@ def _header(prefix: bytes, suffix: bytes, source: str, strict: bool = True) -> H
         return _decode_header(prefix + b"]" + suffix)
     except msgspec.ValidationError as exc:
         raise DataError(f"{source}: {_field_path(str(exc))}") from None
+    except RecursionError:
+        raise DataError(f"{source}: a top-level value nested deeper than the decoder reads") from None
     except msgspec.DecodeError:
         if strict:
             raise DataError(f"{source}: not a JSON trace: the text around \"traceEvents\" does not parse") from None

@@ -1,7 +1,8 @@
 """Columns -> the op-pass structures of a live profile: a :class:`Folder` tree and per-step stage samples.
 
-One sweep per thread over its events sorted by (start, longest first) with a
-stack of open events gives every event its parent; events that start at the
+One sweep over every thread's events sorted by (start, longest first), with a
+stack of open events per thread, gives every event its parent (stages open in
+the order they ran, whichever thread ran them: autograd's backward thread); events that start at the
 top of a thread's stack find their step by bisection over the sorted step
 ranges (so step lookup costs log(steps) per top-level event, never events x
 steps), nested events inherit it. The fold is that of the live op pass
@@ -28,10 +29,17 @@ import numpy as np
 
 from recstack.profiling.oppass import FLOAT_DTYPES, MAX_SHAPES, Folder, RawNode
 from recstack.profiling.passes import TimingResult
-from recstack.profiling.rules import StageMap, StageRules, detect_stages_by_name, hand_down_roots
+from recstack.profiling.rules import (
+    TRAIN_STAGES,
+    StageMap,
+    StageRules,
+    detect_stages_by_name,
+    hand_down_roots,
+)
 from recstack.profiling.timing import CALLER, caller_key, split_caller_key
 from recstack.traceimport import overhead
 from recstack.traceimport.collect import (
+    DEVICE_KINDS,
     MODULE,
     NN_PREFIX,
     NNMODULE,
@@ -44,8 +52,11 @@ from recstack.traceimport.collect import (
     Collector,
     pseudo_stage,
 )
+from recstack.traceimport.device import step_figures
 
 SWEEP_BLOCK = 1 << 20  # events turned into Python objects at a time
+NOT_FORWARD = (*TRAIN_STAGES, "communication", "other")
+BACKWARD_OF = "[backward of "  # + forward stage + "]": backward ranges grouped by the forward stage they undo
 
 
 @dataclass
@@ -73,6 +84,21 @@ class Folded:
     overhead: overhead.OverheadEstimate = field(default_factory=lambda: overhead.OverheadEstimate(None, 0))
     events_per_step: float = 0.0  # host events recorded per step (the correction's count)
     removed_us: float = 0.0  # profiler time removed per step (mean)
+    device: DeviceTotals = field(default_factory=lambda: DeviceTotals())
+    cuts: dict[str, overhead.Cut] = field(default_factory=dict)  # per part: what the correction removed
+
+
+@dataclass
+class DeviceTotals:
+    """Where the device time of one trace went, by kind (:data:`DEVICE_KINDS`; microseconds, every step)."""
+
+    raw_us: list[float] = field(default_factory=lambda: [0.0] * len(DEVICE_KINDS))  # summed from the raw events
+    in_tree_us: list[float] = field(default_factory=lambda: [0.0] * len(DEVICE_KINDS))  # attached to ops in steps
+    outside_steps_us: list[float] = field(default_factory=lambda: [0.0] * len(DEVICE_KINDS))  # launched outside
+    unlaunched_us: list[float] = field(default_factory=lambda: [0.0] * len(DEVICE_KINDS))  # no launching call found
+    by_external_id: int = 0  # device events linked to their op by External id (no runtime call of their correlation)
+    by_flow: int = 0  # device events whose correlation came from their ac2g flow (none in their args)
+    kernel_kinds: dict[str, str] = field(default_factory=dict)  # kernel node name -> its kind
 
 
 def _order(c: Collector) -> np.ndarray:
@@ -83,10 +109,19 @@ def _order(c: Collector) -> np.ndarray:
     return np.lexsort((-end, ts, thr))
 
 
-def _rows(c: Collector, order: np.ndarray, cols: tuple[str, ...]):
-    """The rows of the named columns in ``order`` (no index), one block of Python objects at a time."""
-    arrays = [np.frombuffer(getattr(c.cols, k), dtype={"d": np.float64, "i": np.int32, "q": np.int64}[
-        getattr(c.cols, k).typecode]) for k in cols]
+def _time_order(c: Collector) -> np.ndarray:
+    """Event indices sorted by start, then longest first, every thread together: the sweep keeps one stack per
+    thread but opens stages in the order they ran, so a backward on autograd's thread comes after the forward
+    on the main thread (swept thread by thread, one thread's ranges took the other's time as caller code)."""
+    ts = np.frombuffer(c.cols.ts, dtype=np.float64)
+    end = np.frombuffer(c.cols.end, dtype=np.float64)
+    return np.lexsort((-end, ts))
+
+
+def _rows(c: Collector, order: np.ndarray, cols: tuple[str | np.ndarray, ...]):
+    """The rows of the named columns (or arrays) in ``order`` (no index), one block of Python objects at a time."""
+    arrays = [k if isinstance(k, np.ndarray) else np.frombuffer(getattr(c.cols, k), dtype={
+        "d": np.float64, "i": np.int32, "q": np.int64}[getattr(c.cols, k).typecode]) for k in cols]
     for b in range(0, len(order), SWEEP_BLOCK):
         idx = order[b:b + SWEEP_BLOCK]
         yield from zip(*(a[idx].tolist() for a in arrays), strict=True)
@@ -156,11 +191,38 @@ def find_steps(c: Collector, order: np.ndarray) -> Steps:
     return Steps([float(ts.min())], [float(end.max())], ["whole trace"], "whole trace")
 
 
-def _merge(src: RawNode, dst: RawNode, stage: str, forward: dict[int, RawNode]) -> None:
-    """Add ``src``'s subtree into ``dst``'s (as stage ``stage``); ``forward`` maps each src node to its dst."""
+@dataclass(eq=False)
+class FoldNode(RawNode):
+    """A RawNode of the fold with two references the sweep needs (no ``id()`` keys: the id of a node that is
+    merged and freed is reused by a new node, and a cache keyed by it hands back the dead node's entries).
+
+    ``ops``: op children by name id (the sweep's lookup without a key tuple per event); ``into``: the node
+    this one's counts were merged into (a step's ops outside every stage, merged into a caller-code tree
+    or ``other``), so a kernel whose launching op was merged follows it there."""
+
+    ops: dict[int, FoldNode] = field(default_factory=dict, repr=False)
+    into: FoldNode | None = field(default=None, repr=False)
+
+    def child(self, name: str, level: str, stage: str | None) -> FoldNode:
+        key = (level, name)
+        node = self.children.get(key)
+        if node is None:
+            node = self.children[key] = FoldNode(name, level, stage)
+        return node  # type: ignore[return-value]
+
+    def live(self) -> FoldNode:
+        """The node that holds this one's counts now (itself unless it was merged)."""
+        node = self
+        while node.into is not None:
+            node = node.into
+        return node
+
+
+def _merge(src: FoldNode, dst: FoldNode, stage: str) -> None:
+    """Add ``src``'s subtree into ``dst``'s (as stage ``stage``); each src node points at its dst (``into``)."""
     for c in src.children.values():
         d = dst.child(c.name, c.level, stage)
-        forward[id(c)] = d
+        c.into = d  # type: ignore[attr-defined]
         d.us += c.us
         d.calls += c.calls
         d.device_us += c.device_us
@@ -169,7 +231,7 @@ def _merge(src: RawNode, dst: RawNode, stage: str, forward: dict[int, RawNode]) 
                 d.shapes[k] = d.shapes.get(k, 0) + v
         for k, v in c.dtypes.items():
             d.dtypes[k] = d.dtypes.get(k, 0) + v
-        _merge(c, d, stage, forward)
+        _merge(c, d, stage)  # type: ignore[arg-type]
 
 
 class _Sweep:
@@ -178,28 +240,36 @@ class _Sweep:
     def __init__(self, c: Collector, smap: StageMap, steps: Steps, correct: bool = True) -> None:
         self.c, self.smap, self.steps, self.correct = c, smap, steps, correct
         self.folder = Folder()
+        self.folder.root = FoldNode("run", "run", None)
         n = len(steps.starts)
         self.stage_us: dict[str, list[float]] = {}
         self.caller_us: dict[str, list[float]] = {}
         self.boundary = list(steps.starts)
-        self.segs: dict[int, RawNode] = {}
-        self.corr: dict[int, RawNode] = {}
-        self.forward: dict[int, RawNode] = {}
+        self.segs: dict[int, FoldNode] = {}
+        self.corr: dict[int, FoldNode] = {}  # correlation id of a runtime call in a step -> its launching node
+        self.outside_corr: set[int] = set()  # ... of runtime calls outside every step
+        self.need_ext, self.k_corr = _device_links(c)
+        self.ext_node: dict[int, FoldNode] = {}  # External id -> op node, for the device events that need it
+        self.outside_ext: set[int] = set()
+        self.seq_stage: dict[int, str] = {}  # autograd sequence number of a forward op -> its forward stage
+        self.device = DeviceTotals(raw_us=list(c.device_us))
+        self.device.by_flow = sum(1 for a, b in zip(c.cols.k_corr, self.k_corr, strict=True) if a < 0 <= b)
         self.outside = 0
         self.n = n
         self.overhead = overhead.OverheadEstimate(None, 0)
         self.events_per_step = 0.0
         self.removed_us = 0.0  # per step, mean: what the correction took off the step time
+        self.cuts: dict[str, overhead.Cut] = {}  # per part (stage, caller key, other): what was removed
         self.root_stage: dict[int, str] = {}  # module path id -> its stage, for stage roots
         for pid, path in enumerate(c.paths):
             pl = smap.placements.get(path)
             if pl is not None and pl.root and pl.stage:
                 self.root_stage[pid] = pl.stage
 
-    def seg(self, step: int) -> RawNode:
+    def seg(self, step: int) -> FoldNode:
         s = self.segs.get(step)
         if s is None:
-            s = self.segs[step] = RawNode("[outside]", "module", None)
+            s = self.segs[step] = FoldNode("[outside]", "module", None)
         return s
 
     def samples(self, table: dict[str, list[float]], stage: str) -> list[float]:
@@ -208,10 +278,10 @@ class _Sweep:
             row = table[stage] = [0.0] * self.n
         return row
 
-    def open_stage(self, st: str, outer: str | None, step: int, t: float, e: float) -> RawNode:
+    def open_stage(self, st: str, outer: str | None, step: int, t: float, e: float) -> FoldNode:
         """A stage root's range begins: its stage node; the outer stage loses the time, or, at the top, the
         ops since the previous boundary become this stage's caller code."""
-        root = self.folder.root
+        root: FoldNode = self.folder.root  # type: ignore[assignment]
         node = root.child(st, "stage", st)
         dur = e - t
         node.us += dur
@@ -223,8 +293,8 @@ class _Sweep:
         else:
             seg = self.segs.pop(step, None)
             if seg is not None and seg.children:
-                caller = self.folder.callers.setdefault(st, RawNode(CALLER, "module", st))
-                _merge(seg, caller, st, self.forward)
+                caller = self.folder.callers.setdefault(st, FoldNode(CALLER, "module", st))
+                _merge(seg, caller, st)  # type: ignore[arg-type]
             gap = max(0.0, t - self.boundary[step])
             if gap > 0 or st in self.caller_us or seg is not None:
                 self.samples(self.caller_us, st)[step] += gap
@@ -238,19 +308,23 @@ class _Sweep:
         step_of_start = {t: i for i, t in enumerate(starts)}
         root_stage = self.root_stage
         folder, segs = self.folder, self.segs
-        ops_of: dict[int, dict[int, RawNode]] = {}  # id(parent) -> name id -> op child (parents live on)
-        stack: list[tuple[float, RawNode | None, str | None, int, bool]] = []
+        stacks: dict[int, list[tuple[float, FoldNode | None, str | None, int, bool]]] = {}
+        stack: list[tuple[float, FoldNode | None, str | None, int, bool]] = []
         cur = -1
         op_total = 0.0
-        for t, e, th, n, aux, ty in _rows(c, order, ("ts", "end", "thr", "nid", "aux", "ty")):
-            if th != cur:
-                stack, cur = [], th
+        need_ext, ext_node = self.need_ext, self.ext_node
+        seq_stage = self.seq_stage
+        ext, seq = self.needed_links()
+        for t, e, th, n, aux, ty, x, sq in _rows(c, order, ("ts", "end", "thr", "nid", "aux", "ty", ext, seq)):
+            if th != cur:  # one stack per thread
+                stack, cur = stacks.setdefault(th, []), th
             while stack and stack[-1][0] <= t:
                 stack.pop()
             kind = kinds[n]
             if stack:
                 _, p_node, p_stage, step, p_op = stack[-1]
                 if p_node is None:  # inside an event outside every step
+                    self.left_out(kind, aux, x)
                     stack.append((e, None, None, -1, False))
                     continue
                 if p_stage is None and not p_op:
@@ -265,6 +339,7 @@ class _Sweep:
                     step = j if j >= 0 and t < ends[j] else -1
                 if step < 0:
                     self.outside += 1
+                    self.left_out(kind, aux, x)
                     stack.append((e, None, None, -1, False))
                     continue
                 p_node, p_stage, p_op = self.seg(step), None, False
@@ -291,9 +366,13 @@ class _Sweep:
                 if kind == PSEUDO_STAGE and p_stage is None:
                     st = pseudo_stage(names[n]) or "other"
                     p_node, p_stage = self.open_stage(st, None, step, t, e), st
-                kids = ops_of.get(id(p_node))  # op children by name id (no key tuples per event)
-                if kids is None:
-                    kids = ops_of[id(p_node)] = {}
+                    if st == "backward" and sq >= 0:
+                        p_node = self.backward_of(p_node, sq, t, e)
+                elif kind == PSEUDO_STAGE and sq >= 0 and p_stage == "backward" and p_node.level == "stage":
+                    p_node = self.backward_of(p_node, sq, t, e)
+                elif sq >= 0 and p_stage is not None and p_stage not in NOT_FORWARD:
+                    seq_stage.setdefault(sq, p_stage)  # a forward op: its backward belongs to this stage
+                kids = p_node.ops  # op children by name id (no key tuples per event)
                 node = kids.get(n)
                 if node is None:
                     node = kids[n] = p_node.child(names[n], "op", p_stage)
@@ -304,9 +383,13 @@ class _Sweep:
                 if kind == RUNTIME:
                     if aux >= 0:
                         self.corr[aux] = p_node if p_op else node
-                elif aux >= 0:
+                else:
+                    if x >= 0 and x in need_ext:
+                        ext_node.setdefault(x, node)  # the outermost op of this External id launched it
                     sh = node.shapes
-                    if aux in sh:
+                    if aux < 0:
+                        pass
+                    elif aux in sh:
                         sh[aux] += 1
                     elif len(sh) < MAX_SHAPES:
                         sh[aux] = 1  # shape ids: named at the end
@@ -315,21 +398,67 @@ class _Sweep:
                 stack.append((e, node, p_stage, step, True))
         folder.op_total_us += op_total
 
-    def kernels(self) -> tuple[int, int]:
-        """Attach the device events to the ops that launched them; (attached, without a launching op)."""
+    def needed_links(self) -> tuple[np.ndarray, np.ndarray]:
+        """The External id and sequence number columns with only the values the sweep needs (-1 elsewhere:
+        small ints Python does not allocate): ids some device event needs, numbers some backward range has."""
         c = self.c
+        ext = np.frombuffer(c.cols.ext, dtype=np.int64)
+        ext = np.where(np.isin(ext, np.fromiter(self.need_ext, dtype=np.int64)), ext, -1) if self.need_ext \
+            else np.full(len(ext), -1, dtype=np.int64)
+        seq = np.frombuffer(c.cols.seq, dtype=np.int64)
+        nid = np.frombuffer(c.cols.nid, dtype=np.int32)
+        is_bwd = np.array([k == PSEUDO_STAGE for k in c.kinds] or [False], dtype=bool)[nid] if len(nid) else \
+            np.zeros(0, dtype=bool)
+        wanted = np.unique(seq[is_bwd & (seq >= 0)])
+        seq = np.where(np.isin(seq, wanted), seq, -1) if len(wanted) else np.full(len(seq), -1, dtype=np.int64)
+        return ext, seq
+
+    def backward_of(self, stage: FoldNode, seq: int, t: float, e: float) -> FoldNode:
+        """The node a backward range of sequence number ``seq`` goes under: ``[backward of <stage>]`` for the
+        forward stage whose op had that number (the trace links them), else the backward stage itself."""
+        fwd = self.seq_stage.get(seq)
+        if fwd is None:
+            return stage
+        m = stage.child(f"{BACKWARD_OF}{fwd}]", "module", "backward")
+        m.us += e - t
+        m.calls += 1
+        return m
+
+    def left_out(self, kind: int, aux: int, ext: int) -> None:
+        """An event outside every step: what it launched is device time outside every step."""
+        if kind == RUNTIME and aux >= 0:
+            self.outside_corr.add(aux)
+        elif ext >= 0 and ext in self.need_ext:
+            self.outside_ext.add(ext)
+
+    def kernels(self) -> tuple[int, int]:
+        """Attach the device events to the ops that launched them (by correlation id; else by External id);
+        (attached, launched by no op found). Every event's time is counted by kind where it went."""
+        c, dev = self.c, self.device
         matched = unmatched = 0
-        for corr, n, dur in zip(c.cols.k_corr, c.cols.k_nid, c.cols.k_dur, strict=True):
+        names = c.names
+        for corr, n, dur, kind, ext in zip(self.k_corr, c.cols.k_nid, c.cols.k_dur, c.cols.k_kind, c.cols.k_ext,
+                                           strict=True):
             node = self.corr.get(corr)
+            if node is None and ext >= 0 and corr not in self.outside_corr:
+                node = self.ext_node.get(ext)
+                dev.by_external_id += node is not None
+                if node is None and ext in self.outside_ext:
+                    corr = -2
             if node is None:
-                unmatched += 1
+                if corr in self.outside_corr or corr == -2:
+                    dev.outside_steps_us[kind] += dur
+                else:
+                    dev.unlaunched_us[kind] += dur
+                    unmatched += 1
                 continue
-            while id(node) in self.forward:
-                node = self.forward[id(node)]
-            k = node.child(c.names[n], "kernel", node.stage)
+            node = node.live()
+            k = node.child(names[n], "kernel", node.stage)
             k.us += dur
             k.calls += 1
             node.device_us += dur
+            dev.in_tree_us[kind] += dur
+            dev.kernel_kinds.setdefault(names[n], DEVICE_KINDS[kind])
             matched += 1
         return matched, unmatched
 
@@ -337,7 +466,7 @@ class _Sweep:
         """Ops after the last stage root go to ``other``; the per-step samples in seconds."""
         other = self.folder.root.child("other", "stage", "other")
         for seg in self.segs.values():
-            _merge(seg, other, "other", self.forward)
+            _merge(seg, other, "other")  # type: ignore[arg-type]
         self.segs = {}
         root, callers, n = self.folder.root, self.folder.callers, max(self.n, 1)
         runtime = frozenset(name for name, kind in zip(self.c.names, self.c.kinds, strict=True) if kind == RUNTIME)
@@ -353,17 +482,45 @@ class _Sweep:
         rows.update({caller_key(st): row for st, row in self.caller_us.items()})
         inside = [sum(row[i] for row in rows.values()) for i in range(self.n)]
         rows["other"] = [max(0.0, s - x) for s, x in zip(step_us, inside, strict=True)]
-        # Each part less the profiler's cost of its own events; the step is the sum of its corrected parts.
-        samples = {}
-        for key, row in rows.items():
+        # Each part less the profiler's cost of its own events, bounded by what the profiler can have added
+        # (overhead.bounded_cuts); the step is the sum of its corrected parts.
+        cuts = {}
+        for key in rows:
             st = split_caller_key(key)
             node = callers.get(st) if st is not None else root.children.get(("stage", key))
-            samples[key] = [u * 1e-6 for u in overhead.corrected(row, events(node), per)]
+            cuts[key] = overhead.Cut(events(node), overhead.wait_us(node) / n)
+        busy = [f["busy_s"] * 1e6 for f in step_figures(self.c, self.steps.starts, self.steps.ends)] \
+            if len(self.c.cols.k_dur) else None
+        overhead.bounded_cuts(rows, cuts, per, step_us, busy)
+        self.cuts = cuts if per is not None else {}
+        samples = {key: [max(0.0, u - c) * 1e-6 for u, c in zip(row, cuts[key].cut_us, strict=True)]
+                   for key, row in rows.items()}
         step_s = [sum(row[i] for row in samples.values()) for i in range(self.n)]
         self.removed_us = sum(s * 1e6 - c * 1e6 for s, c in zip([u * 1e-6 for u in step_us], step_s, strict=True)) / n
         self.folder.steps = self.n
         self.folder.step_us = sum(step_s) * 1e6
         return TimingResult(plain=[], timed=step_s, stage_samples=samples)
+
+
+def _device_links(c: Collector) -> tuple[set[int], list[int]]:
+    """(External ids the device events need: those whose correlation id no runtime call has, each device
+    event's correlation id: from its args, else from its ``ac2g`` flow, the flow's end sharing its start)."""
+    k_corr = c.cols.k_corr.tolist()
+    if not k_corr:
+        return set(), k_corr
+    missing = [i for i, v in enumerate(k_corr) if v < 0]
+    if missing and len(c.cols.f_ts):
+        k_ts = c.cols.k_ts
+        want = {k_ts[i] for i in missing}
+        flow = {t: f for t, f in zip(c.cols.f_ts, c.cols.f_id, strict=True) if t in want}
+        for i in missing:
+            k_corr[i] = flow.get(k_ts[i], -1)
+    nid = np.frombuffer(c.cols.nid, dtype=np.int32)
+    is_rt = np.array([k == RUNTIME for k in c.kinds] or [False], dtype=bool)
+    rt = set(np.frombuffer(c.cols.aux, dtype=np.int64)[is_rt[nid]].tolist()) if len(nid) else set()
+    ext = c.cols.k_ext
+    need = {ext[i] for i, v in enumerate(k_corr) if v not in rt and ext[i] >= 0}
+    return need, k_corr
 
 
 def signatures(c: Collector) -> dict[int, tuple[list, list, list]]:
@@ -450,7 +607,7 @@ def fold(c: Collector, rules: StageRules | None, correct: bool = True) -> Folded
     hand_down_roots(smap, set(c.paths))
     steps = find_steps(c, order)
     sweep = _Sweep(c, smap, steps, correct)
-    sweep.run(order)
+    sweep.run(_time_order(c))
     matched, unmatched = sweep.kernels()
     timing = sweep.finish()
     sigs = signatures(c)
@@ -461,7 +618,7 @@ def fold(c: Collector, rules: StageRules | None, correct: bool = True) -> Folded
     return Folded(sweep.folder, timing, smap, types, steps, hierarchy, root_type, matched, unmatched, sweep.outside,
                   signatures={i: sigs[i] for per in counts.values() for i in per}, signature_counts=counts,
                   overhead=sweep.overhead, events_per_step=sweep.events_per_step,
-                  removed_us=sweep.removed_us)
+                  removed_us=sweep.removed_us, device=sweep.device, cuts=sweep.cuts)
 
 
 def _first_seen(c: Collector, order: np.ndarray) -> list[str]:

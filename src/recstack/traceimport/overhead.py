@@ -15,11 +15,22 @@ own dispatch. The correction then subtracts, per step, ``per_event_us x`` the ev
 stage (ops, module ranges and runtime calls, nested ones included; the mean count per step) from that
 stage's time (caller code and ``other`` likewise, by their own events), never below zero; the step time
 is the sum of its corrected parts. No wrapper op in the trace: no estimate, no correction (said so in ``overhead.method``).
+
+On a GPU trace the correction is bounded by what the profiler can have added (:func:`bounded_cuts`):
+
+* a stage never loses the time its host spent waiting in a synchronising call (``cudaDeviceSynchronize``,
+  ``cudaStreamSynchronize``, a blocking ``cudaMemcpy``, their ``hip`` twins, ...): the host waited for the
+  device there, and the profiler's per-event cost does not lengthen a wait;
+* a step never loses more than its span less the GPU's busy time in it: a step the device kept busy ends
+  when the device's work does, and host-side recording cost ahead of the device is hidden in it (the
+  stages' cuts are scaled down together to fit).
+
+Each part's cut and which bound set it are recorded (:class:`Cut`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from recstack.profiling.oppass import RawNode
 
@@ -72,3 +83,65 @@ def corrected(samples_us: list[float], per_step_events: float, per_event_us: flo
     """Per-step times (us) less the estimated profiler cost of the events recorded in them, floored at 0."""
     cut = (per_event_us or 0.0) * per_step_events
     return [max(0.0, u - cut) for u in samples_us]
+
+
+# Runtime calls in which the host waits for the device (the profiler's per-event cost does not lengthen them).
+SYNC_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpy2D",
+    "cudaMemcpyFromSymbol", "cudaMemcpyToSymbol", "cudaStreamQuery", "cuStreamSynchronize", "cuCtxSynchronize",
+    "cuEventSynchronize", "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2", "hipDeviceSynchronize", "hipStreamSynchronize",
+    "hipEventSynchronize", "hipMemcpy", "hipMemcpyWithStream", "hipMemcpy2D"})
+
+
+def wait_us(node: RawNode | None) -> float:
+    """Time (us, every step) inside synchronising runtime calls under ``node`` (outermost ones)."""
+    if node is None:
+        return 0.0
+    total, stack = 0.0, list(node.children.values())
+    while stack:
+        n = stack.pop()
+        if n.level == "kernel":
+            continue
+        if n.name in SYNC_CALLS:
+            total += n.us
+        else:
+            stack.extend(n.children.values())
+    return total
+
+
+@dataclass
+class Cut:
+    """What the correction removed from one part (a stage, its caller code, ``other``), per step."""
+
+    events: float  # host events recorded in it per step (mean)
+    wait_us: float  # its time inside synchronising calls per step (mean)
+    cut_us: list[float] = field(default_factory=list)  # removed, per step
+    bound: str = "per-event estimate"  # or "waits", "GPU busy": which bound set the cut (the last to bind)
+
+
+def bounded_cuts(rows: dict[str, list[float]], cuts: dict[str, Cut], per_event_us: float | None,
+                 step_us: list[float], busy_us: list[float] | None) -> None:
+    """Fill each part's per-step cut: ``per_event_us x events``, at most its time less its waits; then, per
+    step, the parts' cuts scaled together to at most the step's span less the GPU's busy time (``busy_us``;
+    None: a trace without device events, no such bound)."""
+    per = per_event_us or 0.0
+    for key, row in rows.items():
+        c = cuts[key]
+        c.cut_us = []
+        for u in row:
+            want = per * c.events
+            room = max(0.0, u - c.wait_us) if c.wait_us > 0 else max(0.0, u)
+            if c.wait_us > 0 and want > room:
+                c.bound = "waits"
+            c.cut_us.append(min(want, room))
+    if busy_us is None:
+        return
+    for i, (span, busy) in enumerate(zip(step_us, busy_us, strict=True)):
+        room = max(0.0, span - busy)
+        total = sum(c.cut_us[i] for c in cuts.values())
+        if total > room:
+            scale = room / total
+            for c in cuts.values():
+                if c.cut_us[i] > 0:
+                    c.cut_us[i] *= scale
+                    c.bound = "GPU busy"

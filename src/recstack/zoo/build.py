@@ -140,6 +140,15 @@ def memory_estimate(
     cfg: ModelConfig, opts: BuildOptions, workload: WorkloadSpec | None = None, num_batches: int = NUM_BATCHES
 ) -> MemoryEstimate:
     """Bytes ``cfg`` needs with ``opts`` (tables, optimizer, dense layers) and ``opts.batch_size`` of ``workload``."""
+    from recstack.zoo.memory import estimate_config
+
+    return estimate_config(cfg, opts, workload, num_batches)
+
+
+def memory_estimate_closed_form(
+    cfg: ModelConfig, opts: BuildOptions, workload: WorkloadSpec | None = None, num_batches: int = NUM_BATCHES
+) -> MemoryEstimate:
+    """The earlier closed-form estimate (before recstack.memory.predict)."""
     skel = _skeleton(cfg)
     return estimate(
         cfg.resolved_tables(),

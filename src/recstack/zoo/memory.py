@@ -1,5 +1,9 @@
 """Memory preflight: estimate a model's bytes before any table is allocated.
 
+The preflight's figures come from :mod:`recstack.memory.predict` (:func:`estimate_config`), the model that
+``recstack memory`` reports and benchmarks/bench_memory.py checks against measured steps (docs/memory.md);
+:func:`estimate` below is the earlier closed form, kept for callers that pass tables and sizes directly.
+
 The estimate covers the tables (in their storage dtype), and in training the
 table gradients and optimizer state as each backend keeps them:
 
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from recstack.config.limits import USABLE_FRACTION, available_bytes, gib
 from recstack.errors import MemoryPreflightError
@@ -201,4 +206,39 @@ def check_fits(est: MemoryEstimate, *, model: str, scale: float, available: int 
     raise MemoryPreflightError(
         f"{at} needs {gib(est.total)} ({parts}) but {gib(avail)} is available; use {' (or '.join(hints)}"
         + ")" * (len(hints) - 1)
+    )
+
+
+def estimate_config(cfg: Any, opts: Any, workload: Any = None, num_batches: int = NUM_BATCHES) -> MemoryEstimate:
+    """The preflight's estimate from :mod:`recstack.memory.predict` (the model ``recstack memory`` reports).
+
+    The prediction's resident bytes, input batches and step peak map onto the estimate's parts: tables (with
+    FBGEMM's metadata), optimizer state, dense parameters with their buffers and (training) gradients, table
+    gradients, the generated batches, and the rest of the step's peak as activations; plus the headroom.
+    """
+    from recstack.memory.predict import predict, shape_of
+
+    shape = shape_of(cfg, workload)
+    pred = predict(shape, backend=opts.backend, mode=opts.mode, optimizer=opts.optimizer,
+                   table_dtype=opts.table_dtype, batch_size=opts.batch_size, num_batches=num_batches)
+    by = {c.what: 0 for c in pred.consumers}
+    for c in pred.consumers:
+        by[c.what] += c.bytes
+    r = pred.resident
+    grads = by.get("table_gradients", 0)
+    dense_grads = by.get("dense_gradients", 0)
+    # tables' state by element; torch.optim's 4-byte step counters and the dense layers' state go with dense
+    steps = 4 * len(shape.tables) if opts.mode == "train" and opts.optimizer != "sgd" and opts.backend != "tbe" else 0
+    table_state = sum(c.bytes for c in pred.consumers if c.what == "optimizer_state" and c.stage == "embedding")
+    return MemoryEstimate(
+        r["tables"] + r["table_metadata"],
+        grads,
+        table_state - steps,
+        r["dense_parameters"] + r["dense_buffers"] + dense_grads + r["optimizer_state"] - table_state + steps,
+        HEADROOM_BYTES,
+        batches=pred.inputs,
+        activations=max(0, pred.step_peak - grads - dense_grads),
+        batch_size=opts.batch_size,
+        grads_per_batch=opts.mode == "train" and opts.backend == "torch",
+        ids_per_sample=shape.ids_per_sample,
     )

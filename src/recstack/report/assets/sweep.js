@@ -120,7 +120,7 @@
     const ratio = (v) => (isNum(v) ? v.toFixed(2) + "x" : "-");
     const cols = [
       { key: "model", label: "model", get: (r) => r.model },
-      { key: "best", label: "best configuration", get: (r) => cfgText(r.best), sort: false },
+      { key: "best", label: "best configuration", get: (r) => (r.best ? cfgText(r.best) : r.mostly_contended ? "none presented: mostly contended" : "-"), sort: false },
       { key: "tput", label: "throughput", unit: "samples/s", num: true, get: (r) => (r.best ? r.best.throughput : null), fmt: (r) => U.compact(r.best ? r.best.throughput : null) },
       { key: "p50", label: "p50", num: true, get: (r) => (r.best ? r.best.step_p50_s : null), fmt: (r) => U.time(r.best ? r.best.step_p50_s : null) },
       { key: "p99", label: "p99", num: true, get: (r) => (r.best ? r.best.step_p99_s : null), fmt: (r) => U.time(r.best ? r.best.step_p99_s : null) },
@@ -182,6 +182,7 @@
       el("div", { class: "right" }, el("div", { text: "recstack " + D.recstack_version }))));
     const body = el("main");
     app.append(body);
+    for (const w of F.warnings || []) body.append(RS.note("Warning: " + w, "warn"));
     if (c.contended) body.append(RS.note(c.contended + " of the successful points ran contended (other processes shared the CPUs); their figures are drawn hollow and left out of the best table.", "warn"));
     // the answer first: the best configuration per model (and, from serving searches, the QPS at the target)
     body.append(RS.card("best", "Best configuration per model", "Highest throughput among the uncontended successful points; 'vs worst' and 'vs default' are throughput ratios (default: RunConfig's default deployment fields, when the sweep holds that point). Points that ran contended are left out: their times are inflated by other work on the machine, so a configuration is only as good as its quiet measurement (recstack best --include-contended shows them).", bestTable(F.best)));
