@@ -45,9 +45,9 @@ ATTR = re.compile(r"(\w+)(?:=(\"[^\"]*\"|\S+))?")
 # appended to every profiling command of a `tiny` block (the last value of a flag wins)
 TINY = {
     "profile": "--scale 0.001 --iters 2 --warmup 1 --op-iters 1 --batch-size 32 --machine none",
-    "share": "--scale 0.001 --iters 2 --warmup 1 --op-iters 1 --machine none",
-    "compile": "--scale 0.001 --iters 2 --warmup 1 --op-iters 1 --batch-size 32 --machine none",
-    "serve": "--scale 0.001 --duration 1 --warmup 1",
+    "share": "--scale 0.001 --iters 2 --warmup 1",
+    "compile": "--scale 0.001 --iters 2 --warmup 1 --batch-size 32",
+    "serve": "--scale 0.001 --duration 1",
     "demo": "--scale 0.001 --batch-size 32 --machine none",
 }
 RAN: list[str] = []  # every command and snippet run, for the count printed at the end
