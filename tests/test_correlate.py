@@ -80,7 +80,7 @@ def test_a_metric_that_is_a_feature_has_rho_one_and_resampling_is_over_models():
 def test_profiles_to_report_plots_and_json(profile_dir, tmp_path):
     out = tmp_path / "report.html"
     r = subprocess.run(
-        [sys.executable, "-m", "recstack", "correlate", str(profile_dir), "-o", str(out), "--json",
+        [sys.executable, "-m", "recstack", "correlate", str(profile_dir), "-o", str(out), "--json-out",
          str(tmp_path / "c.json"), "--bootstrap", "100"],
         capture_output=True, text=True, timeout=300,
     )
