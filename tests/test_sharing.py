@@ -205,7 +205,7 @@ def test_curve_follows_the_stated_formula():
 def test_cli_json_interface(capsys, tmp_path):
     out = tmp_path / "share.json"
     rc = main(["share", "din", "--scale", "0.001", "--candidates", "3", "--requests", "2", "--iters", "2",
-               "--warmup", "0", "--machine", "none", "--json", "-o", str(out)])
+               "--warmup", "0", "--json", "-o", str(out)])
     text = capsys.readouterr().out
     assert rc == 0
     doc = json.loads(text)
