@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,7 +80,7 @@ def test_a_metric_that_is_a_feature_has_rho_one_and_resampling_is_over_models():
 def test_profiles_to_report_plots_and_json(profile_dir, tmp_path):
     out = tmp_path / "report.html"
     r = subprocess.run(
-        [sys.executable, "-m", "recstack", "correlate", str(profile_dir), "-o", str(out), "--json",
+        [sys.executable, "-m", "recstack", "correlate", str(profile_dir), "-o", str(out), "--json-out",
          str(tmp_path / "c.json"), "--bootstrap", "100"],
         capture_output=True, text=True, timeout=300,
     )
@@ -213,6 +214,12 @@ def test_report_in_a_headless_browser(profile_dir, tmp_path):
         assert len(drv.find_elements(By.CSS_SELECTOR, "#rho tr")) == len(corr.metrics) + 1
         assert len(drv.find_elements(By.CSS_SELECTOR, "#findings li")) == len(corr.metrics)
         assert "resamples" in drv.find_element(By.ID, "method").text
+        # styled like the other pages (their header and cards), tables inside the page, significant digits
+        assert drv.find_elements(By.CSS_SELECTOR, "header.top h1") and len(drv.find_elements(By.CSS_SELECTOR, "section.card")) >= 5
+        width = drv.execute_script("return document.documentElement.clientWidth")
+        assert drv.execute_script("return document.documentElement.scrollWidth") <= width  # nothing overflows
+        page_text = drv.find_element(By.TAG_NAME, "body").text
+        assert not re.search(r"[+-]0\.00(?!\d)", page_text)  # +0.0089, never a bare +0.00
     finally:
         drv.quit()
 
@@ -230,3 +237,9 @@ def test_mixed_modes_are_named_per_mode_and_absent_stages_count_as_zero():
     assert pts[0].metrics == {"inference:share:embedding": 0.5, "inference:share:sequence": 0.0}
     assert pts[1].metrics == {"inference:share:embedding": 0.0, "inference:share:sequence": 0.4}
     assert pts[2].metrics == {"train:share:backward": 0.6}  # training shares are never mixed with inference
+
+
+def test_signed_keeps_significant_digits():
+    from recstack.correlate.stats import signed
+
+    assert (signed(0.0012), signed(-0.5), signed(0.0), signed(float("nan"))) == ("+0.0012", "-0.50", "0", "")

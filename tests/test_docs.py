@@ -45,12 +45,13 @@ ATTR = re.compile(r"(\w+)(?:=(\"[^\"]*\"|\S+))?")
 # appended to every profiling command of a `tiny` block (the last value of a flag wins)
 TINY = {
     "profile": "--scale 0.001 --iters 2 --warmup 1 --op-iters 1 --batch-size 32 --machine none",
-    "share": "--scale 0.001 --iters 2 --warmup 1 --op-iters 1 --machine none",
-    "compile": "--scale 0.001 --iters 2 --warmup 1 --op-iters 1 --batch-size 32 --machine none",
-    "serve": "--scale 0.001 --duration 1 --warmup 1",
+    "share": "--scale 0.001 --iters 2 --warmup 1",
+    "compile": "--scale 0.001 --iters 2 --warmup 1 --batch-size 32",
+    "serve": "--scale 0.001 --duration 1",
     "demo": "--scale 0.001 --batch-size 32 --machine none",
 }
 RAN: list[str] = []  # every command and snippet run, for the count printed at the end
+CHECKED: list[str] = []  # every synopsis line whose flags were checked
 PROFILE_NAMES = ("out.json", "a.json", "b.json", "base.json", "cand.json", "rmc1.json")
 
 
@@ -184,14 +185,18 @@ def check_usage(block: Block) -> None:
     """Every flag a synopsis names is a flag of the command it names."""
     parsers = _parsers()
     for line in block.body.replace("\\\n", " ").splitlines():
-        words = line.split()
-        if not words or words[0] != "recstack":
+        words = [w for w in line.split() if w not in GLOBAL_FLAGS and w != "..."]  # "...": the rest, any
+        if len(words) < 2 or words[0] != "recstack":
             continue
         cmd = " ".join(w for w in words[1:3] if re.fullmatch(r"[a-z-]+", w) and " ".join(words[1:3]) in parsers)
         cmd = cmd if cmd in parsers else words[1]
         assert cmd in parsers, f"{block.where}: no command {cmd!r}"
-        for flag in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", line):
+        for flag in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", " ".join(words)):
             assert flag in parsers[cmd], f"{block.where}: recstack {cmd} has no flag {flag}"
+        CHECKED.append(f"{block.where}: {line.strip()}")
+
+
+GLOBAL_FLAGS = ("--quiet", "--debug", "--version", "--help")  # recstack's own, before or after any command
 
 
 def _parsers() -> dict[str, set[str]]:
@@ -250,7 +255,8 @@ def test_doc_examples(page: str, tiny_profile: Path, tmp_path: Path, capsys: pyt
                 assert want in (printed or ""), f"{block.where}: {want!r} not in the output:\n{printed}"
     finally:
         _forget_modules(tmp_path)
-    print(f"{page}: {len(RAN) - before} commands and snippets run ({len(RAN)} so far)")
+    print(f"{page}: {len(RAN) - before} commands and snippets run ({len(RAN)} so far; {len(CHECKED)} synopsis lines "
+          "checked so far)")
 
 
 def test_zoo_table_lists_every_model() -> None:
@@ -292,9 +298,16 @@ def test_every_flag_shows_its_default() -> None:
 
 
 def test_one_meaning_per_flag_name(capsys: pytest.CaptureFixture[str]) -> None:
-    """--depth is a tree's depth wherever it shows; every --machine takes 'auto' for this host's machine file."""
+    """--depth is a tree's depth wherever it shows; every --machine takes 'auto' for this host's machine file;
+    --json prints JSON (it names no file) and --chart picks a chart (it names no file)."""
     for p in _leaves():
         for a in p._actions:
+            if a.help == "==SUPPRESS==":
+                continue  # an old name kept working
+            if "--json" in a.option_strings:
+                assert a.nargs == 0, f"{p.prog} --json takes a value"
+            if "--chart" in a.option_strings:
+                assert a.choices, f"{p.prog} --chart is not a choice of chart"
             if "--depth" in a.option_strings and a.help != "==SUPPRESS==":
                 assert "tree depth" in a.help, f"{p.prog} --depth: {a.help}"
             if "--machine" in a.option_strings:
@@ -306,3 +319,23 @@ def test_one_meaning_per_flag_name(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     assert "--depth" not in capsys.readouterr().out
+
+
+def test_relative_links_resolve() -> None:
+    """Every relative link of README.md and docs/*.md names a file that exists (docs moved keep their links)."""
+    for page in PAGES:
+        text = (REPO / page).read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            assert (REPO / page).parent.joinpath(target).exists(), f"{page}: link to {target} names no file"
+
+
+def test_inline_commands_name_real_flags() -> None:
+    """Every inline `recstack CMD --flag ...` in the prose names a command and flags that exist (as a synopsis)."""
+    for page in PAGES:
+        text = (REPO / page).read_text(encoding="utf-8")
+        text = FENCE.sub("", text)  # fenced blocks are checked above
+        for m in re.finditer(r"(?<!`)`(recstack [^`]+)`", text):
+            line = text.count("\n", 0, m.start()) + 1
+            check_usage(Block(page, line, "", " ".join(m.group(1).split()), "usage"))  # a span may wrap a line

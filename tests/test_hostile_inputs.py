@@ -177,7 +177,7 @@ for id, argv in (
 for id, argv in (
     ("sweep-report-fallback", ["sweep-report", GOOD, "-o", "{F}/r.html"]),
     ("correlate-fallback", ["correlate", GOOD, "-o", "{F}/c.html", "--bootstrap", "50"]),
-    ("correlate-json-fallback", ["correlate", GOOD, "-o", "{T}/c.html", "--json", "{F}/c.json", "--bootstrap", "50"]),
+    ("correlate-json-fallback", ["correlate", GOOD, "-o", "{T}/c.html", "--json-out", "{F}/c.json", "--bootstrap", "50"]),
 ):
     add("enospc", id, argv, code=0, match=r"warning: cannot write .*; the \w+ is written to ", needs="tmpfs")
 

@@ -609,7 +609,7 @@ def test_report_in_browser(browser, torch_prof: Profile, hostile_prof: Profile, 
     drv = browser
     _open(drv, write_report(torch_prof, tmp_path / "report.html"))
     assert drv.find_element(By.ID, "report-title").text == "rmc1" + EVIL  # rendered as text, not markup
-    meta = drv.find_element(By.ID, "metadata").text
+    meta = drv.find_element(By.ID, "metadata").get_attribute("textContent")  # folded: not visible text
     assert "batch_size" in meta and torch.__version__ in meta and "stage pass ratio" in meta
     assert len(drv.find_elements(By.CSS_SELECTOR, "#icicle rect.cell")) > 5
     legend = drv.find_element(By.ID, "provenance-legend").text
@@ -671,6 +671,38 @@ def test_report_in_browser(browser, torch_prof: Profile, hostile_prof: Profile, 
 
 
 @pytest.mark.filterwarnings("ignore:Sparse invariant checks:UserWarning")  # torch's sparse Adagrad
+def test_report_first_screen_says_where_the_time_goes(browser, torch_prof: Profile, tmp_path: Path) -> None:
+    """The first screen (1400 x 1000) holds the stages with their shares, bounds and the run's bound read from the
+    time shares; the run metadata is folded below it."""
+    from selenium.webdriver.common.by import By
+
+    drv = browser
+    _open(drv, write_report(torch_prof, tmp_path / "first.html"))
+    drv.save_screenshot(str(tmp_path / "first.png"))
+    q = drv.execute_script
+    height = q("return window.innerHeight")
+    box = q("const r = document.getElementById('summary').getBoundingClientRect(); return [r.top, r.bottom]")
+    bound = q("return document.getElementById('run-bound').getBoundingClientRect().bottom")
+    assert box[0] < height / 2 and bound < height, (box, bound, height)
+    rows = drv.find_elements(By.CSS_SELECTOR, "#summary tbody tr")
+    stages = sorted(torch_prof.root.children, key=lambda n: -n.time_s)
+    assert [r.find_elements(By.TAG_NAME, "td")[0].text for r in rows] == [n.name for n in stages]  # largest first
+    run_t = torch_prof.root.time_s
+    assert rows[0].find_element(By.CSS_SELECTOR, ".sharebar").text == _pct(stages[0].time_s / run_t)  # a numbered bar
+    # the run's bound from the stages' time shares: every class named with its share of the step
+    shares: dict[str, float] = {}
+    for n in stages:
+        shares[n.extra.get("bound") or "unclassified"] = shares.get(n.extra.get("bound") or "unclassified", 0) + n.time_s
+    text = drv.find_element(By.ID, "run-bound").text
+    total = sum(shares.values())
+    assert all(b in text for b, v in shares.items() if b != "unclassified" or v >= 0.001 * total), (text, shares)
+    top = max((b for b in shares if b != "unclassified"), key=shares.get)
+    classified = sum(v for b, v in shares.items() if b != "unclassified")
+    assert text.startswith("Run bound: " + (top if shares[top] >= 2 / 3 * classified else "mixed"))
+    assert q("return document.getElementById('metadata-fold').open") is False
+    assert q("return document.getElementById('metadata').checkVisibility()") is False  # folded
+
+
 def test_report_variants_in_browser(browser, torch_costed: Profile, train_prof: Profile, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
@@ -724,7 +756,7 @@ def test_report_new_fields_in_browser(browser, fields_prof: Profile, tmp_path: P
     assert "bf16_speedup" in findings and "0.658" in findings and EVIL in findings and "1.88?" in findings
     config = drv.find_element(By.ID, "run-config").get_attribute("textContent")
     assert "RunConfig: 5 fields" in config and "stage_rules" in config
-    assert "profile schema version" in drv.find_element(By.ID, "metadata").text
+    assert "profile schema version" in drv.find_element(By.ID, "metadata").get_attribute("textContent")
 
 
 def test_diff_in_browser(browser, torch_prof: Profile, tbe_prof: Profile, tmp_path: Path) -> None:

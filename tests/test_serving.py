@@ -214,7 +214,7 @@ def test_search_stores_every_probe_and_respects_the_physics(tmp_path, capsys):
     _v1_store(store)
     r = _serve("spin", "--service-ms", "5", "--query-size", "1", "--search", "--p99", "0.2", "--qps", "100",
                "--grid", "max_batch=1;workers=1;threads=1", "--tail-samples", "1", "--duration", "0.5",
-               "--grace", "0.5", "--budget", "0.6", "--store", str(store), "--chart", str(tmp_path / "c.png"),
+               "--grace", "0.5", "--budget", "0.6", "--store", str(store), "--chart-out", str(tmp_path / "c.png"),
                "--json", timeout=180)
     assert r.returncode == 0, r.stderr
     v = json.loads(r.stdout)

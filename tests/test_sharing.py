@@ -249,6 +249,8 @@ def test_share_report_draws_shares_and_the_curve(browser, tmp_path):  # noqa: F8
     rows = browser.find_elements(By.CSS_SELECTOR, "#share-table-rmc2 tbody tr")
     assert len(rows) == len(results[-1]["share_by_stage"])
     assert browser.find_elements(By.CSS_SELECTOR, '#share-table-rmc2 [data-cls="request"]')
+    labels = [s.text for s in browser.find_elements(By.CSS_SELECTOR, "#share-table-rmc2 .stack span")]
+    assert labels and all(t.endswith("%") for t in labels)  # the bars carry their numbers
     assert len(browser.find_elements(By.CSS_SELECTOR, "#curve-rmc2 circle")) == 2
     assert len(browser.find_elements(By.CSS_SELECTOR, "#curve-rmc2 path")) == 2
     assert "C=4" in browser.find_element(By.ID, "measured-rmc2").text

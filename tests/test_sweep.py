@@ -432,6 +432,12 @@ def test_sweep_report_renders_in_the_browser(failing_sweep: tuple[Path, subproce
     best_rows = q("return [...document.querySelectorAll('#best-table tbody tr')].map(r => r.cells[0].textContent)")
     assert sorted(best_rows) == ["rmc1", "sweepfactories:boom", "sweepfactories:hang"]
     assert "3 failed" in q("return document.getElementById('counts').textContent")
+    # the answer first: the best table on the first screen, above every chart
+    best_top = q("return document.getElementById('best').getBoundingClientRect().top")
+    assert best_top < q("return window.innerHeight") / 2
+    assert best_top < q("return document.getElementById('throughput').getBoundingClientRect().top")
+    # a log axis carries a label per decade, and 2x/5x ones where it spans under two decades: never just one
+    assert q("return document.querySelectorAll('#latency-chart text[text-anchor=end]').length") >= 3
     assert q("return document.getElementById('serving')") is None  # the store has no serving rows
     # the same store with two serving configurations (written by serve --search's own writer)
     from recstack.serving.results import ServingStore, probe_row

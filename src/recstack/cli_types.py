@@ -147,7 +147,8 @@ def add_run_arguments(parser: argparse.ArgumentParser, unused: frozenset[str] = 
         allowed = field_range(name)
         if allowed:
             extras.append(f"allowed: {allowed}")
-        help_text = (info.description or "").replace("%", "%%") + (f" ({'; '.join(extras)})" if extras else "")
+        desc = (info.description or "").replace("zoo id,", f"zoo id ({ZOO_IDS}),", 1)  # the ids from the zoo itself
+        help_text = desc.replace("%", "%%") + (f" ({'; '.join(extras)})" if extras else "")
         if meta.get("positional"):
             parser.add_argument(name, nargs="?", default=argparse.SUPPRESS, metavar=meta.get("metavar"), help=help_text)
             continue

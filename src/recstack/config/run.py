@@ -34,7 +34,6 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from recstack.config.limits import BATCH_SIZE_MAX, SEED_MAX, TASKS_MAX  # shared with zoo and workload
 from recstack.errors import ConfigError
-from recstack.zoo.config import ZOO_IDS
 
 ITERS_MAX = 100_000
 SCALE_MAX = 1000.0
@@ -81,7 +80,7 @@ class RunConfig(BaseModel):
 
     model: str | None = Field(
         None,
-        description=f"zoo id ({ZOO_IDS}), a model YAML file, or package.module:factory",
+        description="zoo id, a model YAML file, or package.module:factory",  # the CLI lists the ids (cli_types)
         json_schema_extra={"file": True, "cli": {"positional": True, "metavar": "MODEL"}},
     )
     scale: float = Field(

@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from recstack.cli_types import int_at_least
+from recstack.cli_types import DeprecatedAlias, int_at_least
 
 
 def cmd_correlate(args: argparse.Namespace) -> int:
@@ -19,7 +19,7 @@ def cmd_correlate(args: argparse.Namespace) -> int:
 
     out = check_writable(args.output, "-o")
     if args.json:
-        check_writable(args.json, "--json")
+        check_writable(args.json, "--json-out")
     t0 = time.perf_counter()
     points = load_points(args.inputs)
     models = {p.model for p in points}
@@ -70,7 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("inputs", nargs="+", metavar="STORE|PROFILES",
                    help="a results store (DuckDB file), or profile JSON files and folders of them")
     p.add_argument("-o", "--output", default="correlate.html", help="report HTML (plots go to <stem>_plots/)")
-    p.add_argument("--json", default=None, help="also write the results as JSON")
+    p.add_argument("--json-out", dest="json", default=None, metavar="FILE", help="also write the results as JSON")
+    # its old name: --json prints JSON on every other command, here it named a file (hidden, warned about)
+    p.add_argument("--json", dest="json", action=DeprecatedAlias, new="--json-out", help=argparse.SUPPRESS)
     p.add_argument("--bootstrap", type=int_at_least("--bootstrap", 50, MAX_BOOTSTRAP), default=1000,
                    help="bootstrap resamples over models (default 1000)")
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="seed of the resampling")

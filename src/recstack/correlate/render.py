@@ -13,18 +13,22 @@ import re
 from pathlib import Path
 
 from recstack.correlate.points import Point
-from recstack.correlate.stats import Correlation, MetricResult
+from recstack.correlate.stats import Correlation, MetricResult, signed
 from recstack.outputs import atomic_write_bytes, atomic_write_text
+from recstack.report.html import asset
+from recstack.units import sig
 
 LOG_FEATURES = ("table_bytes", "mlp_flops_per_sample", "params", "lookups_per_sample", "batch_size", "tables")
 
+# Beside the pages' shared theme (report/assets/style.css): the correlation grid and the plots.
 CSS = """
-body{font-family:system-ui,sans-serif;margin:24px;color:#222}
-table{border-collapse:collapse;font-size:12px;margin:8px 0 20px}
-td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}
-th{background:#f3f3f3} td.name,th.name{text-align:left}
-.plots{display:flex;flex-wrap:wrap;gap:12px} .plot{border:1px solid #ddd;padding:4px}
-.note{color:#555;font-size:13px;max-width:980px}
+table.data td, table.data th { text-align: right; white-space: nowrap; }
+table.data td.name, table.data th.name { text-align: left; }
+table.rho th { writing-mode: vertical-rl; transform: rotate(180deg); max-height: 160px; font-weight: 600; }
+table.rho th.name, table.rho th.n { writing-mode: horizontal-tb; transform: none; }
+.plots { display: flex; flex-wrap: wrap; gap: 12px; }
+.plot { border: 1px solid var(--line); border-radius: 8px; padding: 4px; background: #fff; }
+.scroll { overflow-x: auto; }
 """
 
 
@@ -100,8 +104,15 @@ def scatter_figure(points: list[Point], feature: str, metric: str, result: Metri
         ax.set_xscale("log")
     ax.set_xlabel(feature)
     ax.set_ylabel(metric)
-    ax.set_title(f"rho {result.rho[feature]:+.2f} [{result.low[feature]:+.2f}, {result.high[feature]:+.2f}]",
+    ax.set_title(f"rho {signed(result.rho[feature])} [{signed(result.low[feature])}, {signed(result.high[feature])}]",
                  fontsize=9)
+    ax.tick_params(labelsize=7)
+    if feature in LOG_FEATURES:
+        from matplotlib.ticker import LogLocator, NullFormatter
+
+        # labels at 1, 2 and 5 per decade, thinned to at most 5; none on the minor ticks (they overlapped)
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0), numticks=5))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     return fig
 
 
@@ -135,21 +146,21 @@ def write_plots(points: list[Point], corr: Correlation, folder: Path) -> list[tu
 
 
 def render_html(points: list[Point], corr: Correlation, plots: list[tuple[MetricResult | None, str, str]]) -> str:
-    """The offline report page (no scripts or network: tables and inline SVG only)."""
+    """The offline report page (no scripts or network: tables and inline SVG only), in the other pages' theme."""
     feats = corr.features
     head = "".join(f"<th title='{_esc(f)}'>{_esc(f)}</th>" for f in feats)
     rows = []
     for m in corr.metrics:
         cells = "".join(
-            f"<td style='background:{_cell_color(m.rho[f])}' title='rho {m.rho[f]:+.2f}, "
-            f"interval [{m.low[f]:+.2f}, {m.high[f]:+.2f}], top in {m.top_share[f]:.0%} of resamples'>"
-            f"{'' if m.rho[f] != m.rho[f] else f'{m.rho[f]:+.2f}'}</td>"
+            f"<td style='background:{_cell_color(m.rho[f])}' title='rho {signed(m.rho[f])}, "
+            f"interval [{signed(m.low[f])}, {signed(m.high[f])}], top in {m.top_share[f]:.0%} of resamples'>"
+            f"{signed(m.rho[f])}</td>"
             for f in feats
         )
         rows.append(f"<tr><td class='name'>{_esc(m.metric)}</td><td>{m.models}</td>{cells}</tr>")
     fits = "".join(
-        f"<tr><td class='name'>{_esc(m.metric)}</td><td>{m.cv_r2:.2f}</td><td>{m.ridge_alpha:g}</td>"
-        f"<td class='name'>{_esc(', '.join(f'{k} {v:+.2f}' for k, v in sorted(m.coefficients.items(), key=lambda kv: -abs(kv[1]))[:4]))}</td></tr>"
+        f"<tr><td class='name'>{_esc(m.metric)}</td><td>{sig(m.cv_r2, 2)}</td><td>{m.ridge_alpha:g}</td>"
+        f"<td class='name'>{_esc(', '.join(f'{k} {signed(v)}' for k, v in sorted(m.coefficients.items(), key=lambda kv: -abs(kv[1]))[:4]))}</td></tr>"
         for m in corr.metrics if m.cv_r2 is not None
     )
     findings = "".join(f"<li>{_esc(s)}</li>" for s in corr.findings())
@@ -163,24 +174,27 @@ def render_html(points: list[Point], corr: Correlation, plots: list[tuple[Metric
     )
     skipped = "".join(f"<li>{_esc(k)}: {_esc(v)}</li>" for k, v in sorted(corr.skipped.items()))
     payload = _esc(json.dumps({"models": corr.models, "points": corr.points, "metrics": len(corr.metrics)}))
-    return f"""<!doctype html><html><head><meta charset='utf-8'><title>recstack correlate</title>
-<style>{CSS}</style></head><body><div id='app' data-summary="{payload}">
+    return f"""<!doctype html><html lang='en'><head><meta charset='utf-8'><title>recstack correlate</title>
+<style>{asset("style.css")}{CSS}</style></head><body><div id='app' data-summary="{payload}">
+<header class='top'><div><div class='brand'>recstack · correlate</div>
 <h1 id='title'>Architecture features vs bottleneck metrics</h1>
-<p class='note' id='method'>{corr.points} points from {len(corr.models)} models ({_esc(', '.join(corr.models))}).
-Spearman rank correlations (computed); {int(100 * 0.95)}% intervals from {corr.bootstrap} bootstrap resamples
-of <b>models</b> (all of a resampled model's points together; seed {corr.seed}); a feature
+<div class='sub'>{corr.points} points from {len(corr.models)} models: {_esc(', '.join(corr.models))}</div></div></header>
+<main>
+<section class='card'><h2>Findings</h2><ul id='findings'>{findings}</ul>
+<p class='lead' id='method'>Spearman rank correlations (computed); {int(100 * 0.95)}% intervals from {corr.bootstrap}
+bootstrap resamples of <b>models</b> (all of a resampled model's points together; seed {corr.seed}); a feature
 <i>dominates</i> a metric when it has the largest |rho| in at least 80% of resamples and its interval excludes 0.
 Ridge regression on standardised features, alpha chosen by leave-one-model-out R^2 (computed). With this few
-models, intervals are wide and the chosen alpha's R^2 is optimistic; see docs/correlate.md.</p>
-<h2>Findings</h2><ul id='findings'>{findings}</ul>
-<h2>Rank correlations (rho; hover for the interval)</h2>
-<table id='rho'><tr><th class='name'>metric</th><th>models</th>{head}</tr>{''.join(rows)}</table>
-<h2>Ridge regression</h2>
-<table id='fits'><tr><th class='name'>metric</th><th>LOMO R^2</th><th>alpha</th><th class='name'>largest standardised coefficients</th></tr>{fits}</table>
-<h2>Each metric against its strongest feature</h2><div id='legend'>{legend}</div>
-<div class='plots' id='plots'>{figs}</div>
-<h2>Not analysed</h2><ul id='skipped'>{skipped or '<li>none</li>'}</ul>
-<h2>Points</h2><table id='points'><tr><th class='name'>model</th><th>batch</th><th class='name'>backend</th>
-<th class='name'>mode</th><th class='name'>interaction</th></tr>{pts}</table>
-</div></body></html>
+models, intervals are wide and the chosen alpha's R^2 is optimistic; see docs/correlate.md.</p></section>
+<section class='card'><h2>Rank correlations</h2><p class='lead'>rho of each metric (row) and feature (column);
+hover a cell for its interval.</p><div class='scroll'>
+<table class='data rho' id='rho'><tr><th class='name'>metric</th><th class='n'>models</th>{head}</tr>{''.join(rows)}</table></div></section>
+<section class='card'><h2>Ridge regression</h2><div class='scroll'>
+<table class='data' id='fits'><tr><th class='name'>metric</th><th>LOMO R^2</th><th>alpha</th><th class='name'>largest standardised coefficients</th></tr>{fits}</table></div></section>
+<section class='card'><h2>Each metric against its strongest feature</h2><div id='legend'>{legend}</div>
+<div class='plots' id='plots'>{figs}</div></section>
+<section class='card'><h2>Not analysed</h2><ul id='skipped'>{skipped or '<li>none</li>'}</ul></section>
+<section class='card'><h2>Points</h2><div class='scroll'><table class='data' id='points'><tr><th class='name'>model</th><th>batch</th><th class='name'>backend</th>
+<th class='name'>mode</th><th class='name'>interaction</th></tr>{pts}</table></div></section>
+</main></div></body></html>
 """

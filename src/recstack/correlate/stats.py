@@ -15,12 +15,20 @@ from typing import Any
 import numpy as np
 
 from recstack.correlate.points import NUMERIC_FEATURES, Point
+from recstack.units import sig
 
 BOOTSTRAP = 1000
 CONFIDENCE = 0.95
 DOMINANT_TOP_SHARE = 0.8  # a feature dominates a metric when it is the top |rho| in >= 80% of model resamples
 MIN_MODELS = 4  # a metric needs this many models with a value (and some spread) to be analysed
 ALPHAS = tuple(10.0 ** k for k in range(-3, 4))
+
+
+def signed(v: float | None, digits: int = 2) -> str:
+    """``v`` with its sign to ``digits`` significant digits (+0.0012, not +0.00); empty for NaN."""
+    if v is None or v != v:
+        return ""
+    return "0" if v == 0 else ("-" if v < 0 else "+") + sig(abs(v), digits)
 
 
 @dataclass
@@ -64,7 +72,7 @@ class Correlation:
             )
             fit = f"; ridge fit, leave-one-model-out R^2 {m.cv_r2:.2f}" if m.cv_r2 is not None else ""
             out.append(
-                f"{m.metric}: strongest with {m.top} (rho {r:+.2f}, {CONFIDENCE:.0%} interval [{lo:+.2f}, {hi:+.2f}]"
+                f"{m.metric}: strongest with {m.top} (rho {signed(r)}, {CONFIDENCE:.0%} interval [{signed(lo)}, {signed(hi)}]"
                 f"{'' if excl else ', includes 0'}); {verdict}{fit}."
             )
         return out

@@ -180,7 +180,10 @@ def _padded(length_model: Any, mean: float, batch_size: int) -> float:
     """The expected longest sequence of a batch: the draws' 1 - 1/(2B) quantile, clamped; the mean when fixed."""
     if getattr(length_model, "exact", None) is not None or length_model is None:
         return mean
-    q = float(length_model.dist.quantile(1.0 - 0.5 / max(1, batch_size)))
+    import numpy as np
+
+    # quantile() returns an array even for one u (a 1-element one: float() of it fails under numpy 2.x)
+    q = float(np.asarray(length_model.dist.quantile(1.0 - 0.5 / max(1, batch_size))).reshape(-1)[0])
     high = length_model.high if length_model.high is not None else math.inf
     return float(min(high, max(length_model.low, math.ceil(q))))
 

@@ -19,9 +19,10 @@ from recstack.tree import Profile
 REPORT_SECTIONS = (
     "header",
     "warnings",
+    "summary",
     "kpis",
-    "provenance",
     "metadata",
+    "provenance",
     "ranks",
     "hierarchy",
     "stages",

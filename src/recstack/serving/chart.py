@@ -1,4 +1,4 @@
-"""The search chart (``--chart FILE.png``): p99 latency against offered load per configuration, with the
+"""The search chart (``--chart-out FILE.png``): p99 latency against offered load per configuration, with the
 target line, and the latency-bounded QPS per configuration. Draws the verdict's figures; computes none."""
 
 from __future__ import annotations

@@ -112,8 +112,10 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=None, metavar="FILE.duckdb",
                    help="--search: write every probe and the result to this results store "
                         "(table serving; a sweep's store or a new file)")
-    p.add_argument("--chart", default=None, metavar="FILE.png",
+    p.add_argument("--chart-out", dest="chart", default=None, metavar="FILE.png",
                    help="--search: draw p99 vs load per configuration and the QPS at target (PNG)")
+    # its old name: --chart is the kind of chart in recstack plot, here it named a file (hidden, warned about)
+    p.add_argument("--chart", dest="chart", action=DeprecatedAlias, new="--chart-out", help=argparse.SUPPRESS)
     p.add_argument("--max-wall", type=positive_float("--max-wall"), default=MAX_WALL_S, metavar="SECONDS",
                    help="refuse a run whose wall time, bounded from its inputs (schedule + grace; --search: "
                         f"budget + one probe), exceeds this (default {MAX_WALL_S:g}: 6 hours)")
@@ -165,7 +167,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.search:
         return _search(cfg, opts, args)
     if args.p99 is not None or args.store or args.chart:
-        raise ConfigError("--p99, --store and --chart apply to --search", field="--search")
+        raise ConfigError("--p99, --store and --chart-out apply to --search", field="--search")
     return _serve(cfg, opts, args)
 
 
@@ -213,7 +215,7 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
     if args.store:
         check_writable(args.store, "--store")
     if args.chart:
-        check_writable(args.chart, "--chart")
+        check_writable(args.chart, "--chart-out")
     check_wall(args.budget * 60 + opts.duration_s + opts.grace(), args.max_wall, "--budget plus one probe")
     target = Target(99.0, args.p99, args.tail_samples, args.screen_samples)
     points = parse_grid(args.grid, cfg, opts)

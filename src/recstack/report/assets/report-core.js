@@ -144,6 +144,23 @@ const REPORT = (() => {
       if (r.partial) rows.push(["partial", "some ops below have no cost formula"]);
       return rows;
     };
+    /** The step's time by bound class, from the stages' bounds and times: [{bound, share}] largest first
+     * (bound null: stages the classifier left unclassified), and the run's bound read from it: a class
+     * holding at least two thirds of the classified time, else "mixed". Null without classified stages. */
+    ctx.boundShares = () => {
+      const stages = root.children.filter((n) => n.level === "stage" && isNum(n.time_s) && n.time_s > 0);
+      const total = stages.reduce((s, n) => s + n.time_s, 0);
+      if (!total || !stages.some((n) => n.extra.bound)) return null;
+      const by = new Map();
+      for (const n of stages) by.set(n.extra.bound || null, (by.get(n.extra.bound || null) || 0) + n.time_s / total);
+      const shares = [...by.entries()].map(([bound, share]) => ({ bound, share })).sort((a, b) => b.share - a.share);
+      const classified = shares.filter((s) => s.bound).reduce((s, x) => s + x.share, 0);
+      const top = shares.find((s) => s.bound);
+      return { shares, bound: top.share >= (2 / 3) * classified ? top.bound : "mixed" };
+    };
+    /** "memory 52 % · compute 47 % · unclassified 1 %" of the step's time. */
+    ctx.boundSharesText = (b) => b.shares.filter((s) => s.bound || s.share >= 0.001)
+      .map((s) => (s.bound || "unclassified") + " " + U.pct(s.share, s.share < 0.1 ? 1 : 0)).join(" · ");
     /** Tooltip rows with every figure of a node. */
     ctx.nodeRows = (n) => {
       const rows = [

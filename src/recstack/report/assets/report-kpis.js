@@ -23,11 +23,8 @@ REPORT.section("kpis", (ctx) => {
     kpi("Bytes moved / step", U.bytes(root.bytes), isNum(root.extra.bytes_read) ? "read " + U.bytes(root.extra.bytes_read) + " · written " + U.bytes(root.extra.bytes_written) : null, ctx.provOf(root, "bytes"));
   }
   if (D.cost_model && isNum(D.cost_model.covered_time_share)) kpi("Op time with a cost formula", U.pct(D.cost_model.covered_time_share), (D.cost_model.uncovered_ops || []).length + " op name(s) without one", "derived");
-  if (D.machine && root.extra.bound) {
-    const f = ctx.ceilingOf(root);
-    const note = isNum(f) ? ctx.roofPct(root, f) + " of its roofline ceiling" + (ctx.suspect(root) ? " (? " + ctx.suspectReason(root) + ")" : "") : null;
-    kpi("Run bound", root.extra.bound, note, "derived");
-  }
+  const shares = D.machine ? ctx.boundShares() : null;
+  if (shares) kpi("Run bound (by time share)", shares.bound, ctx.boundSharesText(shares) + " of the step", "derived");
   const peakMem = D.memory && D.memory.peak_step;
   if (peakMem && isNum(peakMem.peak_rss_bytes)) kpi("Peak memory in a step", U.bytes(peakMem.peak_rss_bytes), isNum(peakMem.step_increase_bytes) ? "+" + U.bytes(peakMem.step_increase_bytes) + " over the step's start (RSS)" : "process RSS", "measured");
   ctx.main.appendChild(kpis);

@@ -57,8 +57,12 @@ REPORT.section("metadata", (ctx) => {
       o.method ? el("p", { class: "small muted", text: "Method: " + o.method }) : null);
   }
 
-  ctx.main.appendChild(el("div", { class: "grid cols-2", id: "metadata" },
-    metaCard("Run", runRows(run)),
-    el("div", { class: "stackcol" }, overheadCard(D.overhead || {}), metaCard("Environment", Object.entries(D.environment || {})))));
-  ctx.main.appendChild(el("div", { style: { height: "18px" } }));
+  // folded: the answer (where the time goes) comes first; the run's details are one click away
+  const ratio = isNum((D.overhead || {}).stage_pass_ratio) ? ", profiler overhead " + U.ratio(D.overhead.stage_pass_ratio) : "";
+  ctx.main.appendChild(el("details", { class: "fold", id: "metadata-fold" },
+    el("summary", { text: "Run, profiler overhead and environment (" + Object.keys(run).length + " run fields" + ratio + ")" }),
+    el("div", { class: "grid cols-2", id: "metadata" },
+      metaCard("Run", runRows(run)),
+      el("div", { class: "stackcol" }, overheadCard(D.overhead || {}), metaCard("Environment", Object.entries(D.environment || {})))),
+    el("div", { style: { height: "18px" } })));
 });

@@ -196,9 +196,16 @@ REPORT.section("roofline", (ctx) => {
     if (noCost.length) side.appendChild(el("p", { class: "small muted" }, "Not classified (no cost figures): ", noCost.map((n, i) => el("span", { title: n.extra.bound_reason || "", text: (i ? ", " : "") + n.name })), "."));
     const suspects = nodes.filter(ctx.suspect);
     if (suspects.length) {
+      // one line per reason (the roof in question), its nodes folded: not one amber line per node
+      const groups = new Map();
+      for (const n of suspects) groups.set(ctx.suspectReason(n), [...(groups.get(ctx.suspectReason(n)) || []), n]);
+      const label = (n) => (n.level === "stage" ? n.name : n.path) + ": " + ctx.roofPct(n, ctx.ceilingOf(n));
       side.appendChild(el("div", { class: "note", id: "roof-suspect", style: { marginTop: "10px" } },
         el("b", { text: "?" }), " marks a fraction above the measured roof; do not read it as a fraction of this machine's capacity:",
-        el("ul", null, suspects.map((n) => el("li", { text: (n.level === "stage" ? n.name : n.path) + ": " + ctx.roofPct(n, ctx.ceilingOf(n)) + " — " + ctx.suspectReason(n) })))));
+        el("ul", null, [...groups.entries()].map(([why, ns]) => el("li", { class: "suspect-group" },
+          ns.length + " node" + (ns.length === 1 ? "" : "s") + " — " + why + " ",
+          el("details", { class: "shapes", style: { display: "inline-block" } }, el("summary", { text: "which" }),
+            el("ol", null, ns.map((n) => el("li", { text: label(n) })))))))));
     }
     side.appendChild(machineDetails(M));
     return side;

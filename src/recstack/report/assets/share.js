@@ -14,13 +14,14 @@
 
   function shareBar(byClass, key) {
     const total = CLASSES.reduce((s, c) => s + ((byClass[c] || {})[key] || 0), 0);
-    const bar = el("div", { class: "stack", style: { height: "14px", minWidth: "140px" } });
+    const bar = el("div", { class: "stack thin", style: { minWidth: "160px" } });
     if (!(total > 0)) return el("span", { class: "muted small", text: "-" });
     for (const c of CLASSES) {
       const v = (byClass[c] || {})[key] || 0;
       if (!(v > 0)) continue;
       const w = (v / total) * 100;
-      const seg = el("div", { style: { width: w + "%", background: CLASS_COLORS[c] }, data: { cls: c } });
+      // the share as a number on the segment where it fits (the tooltip has it always)
+      const seg = el("div", { style: { width: w + "%", background: CLASS_COLORS[c] }, data: { cls: c } }, w >= 16 ? el("span", { text: U.pct(v / total, 0) }) : null);
       RS.hover(seg, () => c, () => [[key === "time_s" ? "op time" : key, key === "time_s" ? U.time(v) : key === "flops" ? U.flops(v) : U.bytes(v)], ["share", U.pct(v / total)]]);
       bar.appendChild(seg);
     }

@@ -1,8 +1,8 @@
 /* recstack sweep report: renders the embedded sweep figures (see recstack/results/sweep_figures.py).
- * Sections: header and counts, throughput vs batch size, step latency vs batch size (p50, p99 dashed),
- * stage shares vs batch size (stacked), the speedup heat map over two fields, the best-configuration table;
- * when the store's serving table has probes (recstack/results/serving_figures.py): latency vs load per
- * configuration with the target line, and QPS at the target per configuration. */
+ * Sections: header and counts; the answer first: the best-configuration table (and, when the store's serving
+ * table has probes, recstack/results/serving_figures.py, QPS at the target per configuration); then
+ * throughput vs batch size, step latency vs batch size (p50, p99 dashed), stage shares vs batch size
+ * (stacked), the speedup heat map over two fields, and latency vs load per serving configuration. */
 "use strict";
 
 (() => {
@@ -17,7 +17,15 @@
     const pad = a === b ? 0.5 : 0.05 * (b - a);
     const d0 = a - pad, d1 = b + pad;
     const f = (x) => lo + (Math.log10(x) - d0) / (d1 - d0) * (hi - lo);
-    f.ticks = () => { const out = []; for (let e = Math.ceil(d0); e <= Math.floor(d1); e++) out.push(10 ** e); return out.length ? out : [10 ** Math.round((d0 + d1) / 2)]; };
+    // a labelled tick per decade; where the axis spans less than about two decades, at 2x and 5x as well
+    f.ticks = () => {
+      const inside = (v) => Math.log10(v) >= d0 && Math.log10(v) <= d1;
+      const decades = [];
+      for (let e = Math.floor(d0); e <= Math.ceil(d1); e++) decades.push(10 ** e);
+      let out = decades.filter(inside);
+      if (out.length < 3) out = decades.flatMap((v) => [v, 2 * v, 5 * v]).filter(inside);
+      return out.length ? out : [10 ** ((d0 + d1) / 2)];
+    };
     return f;
   }
 
@@ -102,7 +110,7 @@
     if (!b) return "-";
     const parts = ["batch " + b.batch_size, b.backend];
     for (const f of ["table_dtype", "dtype"]) if (b[f] && b[f] !== "fp32") parts.push(b[f]);
-    if (b.threads) parts.push(b.threads + " threads");
+    if (b.threads) parts.push(b.threads + (b.threads === 1 ? " thread" : " threads"));
     if (b.mode === "train") parts.push("train");
     parts.push(b.workload);
     return parts.join(", ");
@@ -176,18 +184,17 @@
     app.append(body);
     for (const w of F.warnings || []) body.append(RS.note("Warning: " + w, "warn"));
     if (c.contended) body.append(RS.note(c.contended + " of the successful points ran contended (other processes shared the CPUs); their figures are drawn hollow and left out of the best table.", "warn"));
+    // the answer first: the best configuration per model (and, from serving searches, the QPS at the target)
+    body.append(RS.card("best", "Best configuration per model", "Highest throughput among the uncontended successful points; 'vs worst' and 'vs default' are throughput ratios (default: RunConfig's default deployment fields, when the sweep holds that point). Points that ran contended are left out: their times are inflated by other work on the machine, so a configuration is only as good as its quiet measurement (recstack best --include-contended shows them).", bestTable(F.best)));
+    const S = F.serving;
+    if (S) body.append(RS.card("serving-qps", "Serving: QPS at the target", S.formulas.qps_at_target + ".", qpsTable(S.configurations)));
     body.append(RS.card("throughput", "Throughput vs batch size", F.formulas.throughput + ". One line per " + ["model"].concat(F.group_fields).join(" · ") + "; log-log.",
       lineChart("throughput-chart", F.series, (p) => p.throughput, U.compact, "throughput")));
     body.append(RS.card("latency", "Step latency vs batch size", "p50 (solid) and p99 (dashed) of the uninstrumented steps (measured); log-log.",
       lineChart("latency-chart", F.series, (p) => p.step_p50_s, U.time, "step latency", (p) => p.step_p99_s)));
     body.append(RS.card("stages", "Stage shares vs batch size", F.formulas.stage_share + ".", stageBars(F.series)));
     body.append(RS.card("heatmap", "Speedup heat map", F.formulas.heatmap + ".", heatmaps(F.heatmaps)));
-    body.append(RS.card("best", "Best configuration per model", "Highest throughput among the uncontended successful points; 'vs worst' and 'vs default' are throughput ratios (default: RunConfig's default deployment fields, when the sweep holds that point).", bestTable(F.best)));
-    const S = F.serving;
-    if (S) {
-      body.append(RS.card("serving", "Serving: latency vs load", S.formulas.latency + ". One line per configuration of recstack serve --search; the dashed line is the target; hollow: contended; log-log.", loadChart(S)));
-      body.append(RS.card("serving-qps", "Serving: QPS at the target", S.formulas.qps_at_target + ".", qpsTable(S.configurations)));
-    }
+    if (S) body.append(RS.card("serving", "Serving: latency vs load", S.formulas.latency + ". One line per configuration of recstack serve --search; the dashed line is the target; hollow: contended; log-log.", loadChart(S)));
     app.append(el("footer", { text: "recstack " + D.recstack_version + " · " + D.sweeps + " sweep(s) wrote this store" }));
   }
 
