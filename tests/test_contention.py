@@ -1,6 +1,6 @@
 """Contention detection, per-stage kernel counters, output hygiene and the GPU check's skip path.
 
-The decision (:func:`recstack.profiling.contention.assess`) is tested on injected
+The decision (:func:`recstack.hardware.contention.assess`) is tested on injected
 samples; the real-process tests assert only what does not depend on how busy
 or fast the host is (a busy child process is *listed*; a page fault happened).
 """
@@ -19,6 +19,14 @@ import numpy as np
 import pytest
 import torch
 
+from recstack.hardware.contention import (
+    ContentionWatch,
+    CpuTicks,
+    ProcUsage,
+    Sample,
+    assess,
+    planned_processes,
+)
 from recstack.hardware.probe import (
     MIN_MARGIN,
     SPREAD_FACTOR,
@@ -29,14 +37,6 @@ from recstack.hardware.probe import (
     probe_margin,
     probe_settings,
     stream_array_bytes,
-)
-from recstack.profiling.contention import (
-    ContentionWatch,
-    CpuTicks,
-    ProcUsage,
-    Sample,
-    assess,
-    planned_processes,
 )
 from recstack.profiling.native_stderr import filtered_fd2, is_native_log
 from recstack.profiling.timing import RUSAGE_FIELDS, StageTimer, caller_key, stage_rusage
@@ -441,7 +441,7 @@ def test_gpu_check_skips_without_a_gpu():
 
 # -- this process's own threads (schedstat) ---------------------------------------------
 def test_own_threads_from_files_group_by_name_and_count_threads_born_in_the_window(tmp_path: Path) -> None:
-    from recstack.profiling.threads import read_threads, thread_usage
+    from recstack.hardware.threads import read_threads, thread_usage
 
     def task(tid: int, name: str, run: int, wait: int, slices: int) -> None:
         (tmp_path / str(tid)).mkdir(exist_ok=True)
@@ -482,7 +482,7 @@ def test_a_runnable_thread_is_running_or_waiting_for_a_core() -> None:
     however busy the host (half of it asserted: a cgroup quota's throttled time is neither)."""
     import threading
 
-    from recstack.profiling.threads import read_threads, thread_usage
+    from recstack.hardware.threads import read_threads, thread_usage
 
     spun: list[float] = []
     tid: list[int] = []

@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from recstack.profiling.oppass import Folder, RawNode
-from recstack.profiling.rules import FORWARD_STAGES
+from recstack.stage_names import FORWARD_STAGES
 
 FORMULA = ("ceiling_speedup = stage_s / library_s (Amdahl: every op but the library kernels inductor calls "
            "as eager does takes zero time); stage_s: the stage's eager time in the op pass, library_s: its "

@@ -86,7 +86,7 @@ COMM_THREADS = ("gloo", "pt_gloo", "nccl", "pt_nccl")  # thread names of the col
 
 
 def thread_figures(threads: list[dict[str, Any]] | None) -> dict[str, Any]:
-    """A rank's threads over its timing pass (:mod:`recstack.profiling.threads`, measured): the list, the
+    """A rank's threads over its timing pass (:mod:`recstack.hardware.threads`, measured): the list, the
     cores its collective backend's threads used (``comm_thread_cores``) and how many of its threads were
     runnable but waiting for a core on average (``waiting_cores``); None where not measured."""
     if not threads:

@@ -53,7 +53,7 @@ def _run_rank(spec: dict[str, Any], rank: int, world_size: int, out: Path) -> No
     import torch.distributed as dist
 
     from recstack.config.run import RunConfig
-    from recstack.profiling.contention import planned_processes
+    from recstack.hardware.contention import planned_processes
 
     cfg = RunConfig.build(spec["config"])
     torch.set_num_threads(cfg.threads or 1)

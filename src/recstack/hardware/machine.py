@@ -86,7 +86,7 @@ def measure_machine(
     load_before = _loadavg()
     old_threads = torch.get_num_threads()
     native = sysinfo.native_bf16()
-    from recstack.profiling.contention import ContentionWatch
+    from recstack.hardware.contention import ContentionWatch
 
     # The checks a profile runs. This process's children are not exempted: a user's other work (or a
     # benchmark's busy loops) may be one; the gather kernel's one-off compile is short against the window.

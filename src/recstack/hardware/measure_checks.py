@@ -1,7 +1,7 @@
 """Was a machine measurement made on a quiet host? The checks a profile runs, applied to ``recstack machine``.
 
 :func:`recstack.hardware.machine.measure_machine` runs a
-:class:`recstack.profiling.contention.ContentionWatch` (no capacity probe:
+:class:`recstack.hardware.contention.ContentionWatch` (no capacity probe:
 the measurement is what the probe is compared with) around its benchmarks
 and judges the result with :func:`judge_measurement`, which adds to the
 watch's verdict (oversubscription, steal, CPU quota, busy processes) two
@@ -77,7 +77,7 @@ def load_evidence(record: dict[str, Any]) -> list[str]:
 
 def judge_measurement(record: dict[str, Any], spread: dict[str, Any], machine: dict[str, Any]) -> dict[str, Any]:
     """The machine file's ``contention``: the watch's ``record``
-    (:func:`recstack.profiling.contention.assess`) plus the load and spread checks."""
+    (:func:`recstack.hardware.contention.assess`) plus the load and spread checks."""
     evidence = [e for e in record.get("evidence") or [] if not e.startswith("this process got ")]
     evidence += load_evidence(record) + spread_evidence(spread, _stopping(machine))
     out: dict[str, Any] = {"detected": bool(evidence), "evidence": evidence, "notes": list(record.get("notes") or [])}

@@ -1,7 +1,7 @@
 """The capacity probe: a short GEMM and a copy far beyond the last-level cache, the same everywhere.
 
 A profile runs it before and after its timed steps
-(:class:`recstack.profiling.contention.ContentionWatch`); the machine file
+(:class:`recstack.hardware.contention.ContentionWatch`); the machine file
 records the same probe, by the same code, when its roofs are measured
 (:func:`machine_probe`, called by :func:`recstack.hardware.machine.measure_machine`),
 so that a profile can tell whether the host is slower now than when its roofs

@@ -39,9 +39,9 @@ from typing import Any
 
 from recstack.profiling.oppass import Folder, RawNode
 from recstack.profiling.passes import TimingResult
-from recstack.profiling.rules import FORWARD_STAGES
 from recstack.profiling.stats import bootstrap_ci, central_mean, central_steps, median, percentile
 from recstack.profiling.timing import CALLER, split_caller_key
+from recstack.stage_names import FORWARD_STAGES
 from recstack.tree import Node
 
 STAGE_ORDER = FORWARD_STAGES + ("loss", "backward", "optimizer", "communication", "other")

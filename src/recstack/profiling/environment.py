@@ -16,7 +16,7 @@ __all__ = ["cpu_flags", "cpu_model", "environment", "native_bf16"]
 
 
 def environment(contention: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Versions, CPU and host; ``contention`` (from :mod:`recstack.profiling.contention`) is stored as given."""
+    """Versions, CPU and host; ``contention`` (from :mod:`recstack.hardware.contention`) is stored as given."""
     env: dict[str, Any] = {
         "python": platform.python_version(),
         "torch": torch.__version__,

@@ -43,15 +43,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from recstack.config.loading import load_yaml_file, parse_config
+from recstack.stage_names import FORWARD_STAGES
 
 if TYPE_CHECKING:  # torch loads when a model is inspected (the trace importer reads names only)
     from torch import nn
 
     from recstack.profiling.dataflow import Flow
 
-FORWARD_STAGES = ("feature_processing", "embedding", "dense", "interaction", "sequence", "head")
-TRAIN_STAGES = ("loss", "backward", "optimizer")
-ALL_STAGES = FORWARD_STAGES + TRAIN_STAGES + ("communication", "other")
 
 _EMBEDDING_TYPES = (
     "EmbeddingBag",

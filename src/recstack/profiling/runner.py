@@ -36,8 +36,8 @@ from torch import nn
 from recstack.calls import argument_error, call_model, infer_batch_size, unknown_batch_size
 from recstack.config.run import RunConfig
 from recstack.errors import ConfigError
+from recstack.hardware.contention import ContentionWatch
 from recstack.profiling.assemble import STAGE_ORDER, build_tree, overhead_figures
-from recstack.profiling.contention import ContentionWatch
 from recstack.profiling.environment import environment, native_bf16
 from recstack.profiling.loss import TrainLoss, choose_loss
 from recstack.profiling.oppass import Folder

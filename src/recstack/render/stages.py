@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recstack.profiling.rules import ALL_STAGES
+from recstack.stage_names import ALL_STAGES
 
 _SHOW = 4  # roots named per container before "+N more"
 

@@ -447,18 +447,18 @@ class Run(_M):
 class ProcessLoad(_M):
     """A process that used our CPUs during the timed steps."""
 
-    pid: NonNegInt = F("process id", producer="profiling.contention")
-    name: str = F("process name", producer="profiling.contention")
-    cmd: str = F("its command line (shortened)", producer="profiling.contention")
-    cores: Ratio = F("CPU time over the window's wall time", unit="cores", producer="profiling.contention")
-    threads: NonNegInt | None = F("its threads", None, producer="profiling.contention")
+    pid: NonNegInt = F("process id", producer="hardware.contention")
+    name: str = F("process name", producer="hardware.contention")
+    cmd: str = F("its command line (shortened)", producer="hardware.contention")
+    cores: Ratio = F("CPU time over the window's wall time", unit="cores", producer="hardware.contention")
+    threads: NonNegInt | None = F("its threads", None, producer="hardware.contention")
 
 
 class BeforeAfter(_M):
     """A figure read before and after the timed steps."""
 
-    before: Any = F("before the timed steps", None, producer="profiling.contention")
-    after: Any = F("after the timed steps", None, producer="profiling.contention")
+    before: Any = F("before the timed steps", None, producer="hardware.contention")
+    after: Any = F("after the timed steps", None, producer="hardware.contention")
 
 
 class ProbeFigures(_M):
@@ -476,13 +476,13 @@ class ProbeFigures(_M):
 class ContentionProbe(_M):
     """The capacity probes and what they were compared with."""
 
-    before: ProbeFigures | None = F("probe before the timed steps", None, producer="profiling.contention")
-    after: ProbeFigures | None = F("probe after the timed steps", None, producer="profiling.contention")
-    settings: dict[str, Any] | None = F("probe sizes and repeats", None, producer="profiling.contention")
+    before: ProbeFigures | None = F("probe before the timed steps", None, producer="hardware.contention")
+    after: ProbeFigures | None = F("probe after the timed steps", None, producer="hardware.contention")
+    settings: dict[str, Any] | None = F("probe sizes and repeats", None, producer="hardware.contention")
     machine: dict[str, Any] | None = F("the machine file's probe at these threads (null: not compared)", None,
-                                       producer="profiling.contention")
+                                       producer="hardware.contention")
     floor: dict[str, Ratio] | None = F("kind -> the rate below which the host counts as slower", None,
-                                       producer="profiling.contention")
+                                       producer="hardware.contention")
     margin: dict[str, Ratio] | None = F("kind -> the floor's distance below the machine probe's median, as a "
                                         "fraction (from the probe's spread)", None, producer="hardware.probe")
     machine_contended: bool | None = F("the machine file was measured under contention", None,
@@ -495,64 +495,64 @@ class ContentionProbe(_M):
 
 class CgroupQuota(_M):
     quota_cores: Ratio | None = F("the container's CPU quota (null: none)", None, unit="cores",
-                                  producer="profiling.contention")
+                                  producer="hardware.contention")
     throttled_fraction: Ratio | None = F("share of the window the quota throttled this process", None,
-                                         producer="profiling.contention")
+                                         producer="hardware.contention")
 
 
 class ThreadLoad(_M):
     """This process's threads of one name over the timed steps (``environment.contention.own_threads[]``)."""
 
     name: str = F("thread name (comm): python (main), pt_gloo_runloop, gloo_tcp_loop, OpenMP workers, ...",
-                  producer="profiling.threads")
+                  producer="hardware.threads")
     threads: NonNegInt = F("threads of this name seen at the end of the window", unit="threads",
-                           producer="profiling.threads")
-    cpu_s: Seconds = F("their CPU time in the window (schedstat)", unit="s", producer="profiling.threads")
+                           producer="hardware.threads")
+    cpu_s: Seconds = F("their CPU time in the window (schedstat)", unit="s", producer="hardware.threads")
     runq_wait_s: Seconds = F("their time runnable but waiting for a core (schedstat)", unit="s",
-                             producer="profiling.threads")
-    slices: NonNegInt = F("time slices they ran", unit="slices", producer="profiling.threads")
-    cores: Ratio = F("cpu_s / the window's wall time", unit="cores", producer="profiling.threads")
-    waiting_cores: Ratio = F("runq_wait_s / the window's wall time", unit="cores", producer="profiling.threads")
+                             producer="hardware.threads")
+    slices: NonNegInt = F("time slices they ran", unit="slices", producer="hardware.threads")
+    cores: Ratio = F("cpu_s / the window's wall time", unit="cores", producer="hardware.threads")
+    waiting_cores: Ratio = F("runq_wait_s / the window's wall time", unit="cores", producer="hardware.threads")
 
 
 class Contention(_M):
     """Was the run sharing its CPUs, or the host slower than measured (``environment.contention``)."""
 
-    detected: bool | None = F("the run was contended", None, producer="profiling.contention")
+    detected: bool | None = F("the run was contended", None, producer="hardware.contention")
     evidence: list[str] | None = F("why (one sentence each); empty when not contended", None,
-                                   producer="profiling.contention")
+                                   producer="hardware.contention")
     notes: list[str] | None = F("what was seen but is not contention, or could not be compared", None,
-                                producer="profiling.contention")
+                                producer="hardware.contention")
     busy_processes: list[ProcessLoad] | None = F("other processes busy on our CPUs", None,
-                                                 producer="profiling.contention")
+                                                 producer="hardware.contention")
     planned_load: list[ProcessLoad] | None = F("recstack's own planned processes (workers, ranks)", None,
-                                               producer="profiling.contention")
+                                               producer="hardware.contention")
     other_cores: Ratio | None = F("cores others used on our CPUs", None, unit="cores",
-                                  producer="profiling.contention")
+                                  producer="hardware.contention")
     oversubscribed: bool | None = F("torch threads + others' cores exceeded the usable cores", None,
-                                    producer="profiling.contention")
+                                    producer="hardware.contention")
     torch_threads: NonNegInt | None = F("torch intra-op threads", None, unit="threads",
-                                        producer="profiling.contention")
+                                        producer="hardware.contention")
     usable_cores: NonNegInt | None = F("cores this process may run on", None, unit="cores",
-                                       producer="profiling.contention")
+                                       producer="hardware.contention")
     steal_fraction: Ratio | None = F("share of our CPUs' time the hypervisor took", None,
-                                     producer="profiling.contention")
+                                     producer="hardware.contention")
     cgroup: CgroupQuota | None = F("the container's CPU quota (null: none found)", None,
-                                   producer="profiling.contention")
-    probe: ContentionProbe | None = F("capacity probes before and after", None, producer="profiling.contention")
+                                   producer="hardware.contention")
+    probe: ContentionProbe | None = F("capacity probes before and after", None, producer="hardware.contention")
     cpu_time_ratio: Ratio | None = F("this process's CPU time over wall time", None, unit="cores",
-                                     producer="profiling.contention")
+                                     producer="hardware.contention")
     involuntary_ctx_switches_per_s: Ratio | None = F("involuntary context switches of this process", None,
-                                                     unit="1/s", producer="profiling.contention")
+                                                     unit="1/s", producer="hardware.contention")
     load_avg: BeforeAfter | None = F("1, 5, 15 minute load averages, before and after", None,
-                                     producer="profiling.contention")
+                                     producer="hardware.contention")
     runnable: BeforeAfter | None = F("runnable tasks on the host, before and after", None, unit="tasks",
-                                     producer="profiling.contention")
+                                     producer="hardware.contention")
     own_threads: list[ThreadLoad] | None = F("this process's own threads by name, over the window (null: the "
                                               "kernel keeps no per-thread schedstat)", None,
-                                              producer="profiling.threads")
-    window_s: Seconds | None = F("the watched window", None, unit="s", producer="profiling.contention")
-    method: str | None = F("how it was measured", None, producer="profiling.contention")
+                                              producer="hardware.threads")
+    window_s: Seconds | None = F("the watched window", None, unit="s", producer="hardware.contention")
+    method: str | None = F("how it was measured", None, producer="hardware.contention")
 
 
 class Environment(_M):
@@ -570,7 +570,7 @@ class Environment(_M):
     native_bf16: bool | None = F("the CPU has bf16 arithmetic", None, producer="profiling.environment")
     cuda: bool | None = F("CUDA is available", None, producer="profiling.environment")
     gpu: str | None = F("GPU name (CUDA only)", None, producer="profiling.environment")
-    contention: Contention | None = F("contention found during the run", None, producer="profiling.contention")
+    contention: Contention | None = F("contention found during the run", None, producer="hardware.contention")
 
 
 class Overhead(_M):

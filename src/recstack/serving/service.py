@@ -137,7 +137,7 @@ def plan_sizes(plan: Plan) -> dict[int, list[int]]:
 def probe(pool: WorkerPool, plan: Plan, opts: ServeOptions, *, qps: float | None = None, target_pct: float = 99.0,
           on_run: Any = None, announce: Any = None) -> dict[str, Any]:
     """One open-loop run of ``plan`` (the pool started), its summary, with the contention record."""
-    from recstack.profiling.contention import ContentionWatch, planned_processes
+    from recstack.hardware.contention import ContentionWatch, planned_processes
 
     run = LoadRun(plan, pool, grace_s=opts.grace(), depth=opts.depth, lookahead_s=opts.lookahead_s, announce=announce)
     if on_run is not None:

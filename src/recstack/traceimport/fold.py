@@ -30,13 +30,13 @@ import numpy as np
 from recstack.profiling.oppass import FLOAT_DTYPES, MAX_SHAPES, Folder, RawNode
 from recstack.profiling.passes import TimingResult
 from recstack.profiling.rules import (
-    TRAIN_STAGES,
     StageMap,
     StageRules,
     detect_stages_by_name,
     hand_down_roots,
 )
 from recstack.profiling.timing import CALLER, caller_key, split_caller_key
+from recstack.stage_names import TRAIN_STAGES
 from recstack.traceimport import overhead
 from recstack.traceimport.collect import (
     DEVICE_KINDS,

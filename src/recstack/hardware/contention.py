@@ -36,7 +36,7 @@ The decision is the pure function :func:`assess` over those numbers
    ``throttled_usec``, or v1 ``throttled_time``).
 
 Load average, runnable tasks, the CPU-time ratio, involuntary context
-switches and this process's own threads (:mod:`recstack.profiling.threads`:
+switches and this process's own threads (:mod:`recstack.hardware.threads`:
 per thread name, CPU time and time runnable but waiting for a core) are
 recorded, not used to decide: each depends on the model as much as on the
 host.
@@ -54,7 +54,7 @@ from typing import Any
 import torch
 
 from recstack.hardware.probe import compare_probe, probe_capacity
-from recstack.profiling.threads import read_threads, thread_usage
+from recstack.hardware.threads import read_threads, thread_usage
 
 BUSY_PROCESS_CORES = 0.1  # a process listed as busy used at least this many cores over the window
 MIN_TICKS = 3  # clock ticks of CPU time below which a figure is tick noise
@@ -364,7 +364,7 @@ def assess(s: Sample) -> dict[str, Any]:
         load_avg={"before": (s.load_before or {}).get("load"), "after": (s.load_after or {}).get("load")},
         runnable={"before": (s.load_before or {}).get("runnable"), "after": (s.load_after or {}).get("runnable")},
         window_s=round(wall, 4),
-        method="recstack.profiling.contention: /proc/stat ticks of this process's CPUs, /proc/<pid>/stat, "
+        method="recstack.hardware.contention: /proc/stat ticks of this process's CPUs, /proc/<pid>/stat, "
         "cgroup cpu.stat, getrusage, and a GEMM + copy probe against the machine file's probe",
     )
     return out
