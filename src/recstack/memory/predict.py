@@ -32,6 +32,8 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from recstack.errors import ConfigError
 from recstack.memory.activations import (
     Lengths,
@@ -180,7 +182,7 @@ def _padded(length_model: Any, mean: float, batch_size: int) -> float:
     """The expected longest sequence of a batch: the draws' 1 - 1/(2B) quantile, clamped; the mean when fixed."""
     if getattr(length_model, "exact", None) is not None or length_model is None:
         return mean
-    q = float(length_model.dist.quantile(1.0 - 0.5 / max(1, batch_size)))
+    q = float(np.asarray(length_model.dist.quantile(np.array([1.0 - 0.5 / max(1, batch_size)]))).ravel()[0])
     high = length_model.high if length_model.high is not None else math.inf
     return float(min(high, max(length_model.low, math.ceil(q))))
 
