@@ -205,10 +205,12 @@ def _deepfm(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[Sta
 
 def _twotower(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
     assert cfg.user_tower and cfg.item_tower
-    us, uo, uwt, _ = _mlp(cfg.user_tower, False)
-    is_, io, iwt, _ = _mlp(cfg.item_tower, False)
-    dense = StageActs("dense", out=uo + io, saved=us + is_ + cfg.user_tower[0] + cfg.item_tower[0],
-                      work=max(uwt, iwt))
+    """Two towers, each an MLP over its concatenated embeddings (saved by its first Linear); the [B, B] scores."""
+    us, uo, uwt, uwi = _mlp(cfg.user_tower, False)
+    is_, io, iwt, iwi = _mlp(cfg.item_tower, False)
+    ui, ii = cfg.user_tower[0], cfg.item_tower[0]
+    dense = StageActs("dense", out=uo + io, saved=us + is_ + ui + ii, work=max(uwt, iwt),
+                      work_inf=max(ui + uwi, ii + iwi))
     inter = StageActs("interaction", out_pair=1.0)
     return [dense, inter]
 
@@ -222,9 +224,10 @@ def _bst(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageA
     n, d, h, ffn = lengths.padded[seq.name] + 1, seq.dim, cfg.attention_heads, cfg.ffn_dim
     per_block = n * (7 * d + h * n + ffn + 4)
     # the block input, the last block's output, the pooled behaviours' product
-    # inference: the block's input (the caller's) and the first norm's output beside the FFN's two hidden
-    # outputs, or the qkv projection beside two score matrices; plus the summed behaviours and the input
-    work_inf = max(n * (2 * d + 2 * ffn), n * (3 * d + 2 * h * n + 4 * d)) + 2 * n * d
+    # inference, at the FFN: the block's locals stay live until it returns (the qkv projection behind q, k, v,
+    # the masked scores, the attention output), beside its input, the first norm's output and the FFN's two
+    # hidden outputs; plus the summed behaviours
+    work_inf = n * (6 * d + h * n + 2 * ffn) + n * d
     tr = StageActs("sequence", out=2 * d, saved=cfg.blocks * per_block + 3 * n * d,
                    work=n * 2 * h * n, work_inf=work_inf)
     head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
