@@ -44,6 +44,8 @@ def analyse(cfg: Any, limit: int) -> dict[str, Any]:
     from recstack.workload.presets import load_workload
     from recstack.zoo.build import resolve_config
 
+    import torch  # noqa: F401  (imported before the clock starts: the analysis is timed, not torch's import)
+
     start = time.perf_counter()
     if cfg.model and ":" in cfg.model and not cfg.model.lower().endswith((".yaml", ".yml")):
         raise ConfigError("memory predicts zoo models (an id or a model YAML), not package.module:factory",
