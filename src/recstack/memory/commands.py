@@ -38,13 +38,13 @@ def _size(n: float) -> str:
 
 def analyse(cfg: Any, limit: int) -> dict[str, Any]:
     """The ``recstack.memory`` document of run options ``cfg`` against ``limit`` bytes."""
+    import torch  # noqa: F401  (imported before the clock starts: the analysis is timed, not torch's import)
+
     from recstack.memory.predict import per_rank, predict, shape_of
     from recstack.memory.search import largest_batch, largest_scale
     from recstack.schema.memory_model import MemoryDocument
     from recstack.workload.presets import load_workload
     from recstack.zoo.build import resolve_config
-
-    import torch  # noqa: F401  (imported before the clock starts: the analysis is timed, not torch's import)
 
     start = time.perf_counter()
     if cfg.model and ":" in cfg.model and not cfg.model.lower().endswith((".yaml", ".yml")):
