@@ -33,6 +33,7 @@ class StageActs:
     work_inf: float | None = None  # inference's largest transient (None: ``work``)
     work_bwd: float | None = None  # backward's largest gradient transient (None: ``work``)
     out_saved: bool = True  # training: its consumer (or its own last op) keeps ``out`` for backward
+    keeps: float = 0.0  # elements of earlier stages' outputs this stage saves for backward (already live)
     notes: list[str] = field(default_factory=list)
 
 
@@ -129,7 +130,8 @@ def _dlrm(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[Stage
 def _ncf(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
     assert cfg.mlp and cfg.final_mlp
     dims = {t.name: t.dim for t in tables}
-    inter = StageActs("interaction", out=dims["mf_user"])
+    # GMF's product saves both MF embeddings (the embedding stage's outputs)
+    inter = StageActs("interaction", out=dims["mf_user"], keeps=dims["mf_user"] + dims["mf_item"])
     dense = mlp_stage("dense", cfg.mlp, True, input_saved=cfg.mlp[0])  # the concatenated input
     return [inter, dense, mlp_stage("head", cfg.final_mlp, False, input_saved=cfg.final_mlp[0])]
 

@@ -333,7 +333,7 @@ def _backward(shape: Shape, stages: list[StageActs], B: int, fp_live: float, tgr
     """
     def held(st: StageActs) -> float:
         keep = (st.out * B + st.out_pair * B * B) if st.out_saved else 0.0
-        return 4 * (keep + st.saved * B + st.saved_pair * B * B)
+        return 4 * (keep + st.saved * B + st.saved_pair * B * B + st.keeps * B)
 
     def size(st: StageActs) -> float:
         return 4 * (st.out * B + st.out_pair * B * B)
