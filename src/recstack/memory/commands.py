@@ -89,7 +89,7 @@ def analyse(cfg: Any, limit: int) -> dict[str, Any]:
         "ranks": ranks, "elapsed_s": 0.0, "notes": notes,
     })
     if cfg.nproc > 1:
-        doc.notes.append("largest batch and scale are searched for one rank only (--nproc 1)")
+        doc.notes.append("the largest batch and scale are searched with --nproc 1 only")
     doc.elapsed_s = round(time.perf_counter() - start, 4)
     return doc.model_dump(by_alias=True)
 
