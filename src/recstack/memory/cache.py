@@ -108,16 +108,13 @@ def simulate(stream: np.ndarray, size: int, *, policy: str = "lru", ways: int = 
     kk = rank[by_k]
     bounds = np.searchsorted(kk, np.arange(int(kk.max()) + 2))
     rows_sorted, sets_sorted = s[order][by_k], sid[order][by_k]
-    # original time of each access (for LFU frequencies, which count in stream order)
     freq_total = None
-    if policy == "lfu":
+    if policy == "lfu":  # each access's running count of its row, in stream order (FBGEMM's frequencies)
         uniq, inv = np.unique(s, return_inverse=True)
-        occ = np.zeros(s.size, dtype=np.int64)  # the running count of the row at each access, stream order
-        first = np.zeros(uniq.size, dtype=np.int64)
+        occ = np.zeros(s.size, dtype=np.int64)
         idx_sorted = np.argsort(inv, kind="stable")
         grp_start = np.searchsorted(inv[idx_sorted], np.arange(uniq.size))
         occ[idx_sorted] = np.arange(s.size) - np.repeat(grp_start, np.bincount(inv, minlength=uniq.size)) + 1
-        del first
         freq_total = occ[order][by_k]
     tags = np.full((sets, ways), -1, dtype=np.int64)
     stamp = np.zeros((sets, ways), dtype=np.int64)  # LRU: last use; LFU: frequency of the cached row

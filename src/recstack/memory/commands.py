@@ -41,7 +41,7 @@ def analyse(cfg: Any, limit: int) -> dict[str, Any]:
     import torch  # noqa: F401  (imported before the clock starts: the analysis is timed, not torch's import)
 
     from recstack.memory.predict import per_rank, predict, shape_of
-    from recstack.memory.search import largest_batch, largest_scale
+    from recstack.memory.search import largest_batch
     from recstack.schema.memory_model import MemoryDocument
     from recstack.workload.presets import load_workload
     from recstack.zoo.build import resolve_config
@@ -84,14 +84,22 @@ def analyse(cfg: Any, limit: int) -> dict[str, Any]:
         "peak_bytes": pred.peak, "peak_stage": pred.peak_stage, "fits": pred.peak <= limit,
         "top_consumers": [c.__dict__ for c in pred.top_consumers(8)],
         "largest_batch_size": largest_batch(shape, limit, **opts) if cfg.nproc <= 1 else 0,
-        "largest_scale": (None if (s := largest_scale(shape, limit, cfg.batch_size, **opts)) is None
-                          else s * cfg.scale) if cfg.nproc <= 1 else None,
+        "largest_scale": _largest_scale(shape, limit, cfg, model_cfg, opts) if cfg.nproc <= 1 else None,
         "ranks": ranks, "elapsed_s": 0.0, "notes": notes,
     })
     if cfg.nproc > 1:
         doc.notes.append("the largest batch and scale are searched with --nproc 1 only")
     doc.elapsed_s = round(time.perf_counter() - start, 4)
     return doc.model_dump(by_alias=True)
+
+
+def _largest_scale(shape: Any, limit: int, cfg: Any, model_cfg: Any, opts: dict[str, Any]) -> float | None:
+    """The largest ``--scale`` that fits, at most the flag's own limit (and the rows' limit)."""
+    from recstack.config.run import SCALE_MAX
+    from recstack.memory.search import largest_scale
+
+    cap = min(SCALE_MAX / cfg.scale, model_cfg.largest_scale() / model_cfg.scale)
+    return largest_scale(shape, limit, cfg.batch_size, max_factor=cap, base=cfg.scale, **opts)
 
 
 def render(doc: dict[str, Any]) -> str:

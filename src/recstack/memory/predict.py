@@ -281,8 +281,7 @@ def predict(shape: Shape, *, backend: str = "torch", mode: str = "inference", op
     inputs = input_bytes(shape, B, num_batches)
     consumers.append(Consumer("input_batches", "feature_processing", inputs, f"{num_batches} generated batches"))
     dyn = _dynamic(shape, shape.lengths(B), tabs, backend, train, optimizer, B, consumers)
-    base = resident_total = sum(resident.values()) + inputs
-    del resident_total
+    base = sum(resident.values()) + inputs
     return Prediction(
         shape.cfg.name, backend, mode, optimizer, table_dtype, B, shape.cfg.scale, device, resident, inputs,
         {s: base + v for s, v in dyn.items()}, dyn, consumers,
