@@ -149,6 +149,28 @@ def test_memory_command_json_and_bad_input(tmp_path, capsys):
     assert main(["memory", "rmc1", "--limit", "1MiB"]) == 0
     text = capsys.readouterr().out
     assert "does NOT fit" in text and "largest batch that fits: none" in text
+    assert main(["memory", "rmc1", "--limit", "2GiB", "--scale", "0.5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["largest_scale"] == 0.51  # the --scale value, two digits
+
+
+def test_memory_command_sizes_each_tables_cache(capsys):
+    from recstack.cli import main
+
+    assert main(["memory", "dlrmv2", "--scale", "0.001", "--workload", "production", "--batch-size", "128",
+                 "--cache-hit", "0.5", "--cache-batches", "2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    streams = cache.table_streams("dlrmv2", "production", batch_size=128, batches=2, scale=0.001)
+    sized = [t for t in doc["cache"]["tables"] if t["lru_rows"] is not None]
+    assert sized and len(sized) < len(doc["cache"]["tables"])  # some tables reach 50%, the largest do not
+    for t in doc["cache"]["tables"]:
+        s = streams[t["table"]]
+        assert t["lookups"] == s.size and t["distinct_rows"] == np.unique(s).size
+        for policy in cache.POLICIES:
+            rows = t[f"{policy}_rows"]
+            if rows is not None:
+                assert 1 - cache.simulate(s, rows, policy=policy) >= 0.5
+                assert t[f"{policy}_bytes"] == rows * 128 * 4
+    assert main(["memory", "twotower", "--cache-hit", "1.5"]) == 2
 
 
 def _zipf(n: int, rows: int, a: float, seed: int) -> np.ndarray:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -232,9 +233,10 @@ def size_for_hit_rate(stream: np.ndarray, target: float, *, policy: str = "lru",
     return hi * ways
 
 
-def table_streams(model: str, workload: str = "production", *, batch_size: int = 4096, batches: int = 4,
+def table_streams(model: Any, workload: str = "production", *, batch_size: int = 4096, batches: int = 4,
                   scale: float = 1.0, seed: int = 0) -> dict[str, np.ndarray]:
-    """Each table's row stream (hashed IDs, in order) over ``batches`` batches of a workload spec."""
+    """Each table's row stream (hashed IDs, in order) over ``batches`` batches of a workload spec (``model``: a
+    zoo id, a model YAML or a ModelConfig)."""
     from recstack.workload import bind
     from recstack.workload.presets import load_workload
     from recstack.zoo.build import _skeleton, resolve_config
@@ -260,3 +262,20 @@ def load_stream(path: str) -> np.ndarray:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read an index stream from {path} ({exc})", field="stream") from None
     return _check(arr.ravel())
+
+
+def table_cache_sizes(streams: dict[str, np.ndarray], target: float, *, row_bytes: dict[str, int] | None = None,
+                      ways: int = ASSOC) -> list[dict[str, object]]:
+    """Per table: lookups, distinct rows, and the LRU and LFU cache sizes (rows, bytes) for hit rate ``target``
+    (None where even a cache of every distinct row misses more: first touches always miss)."""
+    out: list[dict[str, object]] = []
+    for name, s in streams.items():
+        distinct = int(np.unique(s).size) if s.size else 0
+        row: dict[str, object] = {"table": name, "lookups": int(s.size), "distinct_rows": distinct,
+                                  "best_hit_rate": (1 - distinct / s.size) if s.size else None}
+        for policy in POLICIES:
+            rows = size_for_hit_rate(s, target, policy=policy, ways=ways) if s.size else None
+            row[f"{policy}_rows"] = rows
+            row[f"{policy}_bytes"] = None if rows is None or row_bytes is None else rows * row_bytes.get(name, 0)
+        out.append(row)
+    return out
