@@ -24,12 +24,14 @@ STATS = next((p / "shared" / "data" / "dlrm_datasets_2022_locality_stats.txt" fo
 UNIFORM = load_workload("uniform")
 
 
-def _pair(model: str, backend: str, mode: str, optimizer: str = "sgd", batch: int = 32, scale: float = 1e-3):
+def _pair(model: str, backend: str, mode: str, optimizer: str = "sgd", batch: int = 32, scale: float = 1e-3,
+          workload: str = "uniform"):
     from recstack.memory.measure import measure
 
-    m = measure(model, backend=backend, mode=mode, optimizer=optimizer, batch_size=batch, scale=scale)
+    m = measure(model, backend=backend, mode=mode, optimizer=optimizer, batch_size=batch, scale=scale,
+                workload=workload)
     p = predict_config(model, scale=scale, batch_size=batch, backend=backend, mode=mode, optimizer=optimizer,
-                       workload=UNIFORM, num_batches=1)
+                       workload=load_workload(workload), num_batches=1)
     return p, m
 
 
@@ -40,13 +42,18 @@ def _pair(model: str, backend: str, mode: str, optimizer: str = "sgd", batch: in
      ("hstu", "torch", "inference", "sgd", 8)],
 )
 def test_prediction_against_a_real_step(model, backend, mode, optimizer, batch):
-    """Resident bytes (parameters, FBGEMM's metadata, optimizer state, the batch) exactly; the step within 10%."""
-    p, m = _pair(model, backend, mode, optimizer, batch=batch)
+    """Resident bytes (parameters, FBGEMM's metadata, optimizer state, the batch) exactly; the step within 10%.
+
+    hstu runs the production workload: histories of varying length, padded to the batch's longest (predicted
+    as the length distribution's 1 - 1/(2B) quantile)."""
+    workload = "production" if model == "hstu" else "uniform"
+    p, m = _pair(model, backend, mode, optimizer, batch=batch, workload=workload)
     r = p.resident
     assert r["tables"] + r["dense_parameters"] == m.parameters_bytes
     assert r["optimizer_state"] == m.optimizer_state_bytes
     assert r["table_metadata"] + r["dense_buffers"] == m.buffers_bytes
-    assert p.inputs == m.batch_bytes
+    if workload == "uniform":  # fixed lengths: the batch is exactly the mean
+        assert p.inputs == m.batch_bytes
     assert (r["optimizer_state"] > 0) == (optimizer == "adagrad" and mode == "train")
     assert abs(p.step_peak / m.step_peak_bytes - 1) <= 0.10, (p.stage_dynamic, m.stage_peak_bytes)
     assert abs(p.peak / m.peak_bytes - 1) <= 0.10
@@ -142,6 +149,28 @@ def test_memory_command_json_and_bad_input(tmp_path, capsys):
     assert main(["memory", "rmc1", "--limit", "1MiB"]) == 0
     text = capsys.readouterr().out
     assert "does NOT fit" in text and "largest batch that fits: none" in text
+    assert main(["memory", "rmc1", "--limit", "2GiB", "--scale", "0.5", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["largest_scale"] == 0.51  # the --scale value, two digits
+
+
+def test_memory_command_sizes_each_tables_cache(capsys):
+    from recstack.cli import main
+
+    assert main(["memory", "dlrmv2", "--scale", "0.001", "--workload", "production", "--batch-size", "128",
+                 "--cache-hit", "0.5", "--cache-batches", "2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    streams = cache.table_streams("dlrmv2", "production", batch_size=128, batches=2, scale=0.001)
+    sized = [t for t in doc["cache"]["tables"] if t["lru_rows"] is not None]
+    assert sized and len(sized) < len(doc["cache"]["tables"])  # some tables reach 50%, the largest do not
+    for t in doc["cache"]["tables"]:
+        s = streams[t["table"]]
+        assert t["lookups"] == s.size and t["distinct_rows"] == np.unique(s).size
+        for policy in cache.POLICIES:
+            rows = t[f"{policy}_rows"]
+            if rows is not None:
+                assert 1 - cache.simulate(s, rows, policy=policy) >= 0.5
+                assert t[f"{policy}_bytes"] == rows * 128 * 4
+    assert main(["memory", "twotower", "--cache-hit", "1.5"]) == 2
 
 
 def _zipf(n: int, rows: int, a: float, seed: int) -> np.ndarray:

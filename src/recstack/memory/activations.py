@@ -33,6 +33,7 @@ class StageActs:
     work_inf: float | None = None  # inference's largest transient (None: ``work``)
     work_bwd: float | None = None  # backward's largest gradient transient (None: ``work``)
     out_saved: bool = True  # training: its consumer (or its own last op) keeps ``out`` for backward
+    keeps: float = 0.0  # elements of earlier stages' outputs this stage saves for backward (already live)
     notes: list[str] = field(default_factory=list)
 
 
@@ -129,7 +130,8 @@ def _dlrm(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[Stage
 def _ncf(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
     assert cfg.mlp and cfg.final_mlp
     dims = {t.name: t.dim for t in tables}
-    inter = StageActs("interaction", out=dims["mf_user"])
+    # GMF's product saves both MF embeddings (the embedding stage's outputs)
+    inter = StageActs("interaction", out=dims["mf_user"], keeps=dims["mf_user"] + dims["mf_item"])
     dense = mlp_stage("dense", cfg.mlp, True, input_saved=cfg.mlp[0])  # the concatenated input
     return [inter, dense, mlp_stage("head", cfg.final_mlp, False, input_saved=cfg.final_mlp[0])]
 
@@ -167,7 +169,7 @@ def _din(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageA
     # training: the product before the concatenation, or the first layer's pre-activation output; inference:
     # the input with the behaviour x ad product (until the concatenation returns) or the first layer's outputs
     att = StageActs("sequence", out=d, saved=L * (3 * d + hidden + 3),
-                    work=L * max(d, h1), work_inf=L * (3 * d + max(d, 2 * h1)), work_bwd=L * 4 * d)
+                    work=L * max(d, h1), work_inf=L * (3 * d + max(d, 2 * h1)), work_bwd=L * 3 * d)
     head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
     return [att, head]
 
@@ -182,11 +184,11 @@ def _dien(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[Stage
     extractor = T * (d + h + gates * h + h)
     # attention: keys [T, a], scores and softmax [T] x 2, the query
     attention = T * (a + 2) + a
-    # AUGRU per step: x2h and h2h [3h] each, r, u, n, products, new h: ~ 14 h per step
-    evo = T * 14 * h if cfg.evolution_cell == "augru" else T * (h + gates * h + h)
+    # AUGRU per step: x2h and h2h [3h] each, r, u, n, their products, the new h: 12 h per step (measured)
+    evo = T * 12 * h if cfg.evolution_cell == "augru" else T * (h + gates * h + h)
     # transients: the stacked input before the RNN takes it, then one step's gates at a time
     seq = StageActs("sequence", out=T * h + h, saved=extractor + attention + evo, work=T * d + 4 * h,
-                    work_inf=T * (d + 4 * h), work_bwd=T * 2 * h)
+                    work_inf=T * (d + 4 * h), work_bwd=T * h)
     head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])
     return [seq, head]
 
@@ -205,10 +207,12 @@ def _deepfm(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[Sta
 
 def _twotower(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
     assert cfg.user_tower and cfg.item_tower
-    us, uo, uwt, _ = _mlp(cfg.user_tower, False)
-    is_, io, iwt, _ = _mlp(cfg.item_tower, False)
-    dense = StageActs("dense", out=uo + io, saved=us + is_ + cfg.user_tower[0] + cfg.item_tower[0],
-                      work=max(uwt, iwt))
+    """Two towers, each an MLP over its concatenated embeddings (saved by its first Linear); the [B, B] scores."""
+    us, uo, uwt, uwi = _mlp(cfg.user_tower, False)
+    is_, io, iwt, iwi = _mlp(cfg.item_tower, False)
+    ui, ii = cfg.user_tower[0], cfg.item_tower[0]
+    dense = StageActs("dense", out=uo + io, saved=us + is_ + ui + ii, work=max(uwt, iwt),
+                      work_inf=max(ui + uwi, ii + iwi))
     inter = StageActs("interaction", out_pair=1.0)
     return [dense, inter]
 
@@ -222,9 +226,10 @@ def _bst(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageA
     n, d, h, ffn = lengths.padded[seq.name] + 1, seq.dim, cfg.attention_heads, cfg.ffn_dim
     per_block = n * (7 * d + h * n + ffn + 4)
     # the block input, the last block's output, the pooled behaviours' product
-    # inference: the block's input (the caller's) and the first norm's output beside the FFN's two hidden
-    # outputs, or the qkv projection beside two score matrices; plus the summed behaviours and the input
-    work_inf = max(n * (2 * d + 2 * ffn), n * (3 * d + 2 * h * n + 4 * d)) + 2 * n * d
+    # inference, at the FFN: the block's locals stay live until it returns (the qkv projection behind q, k, v,
+    # the masked scores, the attention output), beside its input, the first norm's output and the FFN's two
+    # hidden outputs; plus the summed behaviours
+    work_inf = n * (6 * d + h * n + 2 * ffn) + n * d
     tr = StageActs("sequence", out=2 * d, saved=cfg.blocks * per_block + 3 * n * d,
                    work=n * 2 * h * n, work_inf=work_inf)
     head = mlp_stage("head", cfg.top_mlp, False, input_saved=cfg.top_mlp[0])

@@ -7,8 +7,10 @@ set ``hash(row) % sets``; it evicts by LRU or LFU. Here:
 * :func:`stack_distances` -- one pass over the stream (a Fenwick tree over access times) gives every access's
   LRU stack distance; a fully associative LRU cache of C rows misses exactly the accesses whose distance is
   >= C (or that are first touches), so one pass gives the whole curve (:func:`lru_curve_fully_associative`);
-* :func:`simulate` -- set-associative LRU or LFU, vectorised over the sets with numpy: step k handles the
-  k-th access of every set at once, so the Python loop runs (accesses / sets) times, not once per access;
+* :func:`simulate` -- set-associative LRU or LFU, vectorised over the sets with numpy: a run of accesses to
+  one row within its set's sub-stream is one step (it misses at most on its first access under LRU; under
+  LFU until the row's count beats the set's least frequent), and step k handles the k-th run of every set
+  at once, so the Python loop runs (runs per set) times, not once per access;
 * :func:`simulate_exact` -- the straightforward per-access simulation (dicts), the reference for tests;
 * :func:`miss_ratio_curve` and :func:`size_for_hit_rate` -- curves over cache sizes and the smallest
   size (rows, a multiple of the ways) that reaches a target hit rate.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -101,24 +104,29 @@ def simulate(stream: np.ndarray, size: int, *, policy: str = "lru", ways: int = 
     sets = max(1, size // ways)
     sid = set_of(s, sets)
     order = np.argsort(sid, kind="stable")
-    counts = np.bincount(sid, minlength=sets)
+    rows_o, sets_o = s[order], sid[order]
+    # runs: consecutive accesses of one row within its set's sub-stream (no other access of the set between)
+    n = s.size
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = (rows_o[1:] != rows_o[:-1]) | (sets_o[1:] != sets_o[:-1])
+    first = np.flatnonzero(new_run)
+    run_len = np.diff(np.append(first, n))
+    run_row, run_set = rows_o[first], sets_o[first]
+    run_f = None
+    if policy == "lfu":  # the row's running count at the run's first access, in stream order
+        _, inv = np.unique(s, return_inverse=True)
+        occ = np.empty(n, dtype=np.int64)
+        by_row = np.argsort(inv, kind="stable")
+        group = np.searchsorted(inv[by_row], inv[by_row])  # first position of each access's row group
+        occ[by_row] = np.arange(n) - group + 1
+        run_f = occ[order][first]
+    counts = np.bincount(run_set, minlength=sets)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    rank = np.arange(s.size) - np.repeat(starts, counts)  # k: position of each access within its set
-    by_k = np.argsort(rank, kind="stable")  # accesses grouped by k, each group's sets increasing
-    kk = rank[by_k]
-    bounds = np.searchsorted(kk, np.arange(int(kk.max()) + 2))
-    rows_sorted, sets_sorted = s[order][by_k], sid[order][by_k]
-    # original time of each access (for LFU frequencies, which count in stream order)
-    freq_total = None
-    if policy == "lfu":
-        uniq, inv = np.unique(s, return_inverse=True)
-        occ = np.zeros(s.size, dtype=np.int64)  # the running count of the row at each access, stream order
-        first = np.zeros(uniq.size, dtype=np.int64)
-        idx_sorted = np.argsort(inv, kind="stable")
-        grp_start = np.searchsorted(inv[idx_sorted], np.arange(uniq.size))
-        occ[idx_sorted] = np.arange(s.size) - np.repeat(grp_start, np.bincount(inv, minlength=uniq.size)) + 1
-        del first
-        freq_total = occ[order][by_k]
+    rank = np.arange(first.size) - np.repeat(starts, counts)  # k: position of each run within its set
+    by_k = np.argsort(rank, kind="stable")  # runs grouped by k, each group's sets distinct
+    bounds = np.searchsorted(rank[by_k], np.arange(int(rank.max()) + 2))
+    rows_k, sets_k, len_k = run_row[by_k], run_set[by_k], run_len[by_k]
+    f_k = run_f[by_k] if run_f is not None else None
     tags = np.full((sets, ways), -1, dtype=np.int64)
     stamp = np.zeros((sets, ways), dtype=np.int64)  # LRU: last use; LFU: frequency of the cached row
     misses = 0
@@ -126,26 +134,30 @@ def simulate(stream: np.ndarray, size: int, *, policy: str = "lru", ways: int = 
         lo, hi = bounds[k], bounds[k + 1]
         if lo == hi:
             continue
-        st, rw = sets_sorted[lo:hi], rows_sorted[lo:hi]
+        st, rw, ln = sets_k[lo:hi], rows_k[lo:hi], len_k[lo:hi]
         line = tags[st]
         match = line == rw[:, None]
         hit = match.any(axis=1)
-        misses += int((~hit).sum())
-        if policy == "lru":
+        if policy == "lru":  # a run misses at most once, on its first access
+            misses += int((~hit).sum())
             way = np.where(hit, match.argmax(axis=1), stamp[st].argmin(axis=1))
             tags[st, way] = rw
             stamp[st, way] = k + 1
-        else:
-            assert freq_total is not None
-            f = freq_total[lo:hi]
-            hw = match.argmax(axis=1)
-            stamp[st[hit], hw[hit]] = f[hit]
-            miss = ~hit
-            victim = stamp[st].argmin(axis=1)
-            empty = line[np.arange(line.shape[0]), victim] == -1
-            take = miss & (empty | (f > stamp[st, victim]))
-            tags[st[take], victim[take]] = rw[take]
-            stamp[st[take], victim[take]] = f[take]
+            continue
+        assert f_k is not None
+        f = f_k[lo:hi]
+        last = f + ln - 1
+        hw = match.argmax(axis=1)
+        stamp[st[hit], hw[hit]] = last[hit]
+        victim = stamp[st].argmin(axis=1)
+        empty = line[np.arange(line.shape[0]), victim] == -1
+        m = stamp[st, victim]
+        # a missing row enters at the first access of its run whose count beats the set's least frequent row
+        enter = np.where(empty, 1, np.maximum(1, m - f + 2))
+        take = ~hit & (enter <= ln)
+        misses += int(np.where(take, enter, ln)[~hit].sum())
+        tags[st[take], victim[take]] = rw[take]
+        stamp[st[take], victim[take]] = last[take]
     return misses / s.size
 
 
@@ -235,9 +247,10 @@ def size_for_hit_rate(stream: np.ndarray, target: float, *, policy: str = "lru",
     return hi * ways
 
 
-def table_streams(model: str, workload: str = "production", *, batch_size: int = 4096, batches: int = 4,
+def table_streams(model: Any, workload: str = "production", *, batch_size: int = 4096, batches: int = 4,
                   scale: float = 1.0, seed: int = 0) -> dict[str, np.ndarray]:
-    """Each table's row stream (hashed IDs, in order) over ``batches`` batches of a workload spec."""
+    """Each table's row stream (hashed IDs, in order) over ``batches`` batches of a workload spec (``model``: a
+    zoo id, a model YAML or a ModelConfig)."""
     from recstack.workload import bind
     from recstack.workload.presets import load_workload
     from recstack.zoo.build import _skeleton, resolve_config
@@ -263,3 +276,20 @@ def load_stream(path: str) -> np.ndarray:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read an index stream from {path} ({exc})", field="stream") from None
     return _check(arr.ravel())
+
+
+def table_cache_sizes(streams: dict[str, np.ndarray], target: float, *, row_bytes: dict[str, int] | None = None,
+                      ways: int = ASSOC) -> list[dict[str, object]]:
+    """Per table: lookups, distinct rows, and the LRU and LFU cache sizes (rows, bytes) for hit rate ``target``
+    (None where even a cache of every distinct row misses more: first touches always miss)."""
+    out: list[dict[str, object]] = []
+    for name, s in streams.items():
+        distinct = int(np.unique(s).size) if s.size else 0
+        row: dict[str, object] = {"table": name, "lookups": int(s.size), "distinct_rows": distinct,
+                                  "best_hit_rate": (1 - distinct / s.size) if s.size else None}
+        for policy in POLICIES:
+            rows = size_for_hit_rate(s, target, policy=policy, ways=ways) if s.size else None
+            row[f"{policy}_rows"] = rows
+            row[f"{policy}_bytes"] = None if rows is None or row_bytes is None else rows * row_bytes.get(name, 0)
+        out.append(row)
+    return out

@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any
 
+from recstack.cli_types import int_at_least
 from recstack.errors import ConfigError
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12,
@@ -36,10 +37,13 @@ def _size(n: float) -> str:
     return binary(n)
 
 
-def analyse(cfg: Any, limit: int) -> dict[str, Any]:
-    """The ``recstack.memory`` document of run options ``cfg`` against ``limit`` bytes."""
+def analyse(cfg: Any, limit: int, *, cache_hit: float | None = None, cache_batches: int = 4) -> dict[str, Any]:
+    """The ``recstack.memory`` document of run options ``cfg`` against ``limit`` bytes (``cache_hit``: also
+    size each table's cache for that hit rate over ``cache_batches`` batches of the workload)."""
+    import torch  # noqa: F401  (imported before the clock starts: the analysis is timed, not torch's import)
+
     from recstack.memory.predict import per_rank, predict, shape_of
-    from recstack.memory.search import largest_batch, largest_scale
+    from recstack.memory.search import largest_batch
     from recstack.schema.memory_model import MemoryDocument
     from recstack.workload.presets import load_workload
     from recstack.zoo.build import resolve_config
@@ -82,14 +86,38 @@ def analyse(cfg: Any, limit: int) -> dict[str, Any]:
         "peak_bytes": pred.peak, "peak_stage": pred.peak_stage, "fits": pred.peak <= limit,
         "top_consumers": [c.__dict__ for c in pred.top_consumers(8)],
         "largest_batch_size": largest_batch(shape, limit, **opts) if cfg.nproc <= 1 else 0,
-        "largest_scale": (None if (s := largest_scale(shape, limit, cfg.batch_size, **opts)) is None
-                          else s * cfg.scale) if cfg.nproc <= 1 else None,
+        "largest_scale": _largest_scale(shape, limit, cfg, model_cfg, opts) if cfg.nproc <= 1 else None,
         "ranks": ranks, "elapsed_s": 0.0, "notes": notes,
     })
     if cfg.nproc > 1:
-        doc.notes.append("largest batch and scale are searched for one rank only (--nproc 1)")
-    doc.elapsed_s = round(time.perf_counter() - start, 4)
+        doc.notes.append("the largest batch and scale are searched with --nproc 1 only")
+    doc.elapsed_s = round(time.perf_counter() - start, 4)  # the prediction and its searches
+    if cache_hit is not None:
+        doc.cache = _cache(cfg, model_cfg, cache_hit, cache_batches, opts)
     return doc.model_dump(by_alias=True)
+
+
+def _cache(cfg: Any, model_cfg: Any, target: float, batches: int, opts: dict[str, Any]) -> dict[str, Any]:
+    """Per-table cache sizes for ``target`` over ``batches`` batches of the run's workload (simulated)."""
+    from recstack.memory.cache import ASSOC, table_cache_sizes, table_streams
+    from recstack.memory.predict import row_bytes
+
+    if not 0 < target < 1:
+        raise ConfigError(f"must be a hit rate between 0 and 1, exclusive (got {target:g})", field="--cache-hit")
+    streams = table_streams(model_cfg, cfg.workload, batch_size=cfg.batch_size, batches=batches, seed=cfg.seed)
+    sizes = {t.name: row_bytes(t.dim, cfg.table_dtype, backend=cfg.backend, mode=cfg.mode, device=opts["device"])
+             for t in model_cfg.resolved_tables()}
+    return {"target_hit_rate": target, "ways": ASSOC, "batches": batches, "batch_size": cfg.batch_size,
+            "tables": table_cache_sizes(streams, target, row_bytes=sizes)}
+
+
+def _largest_scale(shape: Any, limit: int, cfg: Any, model_cfg: Any, opts: dict[str, Any]) -> float | None:
+    """The largest ``--scale`` that fits, at most the flag's own limit (and the rows' limit)."""
+    from recstack.config.run import SCALE_MAX
+    from recstack.memory.search import largest_scale
+
+    cap = min(SCALE_MAX / cfg.scale, model_cfg.largest_scale() / model_cfg.scale)
+    return largest_scale(shape, limit, cfg.batch_size, max_factor=cap, base=cfg.scale, **opts)
 
 
 def render(doc: dict[str, Any]) -> str:
@@ -115,6 +143,15 @@ def render(doc: dict[str, Any]) -> str:
         scale = doc["largest_scale"]
         lines.append(f"largest batch that fits: {doc['largest_batch_size'] or 'none'}; largest --scale at batch "
                      f"{doc['batch_size']}: {'none' if scale is None else f'{scale:g}'}")
+    if doc.get("cache"):
+        c = doc["cache"]
+        lines.append(f"cache for a {c['target_hit_rate']:.0%} hit rate ({c['ways']}-way sets, {c['batches']} batches "
+                     f"of {c['batch_size']}): table, lookups, distinct rows, LRU rows, LFU rows")
+        for t in c["tables"]:
+            best = t["best_hit_rate"]
+            miss = f"none (at most {best:.0%})" if best is not None else "none"
+            lines.append(f"  {t['table']:24s} {t['lookups']:>10} {t['distinct_rows']:>10} "
+                         f"{t['lru_rows'] or miss:>10} {t['lfu_rows'] or miss:>10}")
     lines += [f"note: {n}" for n in doc["notes"]]
     lines.append(f"(analysis took {doc['elapsed_s'] * 1e3:.0f} ms; what is and is not counted: docs/memory.md)")
     return "\n".join(lines)
@@ -130,7 +167,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     out = check_writable(args.output, "-o/--output") if args.output else None
     cfg = run_config_from_args(args)
     try:
-        doc = analyse(cfg, limit)
+        doc = analyse(cfg, limit, cache_hit=args.cache_hit, cache_batches=args.cache_batches)
     except ConfigError as exc:
         if exc.field in RunConfig.model_fields and exc.source is None:
             raise ConfigError(exc.detail, field=cli_name(exc.field)) from exc
@@ -145,6 +182,11 @@ def cmd_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+# run options the prediction does not read: not offered, and refused in --config (as serve, share, compile)
+MEMORY_UNUSED = frozenset({"learning_rate", "threads", "iters", "warmup", "op_iters", "stage_rules", "machine",
+                           "rank_placement", "compile", "workload_batches"})
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``memory`` to the main CLI's sub-parsers."""
     from recstack.cli_types import add_run_arguments
@@ -155,9 +197,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "per stage and in all, the top consumers, and the largest batch size and table scale that fit --limit. "
         "What is counted and what is not: docs/memory.md.",
     )
-    add_run_arguments(p)
+    add_run_arguments(p, MEMORY_UNUSED)
     p.add_argument("--limit", default=None, metavar="SIZE",
                    help="memory limit, e.g. 24GiB, 512MiB or bytes (default: this host's available memory)")
+    p.add_argument("--cache-hit", type=float, default=None, metavar="RATE",
+                   help="also size each table's embedding cache (LRU and LFU, 32-way sets) for this hit rate, "
+                   "simulated over --cache-batches batches of the workload")
+    p.add_argument("--cache-batches", type=int_at_least("--cache-batches", 1), default=4,
+                   help="batches of the workload the cache simulation replays (default 4)")
     p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("-o", "--output", default=None, help="also write the JSON result here")

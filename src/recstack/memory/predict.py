@@ -32,6 +32,8 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from recstack.errors import ConfigError
 from recstack.memory.activations import (
     Lengths,
@@ -180,10 +182,7 @@ def _padded(length_model: Any, mean: float, batch_size: int) -> float:
     """The expected longest sequence of a batch: the draws' 1 - 1/(2B) quantile, clamped; the mean when fixed."""
     if getattr(length_model, "exact", None) is not None or length_model is None:
         return mean
-    import numpy as np
-
-    # quantile() returns an array even for one u (a 1-element one: float() of it fails under numpy 2.x)
-    q = float(np.asarray(length_model.dist.quantile(1.0 - 0.5 / max(1, batch_size))).reshape(-1)[0])
+    q = float(np.asarray(length_model.dist.quantile(np.array([1.0 - 0.5 / max(1, batch_size)]))).ravel()[0])
     high = length_model.high if length_model.high is not None else math.inf
     return float(min(high, max(length_model.low, math.ceil(q))))
 
@@ -282,8 +281,7 @@ def predict(shape: Shape, *, backend: str = "torch", mode: str = "inference", op
     inputs = input_bytes(shape, B, num_batches)
     consumers.append(Consumer("input_batches", "feature_processing", inputs, f"{num_batches} generated batches"))
     dyn = _dynamic(shape, shape.lengths(B), tabs, backend, train, optimizer, B, consumers)
-    base = resident_total = sum(resident.values()) + inputs
-    del resident_total
+    base = sum(resident.values()) + inputs
     return Prediction(
         shape.cfg.name, backend, mode, optimizer, table_dtype, B, shape.cfg.scale, device, resident, inputs,
         {s: base + v for s, v in dyn.items()}, dyn, consumers,
@@ -334,7 +332,7 @@ def _backward(shape: Shape, stages: list[StageActs], B: int, fp_live: float, tgr
     """
     def held(st: StageActs) -> float:
         keep = (st.out * B + st.out_pair * B * B) if st.out_saved else 0.0
-        return 4 * (keep + st.saved * B + st.saved_pair * B * B)
+        return 4 * (keep + st.saved * B + st.saved_pair * B * B + st.keeps * B)
 
     def size(st: StageActs) -> float:
         return 4 * (st.out * B + st.out_pair * B * B)

@@ -38,10 +38,11 @@ def _two_digits_down(x: float) -> float:
     return round(math.floor(x / step + 1e-9) * step, 12)
 
 
-def largest_scale(shape: Shape, limit: int, batch_size: int, *, max_factor: float = 1e6,
+def largest_scale(shape: Shape, limit: int, batch_size: int, *, max_factor: float = 1e6, base: float = 1.0,
                   **opts: object) -> float | None:
-    """The largest factor on the current table rows (two significant digits, rounded down) that fits ``limit``
-    at ``batch_size``; None if even one row per table does not fit."""
+    """The largest ``base x factor`` on the current table rows that fits ``limit`` at ``batch_size``, rounded
+    down to two significant digits (``base``: the scale the shape already has, so that the figure returned is
+    a ``--scale``); None if even one row per table does not fit."""
     def peak(f: float) -> Prediction:
         return predict(shape.scaled(f), batch_size=batch_size, **opts)  # type: ignore[arg-type]
 
@@ -53,13 +54,13 @@ def largest_scale(shape: Shape, limit: int, batch_size: int, *, max_factor: floa
     while hi < max_factor and fits(hi):
         lo, hi = hi, hi * 4
     if hi >= max_factor and fits(max_factor):
-        return max_factor
+        return max_factor * base
     for _ in range(40):
         mid = math.sqrt(lo * hi)
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
         if hi / lo < 1.001:
             break
-    f = _two_digits_down(lo)
-    while f > tiny and not fits(f):
+    f = _two_digits_down(lo * base)
+    while f > tiny * base and not fits(f / base):
         f = _two_digits_down(f * 0.99)
     return f

@@ -8,7 +8,7 @@ same prediction against ``limit_bytes`` (``largest_scale`` multiplies the run's 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -66,5 +66,7 @@ class MemoryDocument(_Doc):
     largest_batch_size: int = Field(ge=0, description="largest batch that fits the limit (0: none)")
     largest_scale: float | None = Field(description="largest --scale that fits at this batch size (None: none)")
     ranks: list[RankDoc] = Field(default_factory=list, description="per rank under the sharding plan (--nproc > 1)")
+    cache: dict[str, Any] | None = Field(None, description="--cache-hit: per-table LRU/LFU cache sizes (rows, bytes) "
+                                         "for the target hit rate, simulated over the workload's batches")
     elapsed_s: float = Field(ge=0, description="time the analysis took")
     notes: list[str] = Field(default_factory=list)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from recstack.config.limits import BATCH_SIZE_MAX, SEED_MAX, SEED_MIN, TASKS_MAX
 from recstack.errors import ConfigError
 from recstack.zoo.config import ModelConfig, load_model_config
-from recstack.zoo.memory import NUM_BATCHES, BatchShape, MemoryEstimate, check_fits, estimate
+from recstack.zoo.memory import NUM_BATCHES, MemoryEstimate, check_fits
 
 # torch, the embedding backends and the model classes are imported where a model is built, so that
 # resolving and checking a config (and failing on a bad one) needs no torch.
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from recstack.zoo.models import RecModel
 
 MODES = ("inference", "train")
-ATTENTION_MATRICES = 4  # scores, mask/scale, activation (softmax or SiLU), and its product with the mask
 OPTIMIZERS = ("sgd", "adagrad")
 
 
@@ -91,76 +90,14 @@ def dense_param_count(model: RecModel) -> int:
     )
 
 
-def _layer_outputs(cfg: ModelConfig, seq_len: float) -> float:
-    """Activation values per sample of the dense layers (every layer's output; attention per position)."""
-    flat = [cfg.bottom_mlp, cfg.top_mlp, cfg.mlp, cfg.final_mlp]
-    per_sample = sum(sum(v[1:]) for v in flat if v)
-    if cfg.task_mlp:
-        per_sample += cfg.tasks * sum(cfg.task_mlp[1:])
-    per_position = sum(cfg.attention_hidden or []) + (cfg.attention_dim or 0) + 3 * (cfg.extractor_hidden or 0)
-    if cfg.user_tower and cfg.item_tower:
-        per_sample += sum(cfg.user_tower[1:]) + sum(cfg.item_tower[1:])
-    if cfg.cross_layers and cfg.top_mlp:
-        per_sample += 2 * cfg.cross_layers * cfg.top_mlp[0]  # each cross layer's product and sum
-    if cfg.arch in ("bst", "hstu") and cfg.blocks and cfg.attention_heads:
-        # dense attention: per block and head, ATTENTION_MATRICES [positions x positions] matrices
-        n = seq_len + (1 if cfg.arch == "bst" else 0)
-        width = cfg.attention_heads * (2 * (cfg.linear_dim or 0) + 2 * (cfg.attention_dim or 0)) + 4 * cfg.embedding_dim
-        per_sample += cfg.blocks * (ATTENTION_MATRICES * cfg.attention_heads * n * n + n * (width + (cfg.ffn_dim or 0)))
-    return float(per_sample + seq_len * per_position)
-
-
-def batch_shape(cfg: ModelConfig, workload: WorkloadSpec | None = None) -> BatchShape:
-    """Per-sample input and activation sizes of ``cfg`` under ``workload`` (mean lengths; None: the config's pooling)."""
-    skel = _skeleton(cfg)
-    requests = skel.features()
-    mean_len = {f.name: float(f.pooling) for f in requests}
-    if workload is not None:
-        from recstack.workload.generate import bind
-
-        bound = bind(workload, requests, skel.num_dense, skel.num_tasks)
-        mean_len = {f.name: f.lengths.mean() for f in bound.features}
-    tables = cfg.resolved_tables()
-    lookups = sum(mean_len[t.feature] for t in tables)
-    emb_out = sum(t.dim * (mean_len[t.feature] if t.kind == "sequence" else 1.0) for t in tables)
-    seq_len = max((mean_len[t.feature] for t in tables if t.kind == "sequence"), default=0.0)
-    return BatchShape(
-        ids=sum(mean_len.values()),
-        lookups=lookups,
-        features=len(requests),
-        tables=len(tables),
-        dense=skel.num_dense,
-        tasks=skel.num_tasks,
-        activations=emb_out + _layer_outputs(cfg, seq_len),
-        pairwise=1.0 if cfg.arch in ("twotower", "hstu") else 0.0,  # the [B, B] in-batch score matrix
-    )
-
-
 def memory_estimate(
     cfg: ModelConfig, opts: BuildOptions, workload: WorkloadSpec | None = None, num_batches: int = NUM_BATCHES
 ) -> MemoryEstimate:
-    """Bytes ``cfg`` needs with ``opts`` (tables, optimizer, dense layers) and ``opts.batch_size`` of ``workload``."""
+    """Bytes ``cfg`` needs with ``opts`` (tables, optimizer, dense layers) and ``opts.batch_size`` of ``workload``
+    (:mod:`recstack.memory.predict`, the model ``recstack memory`` reports)."""
     from recstack.zoo.memory import estimate_config
 
     return estimate_config(cfg, opts, workload, num_batches)
-
-
-def memory_estimate_closed_form(
-    cfg: ModelConfig, opts: BuildOptions, workload: WorkloadSpec | None = None, num_batches: int = NUM_BATCHES
-) -> MemoryEstimate:
-    """The earlier closed-form estimate (before recstack.memory.predict)."""
-    skel = _skeleton(cfg)
-    return estimate(
-        cfg.resolved_tables(),
-        dense_params=dense_param_count(skel),
-        backend=opts.backend,
-        mode=opts.mode,
-        optimizer=opts.optimizer,
-        table_dtype=opts.table_dtype,
-        batch_size=opts.batch_size,
-        shape=batch_shape(cfg, workload),
-        num_batches=num_batches,
-    )
 
 
 def preflight(

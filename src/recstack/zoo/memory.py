@@ -1,37 +1,11 @@
-"""Memory preflight: estimate a model's bytes before any table is allocated.
+"""Memory preflight: refuse, before any table is allocated, a run that would not fit.
 
-The preflight's figures come from :mod:`recstack.memory.predict` (:func:`estimate_config`), the model that
-``recstack memory`` reports and benchmarks/bench_memory.py checks against measured steps (docs/memory.md);
-:func:`estimate` below is the earlier closed form, kept for callers that pass tables and sizes directly.
-
-The estimate covers the tables (in their storage dtype), and in training the
-table gradients and optimizer state as each backend keeps them:
-
-* torch backend: sparse gradients (bounded by the rows a step touches; we
-  count one step's lookups x dim x 4 bytes); Adagrad keeps a dense fp32 state
-  the size of each table.
-* torchrec backend (unsharded EmbeddingBagCollection): dense gradients the
-  size of each table; Adagrad adds a dense state of the same size.
-* tbe backend (training kernel): the optimizer is fused into backward, so no
-  table gradient is materialised; row-wise Adagrad keeps one fp32 per row.
-
-Dense layers are counted at 4 bytes per parameter (x3 in training: weights,
-gradients, optimizer state), and a fixed headroom covers the allocator and
-small buffers.
-
-The batch is counted too (:class:`BatchShape`, from the model's features and the
-workload; all per-sample sizes are the workload's *mean* lengths, clamped to each
-feature's ``max_length``, because a batch's total concentrates around the mean):
-
-* input batches: the profiler generates ``NUM_BATCHES`` batches up front; each holds
-  int64 IDs, int32 lengths per feature, float32 dense features and labels;
-* the working set of one step: the int64 indices and offsets each table receives,
-  and the activations (embedding outputs, sequence embeddings of ``mean length x dim``
-  per sample, and every dense layer's outputs, 4 bytes each; in-batch retrieval models add their
-  ``[B, B]`` score matrix; x3 in training for the saved forward values and their gradients).
-
-The check compares the total against ``MemAvailable`` from /proc/meminfo and, when
-it does not fit, names the ``--scale`` and ``--batch-size`` that would.
+The estimate comes from :mod:`recstack.memory.predict` (:func:`estimate_config`), the model that
+``recstack memory`` reports and benchmarks/bench_memory.py checks against measured steps
+(docs/memory.md): tables in their storage layout, optimizer state and gradients as each backend keeps
+them, dense layers, the generated input batches and the step's peak; plus a fixed headroom for what
+it does not count (allocator caching, the interpreter, libraries). :func:`check_fits` compares the total
+with ``MemAvailable`` and, when it does not fit, names the ``--scale`` and ``--batch-size`` that would.
 """
 
 from __future__ import annotations
@@ -42,36 +16,9 @@ from typing import Any
 
 from recstack.config.limits import USABLE_FRACTION, available_bytes, gib
 from recstack.errors import MemoryPreflightError
-from recstack.zoo.config import Table
 
 HEADROOM_BYTES = 512 * 2**20
-BYTES_PER_ELEM = {"fp32": 4, "fp16": 2, "int8": 1}
 NUM_BATCHES = 4  # batches generated up front (api.profile's num_batches default)
-
-
-@dataclass(frozen=True)
-class BatchShape:
-    """Per-sample sizes of a model's inputs and working set (workload mean lengths; see the module doc)."""
-
-    ids: float  # raw IDs per sample, all features together
-    lookups: float  # table lookups per sample (a feature may feed several tables)
-    features: int  # sparse features
-    tables: int
-    dense: int  # dense input features
-    tasks: int
-    activations: float  # activation values per sample: embedding outputs and every dense layer's outputs
-    pairwise: float = 0.0  # values per pair of samples (in-batch retrieval scores: [B, B])
-
-    def input_bytes(self, batch_size: int, num_batches: int = NUM_BATCHES) -> int:
-        """Bytes of ``num_batches`` generated batches: int64 IDs, int32 lengths, float32 dense and labels."""
-        per_sample = self.ids * 8 + self.features * 4 + self.dense * 4 + self.tasks * 4
-        return int(num_batches * batch_size * per_sample)
-
-    def step_bytes(self, batch_size: int, mode: str) -> int:
-        """Bytes of one step's working set: per-table int64 indices and offsets, and the activations."""
-        per_sample = self.lookups * 8 + self.tables * 8 + self.activations * 4
-        per_step = batch_size * per_sample + batch_size * batch_size * self.pairwise * 4
-        return int(per_step * (3 if mode == "train" else 1))
 
 
 @dataclass(frozen=True)
@@ -115,54 +62,6 @@ class MemoryEstimate:
             "activations": self.activations,
             "total": self.total,
         }
-
-
-def table_storage_bytes(t: Table, table_dtype: str) -> int:
-    per_row = t.dim * BYTES_PER_ELEM[table_dtype] + (4 if table_dtype == "int8" else 0)
-    return t.rows * per_row
-
-
-def estimate(
-    tables: list[Table],
-    *,
-    dense_params: int,
-    backend: str,
-    mode: str,
-    optimizer: str = "sgd",
-    table_dtype: str = "fp32",
-    batch_size: int = 1024,
-    shape: BatchShape | None = None,
-    num_batches: int = NUM_BATCHES,
-) -> MemoryEstimate:
-    """Bytes a model of ``tables`` needs for ``batch_size`` (the batch counted when ``shape`` is given)."""
-    tbytes = sum(table_storage_bytes(t, table_dtype) for t in tables)
-    grads = state = 0
-    dense = dense_params * 4
-    if mode == "train":
-        dense *= 3
-        full = sum(t.rows * t.dim * 4 for t in tables)
-        if backend == "torch":
-            grads = int(sum(t.pooling * batch_size * t.dim * 4 for t in tables))
-            state = full if optimizer == "adagrad" else 0
-        elif backend == "torchrec":
-            grads = full
-            state = full if optimizer == "adagrad" else 0
-        else:  # tbe: fused optimizer, row-wise state
-            state = sum(t.rows * 4 for t in tables) if optimizer == "adagrad" else 0
-    batches = shape.input_bytes(batch_size, num_batches) if shape is not None else 0
-    work = shape.step_bytes(batch_size, mode) if shape is not None else 0
-    return MemoryEstimate(
-        tbytes,
-        grads,
-        state,
-        dense,
-        HEADROOM_BYTES,
-        batches=batches,
-        activations=work,
-        batch_size=batch_size,
-        grads_per_batch=mode == "train" and backend == "torch",
-        ids_per_sample=shape.ids if shape is not None else 0.0,
-    )
 
 
 def _two_digits_down(x: float) -> float:
