@@ -1,6 +1,6 @@
 """Predicted against measured memory: 13 zoo models x inference/training x three embedding backends.
 
-For each cell the prediction (:mod:`recstack.memory.predict`, from the config alone) is set beside one real
+For each cell the prediction (:mod:`recstack.zoo.footprint.predict`, from the config alone) is set beside one real
 step of the model built at ``--scale`` (:mod:`recstack.memory.measure`: exact resident bytes, the CPU
 allocator's events for the step's peak). Resident bytes (parameters, buffers, optimizer state, the batch)
 must match exactly; the step's peak (activations, indices, gradients, temporaries) and the total peak are
@@ -27,8 +27,8 @@ GOAL_PCT = 10.0
 
 def cell(model: str, backend: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     from recstack.memory.measure import measure
-    from recstack.memory.predict import predict_config
     from recstack.workload.presets import load_workload
+    from recstack.zoo.footprint.predict import predict_config
 
     row: dict[str, Any] = {"model": model, "backend": backend, "mode": mode}
     try:

@@ -11,11 +11,11 @@ import pytest
 
 from recstack.errors import ConfigError
 from recstack.memory import cache
-from recstack.memory.predict import per_rank, predict, predict_config, row_bytes, shape_of, table_bytes
 from recstack.memory.search import largest_batch, largest_scale
 from recstack.workload.presets import load_workload
 from recstack.zoo.build import BuildOptions, memory_estimate, resolve_config
 from recstack.zoo.config import Table
+from recstack.zoo.footprint.predict import per_rank, predict, predict_config, row_bytes, shape_of, table_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 # ../shared/data beside the repository (a worktree one level deeper finds it one level up)

@@ -69,10 +69,11 @@ def cmd_zoo_list(args: argparse.Namespace) -> int:
 
 def cmd_zoo_show(args: argparse.Namespace) -> int:
     from recstack.zoo import resolve_config, summary
-    from recstack.zoo.build import _skeleton, module_tree
+    from recstack.zoo.build import module_tree
+    from recstack.zoo.skeleton import skeleton
 
     cfg = resolve_config(args.model, args.scale, args.tasks)
-    skel = _skeleton(cfg)
+    skel = skeleton(cfg)
     info = {
         "config": cfg.model_dump(),
         "tables": [t.model_dump() for t in cfg.resolved_tables()],

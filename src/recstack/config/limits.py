@@ -7,7 +7,7 @@ overflowing a storage size deep inside PyTorch. The bounds are generous: far
 above any real recommendation model, well below what would overflow int64
 byte counts. Whether a request within range also fits in this host's memory is
 the memory preflight's job (:mod:`recstack.zoo.memory`, with the prediction of
-:mod:`recstack.memory.predict` that ``recstack memory`` reports).
+:mod:`recstack.zoo.footprint.predict` that ``recstack memory`` reports).
 """
 
 from __future__ import annotations

@@ -253,10 +253,10 @@ def table_streams(model: Any, workload: str = "production", *, batch_size: int =
     zoo id, a model YAML or a ModelConfig)."""
     from recstack.workload import bind
     from recstack.workload.presets import load_workload
-    from recstack.zoo.build import _skeleton, resolve_config
+    from recstack.zoo.skeleton import resolve_config, skeleton
 
     cfg = resolve_config(model, scale)
-    skel = _skeleton(cfg)
+    skel = skeleton(cfg)
     bound = bind(load_workload(workload), skel.features(), skel.num_dense, skel.num_tasks, seed=seed)
     parts: dict[str, list[np.ndarray]] = {t.name: [] for t in skel.tables}
     for i in range(batches):

@@ -42,11 +42,11 @@ def analyse(cfg: Any, limit: int, *, cache_hit: float | None = None, cache_batch
     size each table's cache for that hit rate over ``cache_batches`` batches of the workload)."""
     import torch  # noqa: F401  (imported before the clock starts: the analysis is timed, not torch's import)
 
-    from recstack.memory.predict import per_rank, predict, shape_of
     from recstack.memory.search import largest_batch
     from recstack.schema.memory_model import MemoryDocument
     from recstack.workload.presets import load_workload
     from recstack.zoo.build import resolve_config
+    from recstack.zoo.footprint.predict import per_rank, predict, shape_of
 
     start = time.perf_counter()
     if cfg.model and ":" in cfg.model and not cfg.model.lower().endswith((".yaml", ".yml")):
@@ -100,7 +100,7 @@ def analyse(cfg: Any, limit: int, *, cache_hit: float | None = None, cache_batch
 def _cache(cfg: Any, model_cfg: Any, target: float, batches: int, opts: dict[str, Any]) -> dict[str, Any]:
     """Per-table cache sizes for ``target`` over ``batches`` batches of the run's workload (simulated)."""
     from recstack.memory.cache import ASSOC, table_cache_sizes, table_streams
-    from recstack.memory.predict import row_bytes
+    from recstack.zoo.footprint.predict import row_bytes
 
     if not 0 < target < 1:
         raise ConfigError(f"must be a hit rate between 0 and 1, exclusive (got {target:g})", field="--cache-hit")

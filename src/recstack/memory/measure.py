@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from recstack.memory.stages import stage_of_child
+from recstack.zoo.footprint.stages import stage_of_child
 
 PHASES = ("loss", "backward", "optimizer")
 

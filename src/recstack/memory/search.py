@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 
 from recstack.config.limits import BATCH_SIZE_MAX
-from recstack.memory.predict import Prediction, Shape, predict
+from recstack.zoo.footprint.predict import Prediction, Shape, predict
 
 
 def largest_batch(shape: Shape, limit: int, **opts: object) -> int:

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from recstack.config.limits import BATCH_SIZE_MAX, SEED_MAX, SEED_MIN, TASKS_MAX
 from recstack.errors import ConfigError
-from recstack.zoo.config import ModelConfig, load_model_config
+from recstack.zoo.config import ModelConfig
 from recstack.zoo.memory import NUM_BATCHES, MemoryEstimate, check_fits
+from recstack.zoo.skeleton import dense_param_count, resolve_config, skeleton
 
 # torch, the embedding backends and the model classes are imported where a model is built, so that
 # resolving and checking a config (and failing on a bad one) needs no torch.
@@ -59,42 +60,11 @@ class BuildOptions:
             raise ConfigError(f"must be a positive number (got {self.learning_rate!r})", field="learning_rate")
 
 
-def resolve_config(model: str | ModelConfig, scale: float = 1.0, tasks: int | None = None) -> ModelConfig:
-    cfg = load_model_config(model) if isinstance(model, str) else model
-    if scale != 1.0:
-        cfg = cfg.scaled(scale)
-    if tasks is not None:
-        if isinstance(tasks, bool) or not isinstance(tasks, int) or not 1 <= tasks <= TASKS_MAX:
-            raise ConfigError(f"must be an integer in 1 .. {TASKS_MAX} (got {tasks!r})", field="--tasks")
-        if cfg.arch != "mtwnd":
-            raise ConfigError(f"only arch mtwnd has tasks (model {cfg.name} is {cfg.arch})", field="--tasks")
-        cfg = cfg.model_copy(update={"tasks": tasks})
-    return cfg
-
-
-def _skeleton(cfg: ModelConfig) -> RecModel:
-    """The model on the meta device: layer shapes and parameter counts, no memory."""
-    import torch
-
-    from recstack.zoo.embedding import TorchEmbeddings
-    from recstack.zoo.models import ARCH_CLASSES
-
-    with torch.device("meta"):
-        backend = TorchEmbeddings(cfg.resolved_tables(), sparse=False, device="meta")
-        return ARCH_CLASSES[cfg.arch](cfg, backend)
-
-
-def dense_param_count(model: RecModel) -> int:
-    return sum(
-        p.numel() for name, p in model.named_parameters() if not name.startswith(("sparse_arch.", "feature_processing."))
-    )
-
-
 def memory_estimate(
     cfg: ModelConfig, opts: BuildOptions, workload: WorkloadSpec | None = None, num_batches: int = NUM_BATCHES
 ) -> MemoryEstimate:
     """Bytes ``cfg`` needs with ``opts`` (tables, optimizer, dense layers) and ``opts.batch_size`` of ``workload``
-    (:mod:`recstack.memory.predict`, the model ``recstack memory`` reports)."""
+    (:mod:`recstack.zoo.footprint.predict`, the model ``recstack memory`` reports)."""
     from recstack.zoo.memory import estimate_config
 
     return estimate_config(cfg, opts, workload, num_batches)
@@ -177,7 +147,7 @@ def build_model(
 def summary(model: str | ModelConfig, scale: float = 1.0, tasks: int | None = None) -> dict[str, Any]:
     """Figures for `zoo list`, computed from the config without allocating tables."""
     cfg = resolve_config(model, scale, tasks)
-    skel = _skeleton(cfg)
+    skel = skeleton(cfg)
     return cfg.summary_row(skel.lookups_per_sample(), 2 * skel.dense_macs_per_sample(), dense_param_count(skel))
 
 

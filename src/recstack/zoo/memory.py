@@ -1,6 +1,6 @@
 """Memory preflight: refuse, before any table is allocated, a run that would not fit.
 
-The estimate comes from :mod:`recstack.memory.predict` (:func:`estimate_config`), the model that
+The estimate comes from :mod:`recstack.zoo.footprint.predict` (:func:`estimate_config`), the model that
 ``recstack memory`` reports and benchmarks/bench_memory.py checks against measured steps
 (docs/memory.md): tables in their storage layout, optimizer state and gradients as each backend keeps
 them, dense layers, the generated input batches and the step's peak; plus a fixed headroom for what
@@ -109,13 +109,13 @@ def check_fits(est: MemoryEstimate, *, model: str, scale: float, available: int 
 
 
 def estimate_config(cfg: Any, opts: Any, workload: Any = None, num_batches: int = NUM_BATCHES) -> MemoryEstimate:
-    """The preflight's estimate from :mod:`recstack.memory.predict` (the model ``recstack memory`` reports).
+    """The preflight's estimate from :mod:`recstack.zoo.footprint.predict` (the model ``recstack memory`` reports).
 
     The prediction's resident bytes, input batches and step peak map onto the estimate's parts: tables (with
     FBGEMM's metadata), optimizer state, dense parameters with their buffers and (training) gradients, table
     gradients, the generated batches, and the rest of the step's peak as activations; plus the headroom.
     """
-    from recstack.memory.predict import predict, shape_of
+    from recstack.zoo.footprint.predict import predict, shape_of
 
     shape = shape_of(cfg, workload)
     pred = predict(shape, backend=opts.backend, mode=opts.mode, optimizer=opts.optimizer,

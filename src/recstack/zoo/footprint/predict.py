@@ -17,7 +17,7 @@ Resident (for the whole run):
   FBGEMM's row-wise Adagrad (that is what recstack's tbe backend runs);
 * the generated input batches (the profiler keeps ``NUM_BATCHES``).
 
-Per step (:mod:`recstack.memory.activations` for the activation rules): feature processing's indices and
+Per step (:mod:`recstack.zoo.footprint.activations` for the activation rules): feature processing's indices and
 offsets, each stage's outputs and (training) what autograd saves for backward, the loss, gradients
 (dense parameters; table gradients: sparse ``lookups x (dim x 4 + 8)`` for the torch backend, dense
 ``rows x dim x 4`` for unsharded TorchRec, none for TBE whose update is fused into backward) and the
@@ -35,15 +35,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recstack.errors import ConfigError
-from recstack.memory.activations import (
+from recstack.zoo.config import ModelConfig, Table
+from recstack.zoo.footprint.activations import (
     Lengths,
     StageActs,
     dense_stages,
     embedding_stage,
     feature_bytes,
 )
-from recstack.memory.stages import stage_of_child
-from recstack.zoo.config import ModelConfig, Table
+from recstack.zoo.footprint.stages import stage_of_child
 
 if TYPE_CHECKING:
     from recstack.workload.spec import WorkloadSpec
@@ -189,9 +189,9 @@ def _padded(length_model: Any, mean: float, batch_size: int) -> float:
 
 def shape_of(cfg: ModelConfig, workload: WorkloadSpec | None = None) -> Shape:
     """Tables, per-table lengths (the workload's; default: the config's pooling) and dense sizes of ``cfg``."""
-    from recstack.zoo.build import _skeleton, dense_param_count
+    from recstack.zoo.skeleton import dense_param_count, skeleton
 
-    skel = _skeleton(cfg)
+    skel = skeleton(cfg)
     requests = skel.features()
     mean = {f.name: float(f.pooling) for f in requests}
     models: dict[str, Any] = {}
@@ -399,7 +399,7 @@ def predict_config(model: str | ModelConfig, *, scale: float = 1.0, batch_size: 
                    mode: str = "inference", optimizer: str = "sgd", table_dtype: str = "fp32",
                    workload: WorkloadSpec | None = None, tasks: int | None = None, device: str = "cpu",
                    num_batches: int = NUM_BATCHES) -> Prediction:
-    from recstack.zoo.build import resolve_config
+    from recstack.zoo.skeleton import resolve_config
 
     cfg = resolve_config(model, scale, tasks)
     return predict(shape_of(cfg, workload), backend=backend, mode=mode, optimizer=optimizer,
