@@ -290,12 +290,15 @@ class StageFlow(TagMode):
         described = [self.describe(t, g) for t, g, _ in acts if g][:4]
         none: frozenset[int] = frozenset()
         if self._is_lookup(name, ins, is_table):
-            table = next((t for t, p in zip(ins, is_table, strict=True) if p and t.dim() >= 2), None)
+            fbgemm = name.startswith("fbgemm::")  # its weights may be plain attributes: named by its module
+            table = None if fbgemm else next(t for t, p in zip(ins, is_table, strict=True) if p and t.dim() >= 2)
             table_name = self.tables[tensor_key(table)] if table is not None else f"{path or '<model>'} (fbgemm)"
             ints = [t for t, p in zip(ins, is_table, strict=True)
                     if not p and t.dtype in (torch.int32, torch.int64) and t.dim() >= 1]
             index = max(ints, key=lambda t: t.numel()) if ints else None  # FBGEMM: indices beside offsets
             bit = self._origin(table_name)
+            if table is None:  # an FBGEMM kernel looks up all its tables at once: they are several features
+                bit |= self._origin(table_name)
             raw = self._origin("")
             tag = union & ~_FLAGS | bit | raw
             if name in ("aten::embedding", "aten::index_select", "aten::index") and index is not None \
@@ -315,9 +318,10 @@ class StageFlow(TagMode):
             return union | SEQ, none
         if name in _LAYERS and any(is_table) and union:
             return self._layer(name, path, union, layers, seq, vec, described)
-        if name in _CONTRACTIONS and len(vec) >= 2:
+        several = bin(_union(g for _, g in vec) & self.lookups).count("1") >= 2  # vectors of several features
+        if name in _CONTRACTIONS and len(vec) >= 2 and (several or seq):
             return self._combine(name, path, union, layers, seq, described, "multiplies several features' vectors")
-        if name in _PRODUCTS and len(vec) >= 2:
+        if name in _PRODUCTS and len(vec) >= 2 and (several or seq):
             bits = {g & self.lookups for _, g in vec}
             if seq or len(bits) > 1 or any(g & self.raw for _, g in vec):
                 return self._combine(name, path, union, layers, seq, described,
