@@ -271,3 +271,20 @@ def test_op_pass_far_from_the_plain_step_is_measured_again_and_flagged(monkeypat
     assert again["kept_ratio"] == prof.overhead["op_pass_ratio"]
     assert min(again["first_ratio"], again["second_ratio"], key=lambda r: abs(math.log(r))) == again["kept_ratio"]
     assert "beyond 1x either way" in prof.overhead["op_pass_ratio_flag"]
+
+
+def test_work_in_the_models_own_method_is_timed_as_its_stage():
+    """torch-rechub's AFM computes its attention weights in its own method `attention` (not a module's forward):
+    that method is timed as the interaction stage, not charged to the next stage's [caller code] or `other`."""
+    import recstack
+
+    if importlib.util.find_spec("torch_rechub") is None:
+        pytest.skip("torch_rechub is not installed (make setup installs the public-models extra)")
+    model, batch = BUILDERS["rechub.AFM"]()
+    prof = recstack.profile(model, lambda i: batch, mode="inference", iters=3, warmup=2, op_iters=1, num_batches=1,
+                            counters=False, cost_model=False)
+    method = prof.run["stage_methods"][":attention"]
+    assert method["stage"] == "interaction" and method["evidence"]["basis"] == "dataflow"
+    assert "attention" not in model.__dict__  # the passes' wrappers are gone
+    softmax = [(st.name, n.path) for st in prof.root.children for n in st.walk() if n.name == "aten::softmax"]
+    assert softmax and all(s == "interaction" and "[caller code]" not in p for s, p in softmax), softmax

@@ -44,6 +44,7 @@ in, a description of its inputs, and the op counts by kind.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,6 +126,7 @@ class Flow:
     ops: dict[str, list[Evidence]] = field(default_factory=dict)
     after_layer: dict[str, bool] = field(default_factory=dict)
     seq_input: dict[str, bool] = field(default_factory=dict)  # a module given a sequence-shaped value
+    methods: dict[tuple[str, str], list[Evidence]] = field(default_factory=dict)  # (module, own method) -> ops
     ran: list[str] = field(default_factory=list)
 
     def _subtree(self, path: str) -> list[Evidence]:
@@ -199,6 +201,7 @@ class StageFlow(TagMode):
         self._ran: set[str] = set()
         self._recurrent = {p: type(m).__name__ for p, m in model.named_modules() if isinstance(m, nn.RNNBase)}
         self._cells = {p: type(m).__name__ for p, m in model.named_modules() if isinstance(m, nn.RNNCellBase)}
+        self._modules = dict(model.named_modules())
 
     # -- origins -------------------------------------------------------------------------------
     def _origin(self, name: str) -> int:
@@ -260,6 +263,20 @@ class StageFlow(TagMode):
 
     def _record(self, ev: Evidence) -> None:
         self.flow.ops.setdefault(ev.module, []).append(ev)
+        method = self._method(ev.module)
+        if method is not None:
+            self.flow.methods.setdefault((ev.module, method), []).append(ev)
+
+    def _method(self, path: str) -> str | None:
+        """The method of module ``path`` (not ``forward``) the running op was called from, if any."""
+        mod = self._modules.get(path)
+        frame = sys._getframe(2)
+        while frame is not None:
+            if frame.f_locals.get("self") is mod:
+                name = frame.f_code.co_name
+                return None if name in ("forward", "_call_impl", "_wrapped_call_impl", "__call__") else name
+            frame = frame.f_back
+        return None
 
     # -- dispatch ------------------------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:

@@ -49,7 +49,7 @@ def find_stage_methods(flow: Flow, smap: StageMap) -> list[StageMethod]:
     for (path, method), evs in flow.methods.items():
         if smap.stage_of(path) is not None:
             continue
-        kinds = {e.stage for e in evs if e.stage in STRONG}
+        kinds = {e.stage for e in evs if e.stage in STRONG}  # layers' stages are settled by now (Flow.finish)
         if len(kinds) != 1:
             continue
         stage = kinds.pop()

@@ -55,6 +55,15 @@ class Discovery:
     order: list[str]
     smap: StageMap
     never_ran: dict[str, NeverRanRoot]
+    methods: list[Any] = field(default_factory=list)  # recstack.profiling.methods.StageMethod
+
+    def regions(self, other: Regions | None) -> Regions | None:
+        """``other`` (or None) plus the stage methods, as one :class:`Regions` for both passes."""
+        if not self.methods:
+            return other
+        from recstack.profiling.methods import MethodRegions
+
+        return MethodRegions(self.methods, other)
 
     @property
     def roots(self) -> dict[str, str]:
@@ -115,7 +124,12 @@ def warm_up_and_discover(
     flow = try_trace_stages(model, forward, batches[0]) if forward is not None else None
     smap = detect_stages(model, rules, order, flow)
     never_ran = hand_down_roots(smap, order)
-    return Discovery(order=order, smap=smap, never_ran=never_ran)
+    methods: list[Any] = []
+    if flow is not None:
+        from recstack.profiling.methods import find_stage_methods
+
+        methods = find_stage_methods(flow, smap)
+    return Discovery(order=order, smap=smap, never_ran=never_ran, methods=methods)
 
 
 @dataclass
