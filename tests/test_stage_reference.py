@@ -288,3 +288,23 @@ def test_work_in_the_models_own_method_is_timed_as_its_stage():
     assert "attention" not in model.__dict__  # the passes' wrappers are gone
     softmax = [(st.name, n.path) for st in prof.root.children for n in st.walk() if n.name == "aten::softmax"]
     assert softmax and all(s == "interaction" and "[caller code]" not in p for s, p in softmax), softmax
+
+
+class OneTableFields(torch.nn.Module):
+    """pytorch-fm's layout: F fields' IDs shifted by per-field offsets into one table, looked up as [batch, F]."""
+
+    def __init__(self, fields: int = 4, rows: int = 10) -> None:
+        super().__init__()
+        self.table = torch.nn.Embedding(fields * rows, 4)
+        self.register_buffer("offsets", torch.arange(fields) * rows)
+        self.pairs = PairwiseAttention()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.pairs(self.table(ids + self.offsets))
+
+
+def test_fields_in_one_table_by_offsets_are_features_not_a_sequence():
+    """A [batch, F] lookup of F fields offset into one table is F features meeting, not a behaviour sequence."""
+    smap = _stages_of(OneTableFields(), (torch.randint(0, 10, (8, 4)),))
+    assert smap.stage_of("table") == "embedding" and smap.stage_of("pairs") == "interaction"
+    assert "sequence" not in {pl.stage for pl in smap.placements.values()}

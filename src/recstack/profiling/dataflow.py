@@ -55,8 +55,8 @@ from torch import nn
 
 from recstack.tagmode import TagMode, tensor_key, walk
 
-SEQ, DEEP, MET, JOIN, FLAT = 1, 2, 4, 8, 16
-_FLAGS = SEQ | DEEP | MET | JOIN | FLAT
+SEQ, DEEP, MET, JOIN, FLAT, FIELDS = 1, 2, 4, 8, 16, 32
+_FLAGS = SEQ | DEEP | MET | JOIN | FLAT | FIELDS
 STRONG = ("embedding", "interaction", "sequence")
 
 _LOOKUPS = frozenset({"aten::embedding", "aten::embedding_bag", "aten::_embedding_bag",
@@ -314,12 +314,13 @@ class StageFlow(TagMode):
                     if not p and t.dtype in (torch.int32, torch.int64) and t.dim() >= 1]
             index = max(ints, key=lambda t: t.numel()) if ints else None  # FBGEMM: indices beside offsets
             bit = self._origin(table_name)
-            if table is None:  # an FBGEMM kernel looks up all its tables at once: they are several features
+            fields = index is not None and bool(self.tag_of(index) & FIELDS)
+            if table is None or fields:  # an FBGEMM kernel's tables, or one table's fields: several features
                 bit |= self._origin(table_name)
-            raw = self._origin("")
+            raw = self._origin("") | (self._origin("") if bit & (bit - 1) else 0)  # as many as the origins
             tag = union & ~_FLAGS | bit | raw
             if name in ("aten::embedding", "aten::index_select", "aten::index") and index is not None \
-                    and index.dim() >= 2 and index.shape[-1] > 1:
+                    and index.dim() >= 2 and index.shape[-1] > 1 and not fields:
                 tag |= SEQ
                 self.seq_lens.add(int(index.shape[-1]))
             elif index is not None and index.dim() == 1 and outs and outs[0].dim() == 2 \
@@ -355,12 +356,22 @@ class StageFlow(TagMode):
                 and outs[0].shape[1] > 1 and any(g & FLAT and t.dim() < outs[0].dim() for t, g in vec):
             self.seq_lens.add(int(outs[0].shape[1]))  # flat rows padded to [batch, L, D]: a sequence
             return union & ~FLAT | SEQ, layers
+        if name in ("aten::add", "aten::add_") and self._field_offsets(ins, tags):
+            return union | FIELDS, layers  # IDs of several fields shifted into one table: columns are fields
         if name in _JOINS:
             streams = {g & self.lookups for t, g in vec
                        if g & DEEP and not g & (MET | self.raw) and not self._seq_shaped(t, g)}
             if len(streams) >= 2:
                 return union | JOIN, layers
         return union, layers
+
+    @staticmethod
+    def _field_offsets(ins: list[torch.Tensor], tags: list[int]) -> bool:
+        """``ids [batch, F] + offsets [F]`` (constant, one per column): pytorch-fm's layout of F fields in one table."""
+        if len(ins) != 2 or any(t.is_floating_point() for t in ins):
+            return False
+        (a, ga), (b, gb) = sorted(zip(ins, tags, strict=True), key=lambda x: -x[0].numel())
+        return ga != 0 and gb == 0 and a.dim() == 2 and a.shape[1] > 1 and b.numel() == a.shape[1]
 
     def _is_lookup(self, name: str, ins: list[torch.Tensor], is_table: list[bool]) -> bool:
         """A read of table rows by index: an aten lookup on a parameter table, or an FBGEMM embedding kernel
