@@ -304,7 +304,9 @@ class StageFlow(TagMode):
         vec = [(t, g) for t, g, _ in acts if g & self.lookups]
         seq = [(t, g) for t, g in vec if self._seq_shaped(t, g)]
         path = self.path
-        described = [self.describe(t, g) for t, g, _ in acts if g][:4]
+        def described() -> list[str]:  # only for ops that are evidence: describing costs a walk of the origins
+            return [self.describe(t, g) for t, g, _ in acts if g][:4]
+
         none: frozenset[int] = frozenset()
         if self._is_lookup(name, ins, is_table):
             fbgemm = name.startswith("fbgemm::")  # its weights may be plain attributes: named by its module
@@ -328,11 +330,11 @@ class StageFlow(TagMode):
                 tag |= FLAT  # one row per ID, unpooled: a jagged sequence if it is padded to [batch, L, D] later
             self.lookups |= bit
             self.raw |= raw
-            what = [f"table {table_name}" + (f" {list(table.shape)}" if table is not None else "")] + described
+            what = [f"table {table_name}" + (f" {list(table.shape)}" if table is not None else "")] + described()
             self._record(Evidence("embedding", name, path, what, "reads rows of a parameter table by index"))
             return tag, none
         if name.startswith(_RECURRENT):
-            self._record(Evidence("sequence", name, path, described, "a recurrent layer over a sequence"))
+            self._record(Evidence("sequence", name, path, described(), "a recurrent layer over a sequence"))
             return union | SEQ, none
         if name in _LAYERS and any(is_table) and union:
             return self._layer(name, path, union, layers, seq, vec, described)
@@ -349,7 +351,7 @@ class StageFlow(TagMode):
             return self._combine(name, path, union, layers, seq, described,
                                  "squares a sum of several features' vectors (a factorisation machine)")
         if name in _PER_POSITION and seq:
-            self._record(Evidence("sequence", name, path, described,
+            self._record(Evidence("sequence", name, path, described(),
                                   "normalises or weighs each position of a behaviour sequence"))
             return union, none
         if union & FLAT and any(w in name for w in _PADDING) and outs and outs[0].dim() >= 3 \
@@ -385,34 +387,35 @@ class StageFlow(TagMode):
         return has_table and any(not t.is_floating_point() for t, p in zip(ins, is_table, strict=True) if not p)
 
     def _layer(self, name: str, path: str, union: int, layers: frozenset[int], seq: list, vec: list,
-               described: list[str]) -> tuple[int, frozenset[int]]:
+               described: Callable[[], list[str]]) -> tuple[int, frozenset[int]]:
         out = union & ~JOIN & ~self.raw | DEEP
         if seq:
-            self._record(Evidence("sequence", name, path, described, "a layer over each position of a behaviour "
+            self._record(Evidence("sequence", name, path, described(), "a layer over each position of a behaviour "
                                                                      "sequence"))
             return out, frozenset()
         if union & JOIN and vec:
             self._feeds.update(layers)
-            self._record(Evidence("interaction", name, path, described,
+            self._record(Evidence("interaction", name, path, described(),
                                   "the first layer over a concatenation of separately processed streams (where "
                                   "they meet)"))
             return out | MET, frozenset()
-        ev = Evidence("dense", name, path, described, "a layer on features before they meet",
+        ev = Evidence("dense", name, path, described(), "a layer on features before they meet",
                       layer=len(self._layer_ev), met=bool(union & MET))
         self._layer_ev.append(ev)
         self._layer_in[len(self._layer_ev) - 1] = layers
         self._record(ev)
         return out, frozenset({ev.layer})
 
-    def _combine(self, name: str, path: str, union: int, layers: frozenset[int], seq: list, described: list[str],
+    def _combine(self, name: str, path: str, union: int, layers: frozenset[int], seq: list,
+                 described: Callable[[], list[str]],
                  why: str) -> tuple[int, frozenset[int]]:
         if seq:
             lens = sorted(self.seq_lens)
-            self._record(Evidence("sequence", name, path, described,
+            self._record(Evidence("sequence", name, path, described(),
                                   f"combines values along a behaviour sequence's time axis (length {lens})"))
             return union, frozenset()
         self._feeds.update(layers)
-        self._record(Evidence("interaction", name, path, described, why))
+        self._record(Evidence("interaction", name, path, described(), why))
         return union & ~JOIN | MET, frozenset()
 
     def finish(self, output: Any) -> Flow:
