@@ -6,8 +6,11 @@ one *origin* bit per batch input tensor and one per embedding lookup (each looku
 call: two features sharing a table are two origins), and four flags:
 
 * ``SEQ``: derived from a lookup indexed by a ``[batch, L]`` index with ``L > 1``
-  (a behaviour sequence). A value is *sequence-shaped* when it carries ``SEQ`` and
-  one of its axes has such a length ``L`` (pooling over the time axis removes it);
+  (a behaviour sequence), from unpooled rows (``FLAT``) padded to ``[batch, L, D]``,
+  or given to a recurrent module. A value is *sequence-shaped* when it carries ``SEQ``
+  and one of its axes has such a length ``L`` (pooling over the time axis removes it).
+  IDs of several fields offset into one table (``ids + offsets``, ``FIELDS``) are
+  fields, not a sequence, and count as several features;
 * ``DEEP``: has passed through a layer (a matrix product or convolution with a
   parameter operand);
 * ``MET``: derived from an interaction op (features have met);
@@ -20,8 +23,9 @@ Every op gets the union of its inputs' tags and is classed by what flows into it
   FBGEMM embedding op) reading a parameter table by index;
 * **sequence**: a recurrent op (GRU/LSTM/RNN); or a product, a layer, a layer norm
   or a softmax on a sequence-shaped value (attention over positions, per-position layers);
-* **interaction**: a contraction (``bmm``/``mm``/``matmul``/attention) of two values
-  derived from lookups, none a parameter (DLRM's pairwise dots, attention over
+* **interaction** (only where the operands carry several features' vectors): a
+  contraction (``bmm``/``mm``/``matmul``/attention) of two values derived from lookups,
+  none a parameter (DLRM's pairwise dots, attention over
   fields, cross layers' ``x0 . (W x)``, inner products); an elementwise product of
   lookup-derived values from different lookups, or with one not yet through a layer
   (FM, CIN's outer products, cross layers; a gate multiplying a stream by a function
@@ -304,6 +308,7 @@ class StageFlow(TagMode):
         vec = [(t, g) for t, g, _ in acts if g & self.lookups]
         seq = [(t, g) for t, g in vec if self._seq_shaped(t, g)]
         path = self.path
+
         def described() -> list[str]:  # only for ops that are evidence: describing costs a walk of the origins
             return [self.describe(t, g) for t, g, _ in acts if g][:4]
 
