@@ -264,8 +264,9 @@ def _profile(
     sync = cuda_sync()
     wall0 = time.perf_counter()
     progress.advance("warm-up")
+    multi = _multi_rank()  # one rank of several: no pass may run on this rank alone (the others would wait)
     found = warm_up_and_discover(model, step, batches, opts.warmup, opts.stage_rules,
-                                 forward=lambda b: call_model(model, b))
+                                 forward=None if multi else lambda b: call_model(model, b))
     roots = found.roots
     compiled = None
     if opts.compile is not None:  # compile in place; stage roots inside compiled regions cannot time
@@ -286,7 +287,8 @@ def _profile(
         progress.advance("op pass", measuring=True)
         ops, op_check = checked_op_pass(lambda: op_pass(
             model, step, batches, roots, opts.op_iters, sync, export_trace=opts.write_trace if opts.trace_path else None,
-            opaque=compiled.opaque if compiled is not None else frozenset(), regions=regions), median(timing.plain))
+            opaque=compiled.opaque if compiled is not None else frozenset(), regions=regions), median(timing.plain),
+            remeasure=not multi)
     extra = _embedding_and_memory(model, step, batches[0], found.smap, opts)
     if compiled is not None:
         opts.run_info["compile"] = compiled.finish()
@@ -407,6 +409,12 @@ def _run_metadata(
     for k, v in opts.run_info.items():
         run.setdefault(k, v)
     return run
+
+
+def _multi_rank() -> bool:
+    """This process is one rank of several (torch.distributed initialised with more than one)."""
+    dist = torch.distributed
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
 def _root_entry(pl: Placement) -> dict[str, Any]:
