@@ -261,7 +261,8 @@ def test_stage_rules_override(tmp_path):
     rules = StageRules(rules=[StageRule(match="over_arch", stage="dense")])
     prof = _profile("rmc1", stage_rules=rules)
     assert "head" not in _stages(prof)
-    assert prof.run["stage_roots"]["over_arch"] == {"stage": "dense", "rule": "user:over_arch"}
+    assert prof.run["stage_roots"]["over_arch"] == {"stage": "dense", "rule": "user:over_arch", "evidence": {
+        "basis": "user rule", "why": "the user rule 'over_arch' says so"}}
     bad = tmp_path / "rules.yaml"
     bad.write_text("rules:\n  - {match: 'x', stage: nonsense}\n")
     with pytest.raises(ConfigError, match="rules.0"):
@@ -489,8 +490,9 @@ def test_container_roots_that_never_run_hand_down_to_what_runs():
     assert never["embedding_dict"]["handed_to"] == ["embedding_dict.c0", "embedding_dict.c1", "embedding_dict.c2"]
     assert never["attention_layers"]["handed_to"] == ["attention_layers.0", "attention_layers.1"]
     roots = prof.run["stage_roots"]
-    assert roots["embedding_dict.c2"] == {"stage": "embedding",
-                                          "rule": "inherited-from:embedding_dict (container never ran)"}
+    assert {k: roots["embedding_dict.c2"][k] for k in ("stage", "rule")} == {
+        "stage": "embedding", "rule": "inherited-from:embedding_dict (container never ran)"}
+    assert roots["embedding_dict.c2"]["evidence"]["op"] == "aten::embedding"  # the container's evidence
     assert roots["attention_layers.1"]["stage"] == "sequence"
     assert "embedding_dict" not in roots and "attention_layers" not in roots
     # every stage root ran: each has a module node the op pass saw called

@@ -271,3 +271,40 @@ def test_op_pass_far_from_the_plain_step_is_measured_again_and_flagged(monkeypat
     assert again["kept_ratio"] == prof.overhead["op_pass_ratio"]
     assert min(again["first_ratio"], again["second_ratio"], key=lambda r: abs(math.log(r))) == again["kept_ratio"]
     assert "beyond 1x either way" in prof.overhead["op_pass_ratio_flag"]
+
+
+def test_work_in_the_models_own_method_is_timed_as_its_stage():
+    """torch-rechub's AFM computes its attention weights in its own method `attention` (not a module's forward):
+    that method is timed as the interaction stage, not charged to the next stage's [caller code] or `other`."""
+    import recstack
+
+    if importlib.util.find_spec("torch_rechub") is None:
+        pytest.skip("torch_rechub is not installed (make setup installs the public-models extra)")
+    model, batch = BUILDERS["rechub.AFM"]()
+    prof = recstack.profile(model, lambda i: batch, mode="inference", iters=3, warmup=2, op_iters=1, num_batches=1,
+                            counters=False, cost_model=False)
+    method = prof.run["stage_methods"][":attention"]
+    assert method["stage"] == "interaction" and method["evidence"]["basis"] == "dataflow"
+    assert "attention" not in model.__dict__  # the passes' wrappers are gone
+    softmax = [(st.name, n.path) for st in prof.root.children for n in st.walk() if n.name == "aten::softmax"]
+    assert softmax and all(s == "interaction" and "[caller code]" not in p for s, p in softmax), softmax
+
+
+class OneTableFields(torch.nn.Module):
+    """pytorch-fm's layout: F fields' IDs shifted by per-field offsets into one table, looked up as [batch, F]."""
+
+    def __init__(self, fields: int = 4, rows: int = 10) -> None:
+        super().__init__()
+        self.table = torch.nn.Embedding(fields * rows, 4)
+        self.register_buffer("offsets", torch.arange(fields) * rows)
+        self.pairs = PairwiseAttention()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.pairs(self.table(ids + self.offsets))
+
+
+def test_fields_in_one_table_by_offsets_are_features_not_a_sequence():
+    """A [batch, F] lookup of F fields offset into one table is F features meeting, not a behaviour sequence."""
+    smap = _stages_of(OneTableFields(), (torch.randint(0, 10, (8, 4)),))
+    assert smap.stage_of("table") == "embedding" and smap.stage_of("pairs") == "interaction"
+    assert "sequence" not in {pl.stage for pl in smap.placements.values()}

@@ -6,8 +6,11 @@ one *origin* bit per batch input tensor and one per embedding lookup (each looku
 call: two features sharing a table are two origins), and four flags:
 
 * ``SEQ``: derived from a lookup indexed by a ``[batch, L]`` index with ``L > 1``
-  (a behaviour sequence). A value is *sequence-shaped* when it carries ``SEQ`` and
-  one of its axes has such a length ``L`` (pooling over the time axis removes it);
+  (a behaviour sequence), from unpooled rows (``FLAT``) padded to ``[batch, L, D]``,
+  or given to a recurrent module. A value is *sequence-shaped* when it carries ``SEQ``
+  and one of its axes has such a length ``L`` (pooling over the time axis removes it).
+  IDs of several fields offset into one table (``ids + offsets``, ``FIELDS``) are
+  fields, not a sequence, and count as several features;
 * ``DEEP``: has passed through a layer (a matrix product or convolution with a
   parameter operand);
 * ``MET``: derived from an interaction op (features have met);
@@ -20,8 +23,9 @@ Every op gets the union of its inputs' tags and is classed by what flows into it
   FBGEMM embedding op) reading a parameter table by index;
 * **sequence**: a recurrent op (GRU/LSTM/RNN); or a product, a layer, a layer norm
   or a softmax on a sequence-shaped value (attention over positions, per-position layers);
-* **interaction**: a contraction (``bmm``/``mm``/``matmul``/attention) of two values
-  derived from lookups, none a parameter (DLRM's pairwise dots, attention over
+* **interaction** (only where the operands carry several features' vectors): a
+  contraction (``bmm``/``mm``/``matmul``/attention) of two values derived from lookups,
+  none a parameter (DLRM's pairwise dots, attention over
   fields, cross layers' ``x0 . (W x)``, inner products); an elementwise product of
   lookup-derived values from different lookups, or with one not yet through a layer
   (FM, CIN's outer products, cross layers; a gate multiplying a stream by a function
@@ -44,6 +48,7 @@ in, a description of its inputs, and the op counts by kind.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,8 +59,8 @@ from torch import nn
 
 from recstack.tagmode import TagMode, tensor_key, walk
 
-SEQ, DEEP, MET, JOIN, FLAT = 1, 2, 4, 8, 16
-_FLAGS = SEQ | DEEP | MET | JOIN | FLAT
+SEQ, DEEP, MET, JOIN, FLAT, FIELDS = 1, 2, 4, 8, 16, 32
+_FLAGS = SEQ | DEEP | MET | JOIN | FLAT | FIELDS
 STRONG = ("embedding", "interaction", "sequence")
 
 _LOOKUPS = frozenset({"aten::embedding", "aten::embedding_bag", "aten::_embedding_bag",
@@ -125,6 +130,7 @@ class Flow:
     ops: dict[str, list[Evidence]] = field(default_factory=dict)
     after_layer: dict[str, bool] = field(default_factory=dict)
     seq_input: dict[str, bool] = field(default_factory=dict)  # a module given a sequence-shaped value
+    methods: dict[tuple[str, str], list[Evidence]] = field(default_factory=dict)  # (module, own method) -> ops
     ran: list[str] = field(default_factory=list)
 
     def _subtree(self, path: str) -> list[Evidence]:
@@ -199,6 +205,7 @@ class StageFlow(TagMode):
         self._ran: set[str] = set()
         self._recurrent = {p: type(m).__name__ for p, m in model.named_modules() if isinstance(m, nn.RNNBase)}
         self._cells = {p: type(m).__name__ for p, m in model.named_modules() if isinstance(m, nn.RNNCellBase)}
+        self._modules = dict(model.named_modules())
 
     # -- origins -------------------------------------------------------------------------------
     def _origin(self, name: str) -> int:
@@ -260,6 +267,20 @@ class StageFlow(TagMode):
 
     def _record(self, ev: Evidence) -> None:
         self.flow.ops.setdefault(ev.module, []).append(ev)
+        method = self._method(ev.module)
+        if method is not None:
+            self.flow.methods.setdefault((ev.module, method), []).append(ev)
+
+    def _method(self, path: str) -> str | None:
+        """The method of module ``path`` (not ``forward``) the running op was called from, if any."""
+        mod = self._modules.get(path)
+        frame = sys._getframe(2)
+        while frame is not None:
+            if frame.f_locals.get("self") is mod:
+                name = frame.f_code.co_name
+                return None if name in ("forward", "_call_impl", "_wrapped_call_impl", "__call__") else name
+            frame = frame.f_back
+        return None
 
     # -- dispatch ------------------------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
@@ -287,19 +308,26 @@ class StageFlow(TagMode):
         vec = [(t, g) for t, g, _ in acts if g & self.lookups]
         seq = [(t, g) for t, g in vec if self._seq_shaped(t, g)]
         path = self.path
-        described = [self.describe(t, g) for t, g, _ in acts if g][:4]
+
+        def described() -> list[str]:  # only for ops that are evidence: describing costs a walk of the origins
+            return [self.describe(t, g) for t, g, _ in acts if g][:4]
+
         none: frozenset[int] = frozenset()
         if self._is_lookup(name, ins, is_table):
-            table = next((t for t, p in zip(ins, is_table, strict=True) if p and t.dim() >= 2), None)
+            fbgemm = name.startswith("fbgemm::")  # its weights may be plain attributes: named by its module
+            table = None if fbgemm else next(t for t, p in zip(ins, is_table, strict=True) if p and t.dim() >= 2)
             table_name = self.tables[tensor_key(table)] if table is not None else f"{path or '<model>'} (fbgemm)"
             ints = [t for t, p in zip(ins, is_table, strict=True)
                     if not p and t.dtype in (torch.int32, torch.int64) and t.dim() >= 1]
             index = max(ints, key=lambda t: t.numel()) if ints else None  # FBGEMM: indices beside offsets
             bit = self._origin(table_name)
-            raw = self._origin("")
+            fields = index is not None and bool(self.tag_of(index) & FIELDS)
+            if table is None or fields:  # an FBGEMM kernel's tables, or one table's fields: several features
+                bit |= self._origin(table_name)
+            raw = self._origin("") | (self._origin("") if bit & (bit - 1) else 0)  # as many as the origins
             tag = union & ~_FLAGS | bit | raw
             if name in ("aten::embedding", "aten::index_select", "aten::index") and index is not None \
-                    and index.dim() >= 2 and index.shape[-1] > 1:
+                    and index.dim() >= 2 and index.shape[-1] > 1 and not fields:
                 tag |= SEQ
                 self.seq_lens.add(int(index.shape[-1]))
             elif index is not None and index.dim() == 1 and outs and outs[0].dim() == 2 \
@@ -307,17 +335,18 @@ class StageFlow(TagMode):
                 tag |= FLAT  # one row per ID, unpooled: a jagged sequence if it is padded to [batch, L, D] later
             self.lookups |= bit
             self.raw |= raw
-            what = [f"table {table_name}" + (f" {list(table.shape)}" if table is not None else "")] + described
+            what = [f"table {table_name}" + (f" {list(table.shape)}" if table is not None else "")] + described()
             self._record(Evidence("embedding", name, path, what, "reads rows of a parameter table by index"))
             return tag, none
         if name.startswith(_RECURRENT):
-            self._record(Evidence("sequence", name, path, described, "a recurrent layer over a sequence"))
+            self._record(Evidence("sequence", name, path, described(), "a recurrent layer over a sequence"))
             return union | SEQ, none
         if name in _LAYERS and any(is_table) and union:
             return self._layer(name, path, union, layers, seq, vec, described)
-        if name in _CONTRACTIONS and len(vec) >= 2:
+        several = bin(_union(g for _, g in vec) & self.lookups).count("1") >= 2  # vectors of several features
+        if name in _CONTRACTIONS and len(vec) >= 2 and (several or seq):
             return self._combine(name, path, union, layers, seq, described, "multiplies several features' vectors")
-        if name in _PRODUCTS and len(vec) >= 2:
+        if name in _PRODUCTS and len(vec) >= 2 and (several or seq):
             bits = {g & self.lookups for _, g in vec}
             if seq or len(bits) > 1 or any(g & self.raw for _, g in vec):
                 return self._combine(name, path, union, layers, seq, described,
@@ -327,19 +356,29 @@ class StageFlow(TagMode):
             return self._combine(name, path, union, layers, seq, described,
                                  "squares a sum of several features' vectors (a factorisation machine)")
         if name in _PER_POSITION and seq:
-            self._record(Evidence("sequence", name, path, described,
+            self._record(Evidence("sequence", name, path, described(),
                                   "normalises or weighs each position of a behaviour sequence"))
             return union, none
         if union & FLAT and any(w in name for w in _PADDING) and outs and outs[0].dim() >= 3 \
                 and outs[0].shape[1] > 1 and any(g & FLAT and t.dim() < outs[0].dim() for t, g in vec):
             self.seq_lens.add(int(outs[0].shape[1]))  # flat rows padded to [batch, L, D]: a sequence
             return union & ~FLAT | SEQ, layers
+        if name in ("aten::add", "aten::add_") and self._field_offsets(ins, tags):
+            return union | FIELDS, layers  # IDs of several fields shifted into one table: columns are fields
         if name in _JOINS:
             streams = {g & self.lookups for t, g in vec
                        if g & DEEP and not g & (MET | self.raw) and not self._seq_shaped(t, g)}
             if len(streams) >= 2:
                 return union | JOIN, layers
         return union, layers
+
+    @staticmethod
+    def _field_offsets(ins: list[torch.Tensor], tags: list[int]) -> bool:
+        """``ids [batch, F] + offsets [F]`` (constant, one per column): pytorch-fm's layout of F fields in one table."""
+        if len(ins) != 2 or any(t.is_floating_point() for t in ins):
+            return False
+        (a, ga), (b, gb) = sorted(zip(ins, tags, strict=True), key=lambda x: -x[0].numel())
+        return ga != 0 and gb == 0 and a.dim() == 2 and a.shape[1] > 1 and b.numel() == a.shape[1]
 
     def _is_lookup(self, name: str, ins: list[torch.Tensor], is_table: list[bool]) -> bool:
         """A read of table rows by index: an aten lookup on a parameter table, or an FBGEMM embedding kernel
@@ -353,34 +392,35 @@ class StageFlow(TagMode):
         return has_table and any(not t.is_floating_point() for t, p in zip(ins, is_table, strict=True) if not p)
 
     def _layer(self, name: str, path: str, union: int, layers: frozenset[int], seq: list, vec: list,
-               described: list[str]) -> tuple[int, frozenset[int]]:
+               described: Callable[[], list[str]]) -> tuple[int, frozenset[int]]:
         out = union & ~JOIN & ~self.raw | DEEP
         if seq:
-            self._record(Evidence("sequence", name, path, described, "a layer over each position of a behaviour "
+            self._record(Evidence("sequence", name, path, described(), "a layer over each position of a behaviour "
                                                                      "sequence"))
             return out, frozenset()
         if union & JOIN and vec:
             self._feeds.update(layers)
-            self._record(Evidence("interaction", name, path, described,
+            self._record(Evidence("interaction", name, path, described(),
                                   "the first layer over a concatenation of separately processed streams (where "
                                   "they meet)"))
             return out | MET, frozenset()
-        ev = Evidence("dense", name, path, described, "a layer on features before they meet",
+        ev = Evidence("dense", name, path, described(), "a layer on features before they meet",
                       layer=len(self._layer_ev), met=bool(union & MET))
         self._layer_ev.append(ev)
         self._layer_in[len(self._layer_ev) - 1] = layers
         self._record(ev)
         return out, frozenset({ev.layer})
 
-    def _combine(self, name: str, path: str, union: int, layers: frozenset[int], seq: list, described: list[str],
+    def _combine(self, name: str, path: str, union: int, layers: frozenset[int], seq: list,
+                 described: Callable[[], list[str]],
                  why: str) -> tuple[int, frozenset[int]]:
         if seq:
             lens = sorted(self.seq_lens)
-            self._record(Evidence("sequence", name, path, described,
+            self._record(Evidence("sequence", name, path, described(),
                                   f"combines values along a behaviour sequence's time axis (length {lens})"))
             return union, frozenset()
         self._feeds.update(layers)
-        self._record(Evidence("interaction", name, path, described, why))
+        self._record(Evidence("interaction", name, path, described(), why))
         return union & ~JOIN | MET, frozenset()
 
     def finish(self, output: Any) -> Flow:

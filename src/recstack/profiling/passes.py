@@ -55,6 +55,15 @@ class Discovery:
     order: list[str]
     smap: StageMap
     never_ran: dict[str, NeverRanRoot]
+    methods: list[Any] = field(default_factory=list)  # recstack.profiling.methods.StageMethod
+
+    def regions(self, other: Regions | None) -> Regions | None:
+        """``other`` (or None) plus the stage methods, as one :class:`Regions` for both passes."""
+        if not self.methods:
+            return other
+        from recstack.profiling.methods import MethodRegions
+
+        return MethodRegions(self.methods, other)
 
     @property
     def roots(self) -> dict[str, str]:
@@ -115,7 +124,12 @@ def warm_up_and_discover(
     flow = try_trace_stages(model, forward, batches[0]) if forward is not None else None
     smap = detect_stages(model, rules, order, flow)
     never_ran = hand_down_roots(smap, order)
-    return Discovery(order=order, smap=smap, never_ran=never_ran)
+    methods: list[Any] = []
+    if flow is not None:
+        from recstack.profiling.methods import find_stage_methods
+
+        methods = find_stage_methods(flow, smap)
+    return Discovery(order=order, smap=smap, never_ran=never_ran, methods=methods)
 
 
 @dataclass
@@ -256,11 +270,14 @@ def _outside(ratio: float | None) -> bool:
     return ratio is not None and not 1 / OP_PASS_RATIO_LIMIT <= ratio <= OP_PASS_RATIO_LIMIT
 
 
-def checked_op_pass(run: Callable[[], OpPassResult], plain_median_s: float) -> tuple[OpPassResult, dict[str, Any]]:
+def checked_op_pass(run: Callable[[], OpPassResult], plain_median_s: float, *,
+                    remeasure: bool = True) -> tuple[OpPassResult, dict[str, Any]]:
     """``run()`` (one op pass); where its ratio to the plain step is beyond :data:`OP_PASS_RATIO_LIMIT` either way,
     once more, keeping the run nearer the plain step. Returns the kept result and what to add to
     ``profile.overhead``: ``op_pass_remeasured`` (both ratios) and, if the kept one is still outside,
     ``op_pass_ratio_flag`` (one sentence; a warning says the same): its proportions are then suspect.
+    ``remeasure=False`` (one rank of several: a second op pass on one rank alone would leave the others waiting in
+    its collectives) only flags.
     """
     import math
     import warnings
@@ -269,17 +286,21 @@ def checked_op_pass(run: Callable[[], OpPassResult], plain_median_s: float) -> t
     first = op_ratio(ops, plain_median_s)
     if not _outside(first):
         return ops, {}
-    again = run()
-    second = op_ratio(again, plain_median_s)
-    assert first is not None
-    if second is not None and abs(math.log(second)) < abs(math.log(first)):
-        ops = again
+    note: dict[str, Any] = {}
+    if remeasure:
+        again = run()
+        second = op_ratio(again, plain_median_s)
+        assert first is not None
+        if second is not None and abs(math.log(second)) < abs(math.log(first)):
+            ops = again
+        note["op_pass_remeasured"] = {"first_ratio": first, "second_ratio": second,
+                                      "kept_ratio": op_ratio(ops, plain_median_s)}
     kept = op_ratio(ops, plain_median_s)
-    note: dict[str, Any] = {"op_pass_remeasured": {"first_ratio": first, "second_ratio": second, "kept_ratio": kept}}
     if _outside(kept):
-        flag = (f"the op pass ran {kept:.3g}x the plain step, beyond {OP_PASS_RATIO_LIMIT:g}x either way, on two "
-                "measurements: the proportions within stages (apportioning) may not hold; profile again on a quiet "
-                "host")
+        assert kept is not None
+        flag = (f"the op pass ran {kept:.3g}x the plain step, beyond {OP_PASS_RATIO_LIMIT:g}x either way, on "
+                f"{'two measurements' if remeasure else 'one rank of several (not re-measured)'}: the proportions "
+                "within stages (apportioning) may not hold; profile again on a quiet host")
         note["op_pass_ratio_flag"] = flag
         warnings.warn(f"op pass: {flag}", stacklevel=2)
     return ops, note

@@ -235,9 +235,10 @@ def _profile(
     sync = cuda_sync()
     wall0 = time.perf_counter()
     progress.advance("warm-up")
+    multi = _multi_rank()  # one rank of several: no pass may run on this rank alone (the others would wait)
     try:
         found = warm_up_and_discover(model, step, batches, opts.warmup, opts.stage_rules,
-                                     forward=lambda b: call_model(model, b))
+                                     forward=None if multi else lambda b: call_model(model, b))
     except TypeError as exc:  # forward cannot take the batch's arguments: say how to pass them
         err = argument_error(model, batches[0], exc)
         if err is None:
@@ -254,15 +255,17 @@ def _profile(
     progress.advance(
         "timing pass", estimate_s=2 * opts.iters * (time.perf_counter() - wall0) / max(opts.warmup, 1), measuring=True
     )
+    regions = found.regions(opts.regions)  # the model's own methods that run a stage, and opts.regions
     watch = ContentionWatch(opts.machine).start()
-    timing = timing_pass(model, step, batches, roots, opts.iters, sync, opts.regions)
+    timing = timing_pass(model, step, batches, roots, opts.iters, sync, regions)
     contention = watch.stop()
     ops, op_check = OpPassResult(folder=Folder(), steps_s=[]), {}
     if opts.op_pass:
         progress.advance("op pass", measuring=True)
         ops, op_check = checked_op_pass(lambda: op_pass(
             model, step, batches, roots, opts.op_iters, sync, export_trace=opts.write_trace if opts.trace_path else None,
-            opaque=compiled.opaque if compiled is not None else frozenset(), regions=opts.regions), median(timing.plain))
+            opaque=compiled.opaque if compiled is not None else frozenset(), regions=regions), median(timing.plain),
+            remeasure=not multi)
     extra = _embedding_and_memory(model, step, batches[0], found.smap, opts)
     if compiled is not None:
         opts.run_info["compile"] = compiled.finish()
@@ -380,6 +383,8 @@ def _run_metadata(
         "optimizer_fused_into_backward": step.fused,
         "stage_rules": [r.model_dump() for r in opts.stage_rules.rules] if opts.stage_rules else [],
         "stage_roots": {p: _root_entry(smap.placements[p]) for p in found.roots},
+        "stage_methods": {m.key: {"stage": m.stage, "rule": f"dataflow:{m.stage}", "evidence": m.evidence}
+                          for m in found.methods},
         "never_ran_roots": {
             p: {"stage": nr.stage, "rule": nr.rule, "handed_to": nr.handed_to} for p, nr in found.never_ran.items()
         },
@@ -390,6 +395,12 @@ def _run_metadata(
     for k, v in opts.run_info.items():
         run.setdefault(k, v)
     return run
+
+
+def _multi_rank() -> bool:
+    """This process is one rank of several (torch.distributed initialised with more than one)."""
+    dist = torch.distributed
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
 def _root_entry(pl: Placement) -> dict[str, Any]:

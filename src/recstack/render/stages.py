@@ -51,6 +51,12 @@ def explain_stages(run: dict[str, Any]) -> str:
             else:
                 out.append(f"  {path}  [{r.get('rule')}]")
             out.extend(_evidence_lines(r.get("evidence")))
+    methods: dict[str, dict[str, Any]] = run.get("stage_methods") or {}
+    if methods:
+        out.append("\nthe model's own methods timed as a stage (their calls, not the next stage's caller code)")
+        for key, m in methods.items():
+            out.append(f"  {key}  [{m.get('rule')}] -> {m.get('stage')}")
+            out.extend(_evidence_lines(m.get("evidence")))
     unassigned = run.get("unassigned_modules") or []
     if unassigned:
         out.append("\nin no stage (their work is caller code of the next stage, or `other`): " + ", ".join(unassigned))

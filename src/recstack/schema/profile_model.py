@@ -426,6 +426,9 @@ class Run(_M):
     stage_rules: list[dict[str, Any]] | None = F("user stage rules", None, producer="profiling.runner")
     stage_roots: dict[str, StageRoot] | None = F("module path -> the stage it roots", None,
                                                  producer="profiling.runner")
+    stage_methods: dict[str, StageRoot] | None = F(
+        "``<module path>:<method>`` -> a module's own method (not ``forward``) whose ops are one stage's work; both "
+        "passes mark its calls as that stage (docs/profiling.md)", None, producer="profiling.methods")
     unassigned_modules: list[str] | None = F("top-level modules in no stage", None, producer="profiling.runner")
     trace: str | None = F("the Chrome trace: the op pass's file really written (absent: none; multi-rank: the "
                           "critical rank's), or the trace imported (a file or a folder)", None,

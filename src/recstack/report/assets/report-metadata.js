@@ -28,7 +28,7 @@ REPORT.section("metadata", (ctx) => {
   function runRows(r) {
     const rows = [];
     for (const [k, v] of Object.entries(r)) {
-      if (k === "stage_roots" && v && typeof v === "object") rows.push([k, stageRoots(v)]);
+      if ((k === "stage_roots" || k === "stage_methods") && v && typeof v === "object") rows.push([k, stageRoots(v)]);
       else if (k === "config" && v && typeof v === "object" && !Array.isArray(v)) rows.push([k, runConfig(v)]);
       else if (Array.isArray(v) && v.length === 0) rows.push([k, "none"]);
       else rows.push([k, v]);
