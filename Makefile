@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	# public recommendation libraries (tests/test_public_models.py): --no-deps, their own requirements
 	# could pull another torch; the pure-Python and wheel deps they import are pinned here instead
 	$(PIP) scikit-learn==1.9.1 scipy==1.17.1 joblib==1.6.0 threadpoolctl==3.8.0 narwhals==2.28.0
-	$(PIP) --no-deps deepctr-torch==0.3.0 torch-rechub==0.9.0
+	$(PIP) --no-deps deepctr-torch==0.3.0 torch-rechub==0.9.0 torchfm==0.7.0
 	# results store, serving latency histograms, trace decoding (core), Ray (optional sweep executor)
 	$(PIP) duckdb==2.0.1 hdrhistogram==0.10.8 msgspec==0.23.0 ray==2.60.0
 	$(PIP) -e '.[dev,ray]'

@@ -1,7 +1,7 @@
 """The stage-detection reference set: tiny models from public recommendation libraries, and batches.
 
-Three libraries, installed by `make setup` (pyproject extra `public-models`, `--no-deps`): deepctr-torch
-0.3.0, torch-rechub 0.9.0 and TorchRec's own models. Nothing here downloads anything. Each builder
+Four libraries, installed by `make setup` (`--no-deps`): deepctr-torch 0.3.0, torch-rechub 0.9.0,
+pytorch-fm (`torchfm`) 0.7.0 and TorchRec's own models. Nothing here downloads anything. Each builder
 returns ``(model, batch)``; the batch is what the model's forward takes (a tuple is positional
 arguments). Sizes are tiny and chosen so that no sequence length equals an embedding or layer width
 (the sequence test looks for the time axis by its length).
@@ -173,6 +173,40 @@ def rechub_sasrec() -> Built:
     return net, _rechub_batch([], ["seq", "pos", "neg"])
 
 
+# -- pytorch-fm: one LongTensor [batch, fields] of per-field IDs, offset into one table by the model ---------
+FM_FIELDS = 5
+
+
+def _torchfm(file: str, model: str, *args: Any) -> Built:
+    import importlib
+
+    cls = getattr(importlib.import_module(f"torchfm.model.{file}"), model)
+    torch.manual_seed(0)
+    net = cls([ROWS] * FM_FIELDS, 4, *args)
+    g = torch.Generator().manual_seed(1)
+    return net, (torch.randint(0, ROWS, (B, FM_FIELDS), generator=g),)
+
+
+def torchfm_deepfm() -> Built:
+    return _torchfm("dfm", "DeepFactorizationMachineModel", (16, 8), 0.0)
+
+
+def torchfm_xdeepfm() -> Built:
+    return _torchfm("xdfm", "ExtremeDeepFactorizationMachineModel", (16, 8), 0.0, (6, 6))
+
+
+def torchfm_afm() -> Built:
+    return _torchfm("afm", "AttentionalFactorizationMachineModel", 6, (0.0, 0.0))
+
+
+def torchfm_nfm() -> Built:
+    return _torchfm("nfm", "NeuralFactorizationMachineModel", (16, 8), (0.0, 0.0))
+
+
+def torchfm_wdl() -> Built:
+    return _torchfm("wd", "WideAndDeepModel", (16, 8), 0.0)
+
+
 # -- TorchRec: its own model classes ----------------------------------------------------------------------
 def torchrec_dlrm() -> Built:
     from _public_models import torchrec_dlrm as build
@@ -209,5 +243,7 @@ BUILDERS: dict[str, Callable[[], Built]] = {
     "rechub.DeepFM": rechub_deepfm, "rechub.AFM": rechub_afm, "rechub.DCNv2": rechub_dcnv2,
     "rechub.DIN": rechub_din, "rechub.MMOE": rechub_mmoe, "rechub.DSSM": rechub_dssm,
     "rechub.GRU4Rec": rechub_gru4rec, "rechub.SASRec": rechub_sasrec,
+    "torchfm.DeepFM": torchfm_deepfm, "torchfm.xDeepFM": torchfm_xdeepfm, "torchfm.AFM": torchfm_afm,
+    "torchfm.NFM": torchfm_nfm, "torchfm.WDL": torchfm_wdl,
     "torchrec.DLRM": torchrec_dlrm, "torchrec.SimpleDeepFMNN": torchrec_deepfm,
 }
