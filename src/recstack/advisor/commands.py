@@ -58,7 +58,7 @@ def advise(model: str | None = None, config: RunConfig | None = None, *, goal: s
     # Under --budget, what-ifs are built only in the first half of it (the rounds and the combination need the rest).
     deadline = start + budget_min * 60 if budget_min else None
     builds_until = start + budget_min * 30 if budget_min else None
-    results, used_rounds, timed = _measure_all(cfg, cands, skipped, tolerance, rounds, advise_iters,
+    results, used_rounds, timed, floor = _measure_all(cfg, cands, skipped, tolerance, rounds, advise_iters,
                                                (builds_until, deadline), notes)
     ranking = sorted(results, key=_rank_key)
     winner = next((r for r in ranking if r["recommended"]), None)
@@ -70,6 +70,7 @@ def advise(model: str | None = None, config: RunConfig | None = None, *, goal: s
         "schema": "recstack.advice", "version": 1, "model": cfg.model, "goal": "latency" if goal == "p99" else goal,
         "baseline": cfg.model_dump(mode="json"), "stages": [s.__dict__ for s in stages_of(prof)],
         "contended": contended, "contention_evidence": evidence, "rounds": used_rounds, "iters": timed,
+        "noise_floor": floor,
         "budget_min": budget_min, "tolerance": tolerance, "noise_rule": _rule_text(), "ranking": ranking,
         "winner": winner["name"] if winner else None,
         "winner_config": winner_cfg.model_dump(mode="json") if winner_cfg else None,
@@ -135,12 +136,13 @@ def _rank_key(r: dict[str, Any]) -> tuple[int, float]:
 # -- measuring -------------------------------------------------------------------------------
 def _measure_all(cfg: RunConfig, cands: list[Lever], skipped: list[NotTried], tolerance: float, rounds: int,
                  iters: int, limits: tuple[float | None, float | None],
-                 notes: list[str]) -> tuple[list[dict[str, Any]], int, int]:
+                 notes: list[str]) -> tuple[list[dict[str, Any]], int, int, dict[str, Any]]:
     from recstack.advisor import measure
     from recstack.advisor.combine import merged, pick
 
     builds_until, deadline = limits
     base = measure.build(measure.Arm("baseline", cfg), capture=True)
+    again = measure.build(measure.Arm("baseline again", cfg), capture=False)  # the noise floor
     arms: list[tuple[Lever, measure.Arm]] = []
     for lever in cands:
         if builds_until is not None and time.perf_counter() > builds_until:
@@ -150,10 +152,17 @@ def _measure_all(cfg: RunConfig, cands: list[Lever], skipped: list[NotTried], to
         arm = _build(lever, cfg, skipped)
         if arm is not None:
             arms.append((lever, arm))
-    done = measure.rounds([base] + [a for _, a in arms], iters, rounds, deadline)
+    done = measure.rounds([base, again] + [a for _, a in arms], iters, rounds, deadline)
     if done < rounds:
         notes.append(f"--budget: {done} of {rounds} rounds measured")
-    results = [_result(lever, base, arm, tolerance) for lever, arm in arms]
+    floor = measure.compare(base.step_samples, again.step_samples)
+    floor_dev = abs((floor["speedup"] or 1.0) - 1.0)
+    notes.append(f"noise floor: the baseline against a second copy of itself in the same rounds: "
+                 f"{_x(floor['speedup'])} ({floor['verdict']}); a lever must beat it too")
+    if floor["verdict"] != "noise":
+        notes.append("the baseline differed from itself beyond the noise rule: this host is too noisy for "
+                     "small differences; re-run on a quiet host")
+    results = [_result(lever, base, arm, tolerance, floor_dev) for lever, arm in arms]
     winners = sorted(((lv, r["step"]["speedup"]) for (lv, _), r in zip(arms, results, strict=True)
                       if r["recommended"]), key=lambda x: -x[1])
     del arms  # free the singles' models before the combination is built
@@ -162,8 +171,9 @@ def _measure_all(cfg: RunConfig, cands: list[Lever], skipped: list[NotTried], to
         if deadline is not None and time.perf_counter() > deadline:
             notes.append("--budget: the combination of " + " + ".join(lv.name for lv in combo) + " not measured")
         else:
-            results.append(_measure_combination(merged(combo), cfg, tolerance, rounds, iters, deadline, skipped))
-    return results, done, len(base.step_samples)
+            results.append(_measure_combination(merged(combo), cfg, tolerance, rounds, iters, deadline, skipped,
+                                                floor_dev))
+    return results, done, len(base.step_samples), floor
 
 
 def _build(lever: Lever, cfg: RunConfig, skipped: list[NotTried]) -> Any:
@@ -180,27 +190,27 @@ def _build(lever: Lever, cfg: RunConfig, skipped: list[NotTried]) -> Any:
 
 
 def _measure_combination(lever: Lever, cfg: RunConfig, tolerance: float, rounds: int, iters: int,
-                         deadline: float | None, skipped: list[NotTried]) -> dict[str, Any]:
+                         deadline: float | None, skipped: list[NotTried], floor_dev: float) -> dict[str, Any]:
     from recstack.advisor import measure
 
     base = measure.build(measure.Arm("baseline", cfg), capture=True)
     arm = _build(lever, cfg, skipped)
     if arm is None:
-        return _result(lever, base, measure.Arm(lever.name, cfg), tolerance)
+        return _result(lever, base, measure.Arm(lever.name, cfg), tolerance, floor_dev)
     measure.rounds([base, arm], iters, rounds, deadline)
-    out = _result(lever, base, arm, tolerance)
+    out = _result(lever, base, arm, tolerance, floor_dev)
     out["members"] = lever.name.split(" + ")
     return out
 
 
-def _result(lever: Lever, base: Any, arm: Any, tolerance: float) -> dict[str, Any]:
+def _result(lever: Lever, base: Any, arm: Any, tolerance: float, floor_dev: float) -> dict[str, Any]:
     from recstack.advisor import measure
 
     step = measure.compare(base.step_samples, arm.step_samples)
     stage = step if lever.stage == "step" else measure.stage_compare(base, arm, lever.stage)
     dev = measure.deviation(base, arm) if lever.numeric else None
     within = None if dev is None else dev["max_rel"] <= tolerance
-    recommended, reason = _judge(step, lever, dev, within, tolerance)
+    recommended, reason = _judge(step, lever, dev, within, tolerance, floor_dev)
     return {"name": lever.name, "kind": lever.kind, "stage": lever.stage, "change": lever.change,
             "options": lever.options, "exact_change": lever.describe(), "why": lever.why, "step": step,
             "stage_result": stage, "deviation": dev, "within_tolerance": within, "build_s": round(arm.build_s, 3),
@@ -208,10 +218,12 @@ def _result(lever: Lever, base: Any, arm: Any, tolerance: float) -> dict[str, An
 
 
 def _judge(step: dict[str, Any], lever: Lever, dev: dict[str, Any] | None, within: bool | None,
-           tolerance: float) -> tuple[bool, str]:
+           tolerance: float, floor_dev: float) -> tuple[bool, str]:
     if step["verdict"] != "improvement":
         return False, {"noise": "within noise", "regression": "slower than the baseline"}.get(
             step["verdict"], "not measured")
+    if step["speedup"] - 1.0 <= floor_dev:
+        return False, f"within the measured noise floor ({1 + floor_dev:.2f}x between two baselines)"
     if lever.numeric and dev is None:
         return False, "faster, but its output deviation could not be compared"
     if within is False:

@@ -93,13 +93,15 @@ def build(arm: Arm, capture: bool) -> Arm:
     return arm
 
 
-def _time_once(arm: Arm, steps: int) -> None:
+def _time_once(arm: Arm, steps: int, keep: bool = True) -> None:
     from recstack.profiling.passes import timing_pass
     from recstack.profiling.timing import cuda_sync
 
     s = arm.setup
     with threads(arm.cfg.threads):
         res = timing_pass(s.loaded.model, s.step, s.batches, s.found.roots, steps, cuda_sync())
+    if not keep:
+        return
     bs = arm.batch_size
     arm.step_samples += [t / bs for t in res.plain]
     n = len(res.plain)
@@ -115,9 +117,11 @@ def _time_once(arm: Arm, steps: int) -> None:
 
 def rounds(arms: list[Arm], iters: int, count: int, deadline: float | None = None) -> int:
     """Time ``arms`` in ``count`` alternating rounds of ``iters / count`` steps each (order reversed every
-    other round); stops early (after at least two rounds) past ``deadline`` (``time.perf_counter``).
+    other round), after one untimed step each; stops early (after at least two rounds) past ``deadline`` (``time.perf_counter``).
     Returns the rounds run."""
     per = max(2, iters // max(count, 1))
+    for arm in arms:  # one untimed step each first: caches and pools warm again after the other arms' builds
+        _time_once(arm, 1, keep=False)
     done = 0
     for r in range(count):
         for arm in (arms if r % 2 == 0 else list(reversed(arms))):

@@ -76,6 +76,7 @@ class AdviceDocument(_Doc):
     contention_evidence: list[str]
     rounds: int = Field(ge=0)
     iters: int = Field(ge=0, description="timed steps per arm in all")
+    noise_floor: Comparison = Field(description="the baseline against a second copy of itself in the same rounds")
     budget_min: float | None
     tolerance: float
     noise_rule: str
