@@ -133,3 +133,15 @@ def test_bad_input_is_one_error_line_and_exit_2(args: list[str], field: str, tmp
     got = _cli(*args, cwd=tmp_path)
     assert got.returncode == 2, got.stderr
     assert got.stderr.startswith("error:") and field in got.stderr and "Traceback" not in got.stderr, got.stderr
+
+
+def test_budget_cuts_levers_and_p99_says_it_is_not_implemented(rmc1_profile: Path) -> None:
+    # 0.001 min: builds stop after 0.03 s, before the first what-if (the baseline's build alone takes longer)
+    doc = recstack.advise("rmc1", scale=0.0005, batch_size=32, goal="p99", budget_min=0.001,
+                          from_profile=rmc1_profile, rounds=2, advise_iters=4, **FAST)
+    assert doc["ranking"] == [] and doc["winner"] is None
+    reasons = [s["reason"] for s in doc["not_tried"]]
+    assert any(r.startswith("--budget") for r in reasons), reasons
+    assert any(s["name"] == "batch_size" and "latency" in s["reason"] for s in doc["not_tried"])  # p99: no batch lever
+    assert any("p99 is not implemented" in n for n in doc["notes"])
+    AdviceDocument.model_validate(doc)
