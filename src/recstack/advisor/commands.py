@@ -60,6 +60,12 @@ def advise(model: str | None = None, config: RunConfig | None = None, *, goal: s
     builds_until = start + budget_min * 30 if budget_min else None
     results, used_rounds, timed, floor = _measure_all(cfg, cands, skipped, tolerance, rounds, advise_iters,
                                                (builds_until, deadline), notes)
+    if floor.pop("rounds_contended"):
+        contended = True
+        evidence.append("the measurement rounds were contended (notes)")
+        if strict:
+            raise ContendedRunError("--strict: the measurement rounds were contended, so no advice is given; "
+                                    "re-run on a quiet host")
     ranking = sorted(results, key=_rank_key)
     winner = next((r for r in ranking if r["recommended"]), None)
     winner_cfg = cfg.updated(**winner["change"]) if winner else None
@@ -152,7 +158,14 @@ def _measure_all(cfg: RunConfig, cands: list[Lever], skipped: list[NotTried], to
         arm = _build(lever, cfg, skipped)
         if arm is not None:
             arms.append((lever, arm))
+    from recstack.profiling.contention import ContentionWatch
+
+    watch = ContentionWatch(None, probe=False).start()  # the rounds themselves, not only the profile
     done = measure.rounds([base, again] + [a for _, a in arms], iters, rounds, deadline)
+    watched = watch.stop()
+    if watched.get("detected"):
+        notes.append("the measurement rounds were contended: "
+                     + ("; ".join(str(e) for e in watched.get("evidence", [])[:2]) or "see docs/contention.md"))
     if done < rounds:
         notes.append(f"--budget: {done} of {rounds} rounds measured")
     floor = measure.compare(base.step_samples, again.step_samples)
@@ -173,7 +186,7 @@ def _measure_all(cfg: RunConfig, cands: list[Lever], skipped: list[NotTried], to
         else:
             results.append(_measure_combination(merged(combo), cfg, tolerance, rounds, iters, deadline, skipped,
                                                 floor_dev))
-    return results, done, len(base.step_samples), floor
+    return results, done, len(base.step_samples), {**floor, "rounds_contended": bool(watched.get("detected"))}
 
 
 def _build(lever: Lever, cfg: RunConfig, skipped: list[NotTried]) -> Any:
@@ -211,10 +224,11 @@ def _result(lever: Lever, base: Any, arm: Any, tolerance: float, floor_dev: floa
     dev = measure.deviation(base, arm) if lever.numeric else None
     within = None if dev is None else dev["max_rel"] <= tolerance
     recommended, reason = _judge(step, lever, dev, within, tolerance, floor_dev)
+    memory = {"baseline_bytes": base.resident_bytes, "what_if_bytes": arm.resident_bytes}
     return {"name": lever.name, "kind": lever.kind, "stage": lever.stage, "change": lever.change,
             "options": lever.options, "exact_change": lever.describe(), "why": lever.why, "step": step,
             "stage_result": stage, "deviation": dev, "within_tolerance": within, "build_s": round(arm.build_s, 3),
-            "recommended": recommended, "reason": reason, "members": []}
+            "recommended": recommended, "reason": reason, "members": [], "resident": memory}
 
 
 def _judge(step: dict[str, Any], lever: Lever, dev: dict[str, Any] | None, within: bool | None,
@@ -242,16 +256,19 @@ def render(doc: dict[str, Any]) -> str:
     if doc["contended"]:
         lines.append("WARNING: contended run: " + ("; ".join(doc["contention_evidence"]) or "see the profile"))
     lines.append(f"{'':2s}{'lever':34s} {'stage':18s} {'stage x':>8s} {'step x':>8s} {'95% interval':>15s} "
-                 f"{'cost':22s} change")
+                 f"{'cost':32s} change")
     for r in doc["ranking"]:
         iv = r["step"]["interval"]
         ivs = f"[{iv[0]:.2f}, {iv[1]:.2f}]" if iv else "-"
         cost = f"build {r['build_s']:.1f}s"
         if r["deviation"]:
             cost += f", dev {r['deviation']['max_rel']:.1e}"
+        mem = r["resident"]
+        if mem["baseline_bytes"] and mem["what_if_bytes"] != mem["baseline_bytes"]:
+            cost += f", mem {mem['what_if_bytes'] / mem['baseline_bytes']:.2f}x"
         mark = "* " if r["recommended"] else "  "
         lines.append(f"{mark}{r['name'][:34]:34s} {r['stage'][:18]:18s} {_x(r['stage_result']['speedup']):>8s} "
-                     f"{_x(r['step']['speedup']):>8s} {ivs:>15s} {cost:22s} {r['exact_change']}  ({r['reason']})")
+                     f"{_x(r['step']['speedup']):>8s} {ivs:>15s} {cost:32s} {r['exact_change']}  ({r['reason']})")
     lines.append(f"winner: {doc['winner']}" if doc["winner"] else "no lever beat noise: keep the baseline")
     for s in doc["not_tried"]:
         lines.append(f"not tried: {s['name']} ({s['stage']}): {s['reason']}")

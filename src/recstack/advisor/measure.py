@@ -47,6 +47,17 @@ class Arm:
     def batch_size(self) -> int:
         return self.cfg.batch_size
 
+    @property
+    def resident_bytes(self) -> int | None:
+        """Resident bytes of the model: parameters, buffers and FBGEMM's tables, each storage once
+        (:func:`recstack.memory.measure.resident`); optimizer state is not counted."""
+        from recstack.memory.measure import resident
+
+        if self.setup is None:
+            return None
+        params, buffers, _ = resident(self.setup.loaded.model, None)
+        return params + buffers
+
 
 def _loader(options: dict[str, Any]) -> Any:
     """A compile-analysis loader (:func:`recstack.compilation.commands.load`), with a factory's options bound."""

@@ -34,6 +34,11 @@ class Comparison(_Doc):
     basis: str = ""
 
 
+class Resident(_Doc):
+    baseline_bytes: int | None = Field(ge=0)
+    what_if_bytes: int | None = Field(ge=0)
+
+
 class LeverResult(_Doc):
     name: str
     kind: str
@@ -50,6 +55,7 @@ class LeverResult(_Doc):
     recommended: bool
     reason: str = Field(description="why recommended or not")
     members: list[str] = Field(default_factory=list, description="for the combination: its levers")
+    resident: Resident = Field(description="resident bytes of the model (parameters, buffers, tables)")
 
 
 class NotTriedDoc(_Doc):
