@@ -1,7 +1,7 @@
 """recstack advise: levers from a profile, measured against the baseline, judged by the noise rule.
 
-A user factory with a lever built to win (an option that removes 40 redundant matrix products: a large,
-deterministic gap) and one built to lose (an option that is cheaper but changes the outputs far beyond the
+A user factory with levers built to win (options that remove 20 redundant wide matrix products, or make
+them 8x narrower: large, deterministic gaps, combined and measured together) and one built to lose (an option that is cheaper but changes the outputs far beyond the
 tolerance, so it is never recommended whatever the host's timing). Real PyTorch, real files, real processes.
 """
 
@@ -29,27 +29,28 @@ FACTORY = textwrap.dedent('''
 
 
     class Net(nn.Module):
-        def __init__(self, slow, approx):
+        def __init__(self, slow, wide, approx):
             super().__init__()
             self.emb = nn.EmbeddingBag(1000, 32, mode="sum")
             self.dense = nn.Linear(16, 32)
             self.head = nn.Linear(64, 1)
-            self.slow, self.approx = slow, approx
+            self.slow, self.wide, self.approx = slow, wide, approx
             self.w = nn.Parameter(torch.randn(256, 256) / 16)
+            self.w_wide = nn.Parameter(torch.randn(2048, 256) / 45)
 
         def forward(self, dense, ids, offsets):
             e = self.emb(ids, offsets)
             d = torch.relu(self.dense(dense))
             x = torch.tanh(d.repeat(1, 8) @ self.w)  # ops outside any module
-            for _ in range(40 if self.slow else 0):  # the slow path: the same product again, discarded
-                torch.tanh(d.repeat(1, 8) @ self.w)
+            for _ in range(20 if self.slow else 0):  # the slow path: a product again, its result discarded;
+                torch.tanh(d.repeat(1, 64) @ self.w_wide if self.wide else x @ self.w)  # wide: 8x the work
             out = self.head(torch.cat([e, d], 1)) + x.mean(1, keepdim=True)
             return out.round() if self.approx else out  # approx: far from the exact output
 
 
-    def make(batch_size, seed, slow=True, approx=False):
+    def make(batch_size, seed, slow=True, wide=True, approx=False):
         torch.manual_seed(seed)
-        model = Net(slow, approx)
+        model = Net(slow, wide, approx)
 
         def batch(i):
             g = torch.Generator().manual_seed(i)
@@ -78,22 +79,27 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_factory_lever_built_to_win_is_recommended_and_the_lossy_one_never(factory_dir: Path) -> None:
     out = factory_dir / "advice.json"
     run = factory_dir / "run.yaml"
-    got = _cli("advmodel:make", "--batch-size", "32", "--levers", "option", "--advise-iters", "16", "-o", str(out),
+    got = _cli("advmodel:make", "--batch-size", "16", "--levers", "option", "--advise-iters", "48", "--rounds", "12", "-o", str(out),
                "--apply-to", str(run), *[f"--{k.replace('_', '-')}={v}" for k, v in FAST.items()], cwd=factory_dir)
     assert got.returncode == 0, got.stderr
     doc = AdviceDocument.model_validate(json.loads(out.read_text())).model_dump(by_alias=True)
     by = {r["name"]: r for r in doc["ranking"]}
     win, lose = by["slow=False"], by["approx=True"]
-    assert win["recommended"] and doc["winner"] == "slow=False", win
+    assert win["recommended"] and by["wide=False"]["recommended"], win
     assert win["step"]["speedup"] > 1 and win["deviation"]["max_rel"] == 0.0
+    # both winners are independent options: they are combined and the combination measured, not multiplied
+    combo = by["slow=False + wide=False"]
+    assert combo["kind"] == "combination" and sorted(combo["members"]) == ["slow=False", "wide=False"]
+    assert combo["step"]["speedup"] is not None and combo["options"] == {"slow": False, "wide": False}
+    assert doc["winner"] in by and by[doc["winner"]]["recommended"]
     # approx=True may time as faster or not; its outputs deviate far beyond the tolerance, so never advised
     assert not lose["recommended"] and lose["within_tolerance"] is False and lose["deviation"]["max_rel"] > 1e-2
     assert "slow=False" in got.stdout and "not tried: backend" in got.stdout
     reasons = {s["name"]: s["reason"] for s in doc["not_tried"]}
     assert "factory" in reasons["backend"] and "factory" in reasons["dtype=bf16"]
     cfg = RunConfig.from_yaml(run)  # --apply-to re-loads as a RunConfig
-    assert cfg.model == "advmodel:make" and cfg.batch_size == 32
-    assert "slow=False" in run.read_text()  # the factory option, said in the file
+    assert cfg.model == "advmodel:make" and cfg.batch_size == 16
+    assert doc["winner_options"] and all(f"{k}={v!r}" in run.read_text() for k, v in doc["winner_options"].items())
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,8 @@ from recstack.errors import ConfigError, ContendedRunError
 
 GOALS = ("throughput", "latency", "p99")
 DEFAULT_TOLERANCE = 1e-2
-DEFAULT_ROUNDS = 8
-DEFAULT_ITERS = 24  # timed steps per arm in all, split over the rounds
+DEFAULT_ROUNDS = 10
+DEFAULT_ITERS = 40  # timed steps per arm in all, split over the rounds
 
 
 def advise(model: str | None = None, config: RunConfig | None = None, *, goal: str = "throughput",
