@@ -17,6 +17,7 @@ from recstack.config.run import BATCH_SIZE_MAX, RunConfig
 KINDS = ("backend", "table_dtype", "batch_size", "dtype", "threads", "fused_optimizer", "compile", "option")
 EMBEDDING_STAGES = ("embedding", "feature_processing")
 COMPUTE_STAGES = ("dense", "interaction", "head", "sequence", "attention", "tower")
+TRAINING_STAGES = ("backward", "optimizer", "loss")
 MIN_SHARE = 0.02  # stages below 2 % of the step are not worth a lever of their own
 
 
@@ -98,7 +99,9 @@ def candidates(prof: Any, cfg: RunConfig, *, goal: str = "throughput", factory: 
     stages = stages_of(prof)
     big = [s for s in stages if s.share >= MIN_SHARE]
     emb = next((s for s in big if s.name in EMBEDDING_STAGES or s.bound == "memory"), None)
-    comp = [s for s in big if s is not emb and s.bound in ("compute", "overhead")]
+    # forward stages first: bf16 targets the dense layers (backward and optimizer follow from them)
+    comp = sorted([s for s in big if s is not emb and s.bound in ("compute", "overhead")],
+                  key=lambda s: s.name in TRAINING_STAGES)
     top = big[0].name if big else "step"
     small = [s for s in stages if s.share < MIN_SHARE]
     if emb is not None or factory is not None:
