@@ -18,7 +18,7 @@ import pytest
 
 import recstack
 from recstack.config.run import RunConfig
-from recstack.errors import ContendedRunError
+from recstack.errors import ConfigError, ContendedRunError
 from recstack.schema.advice_model import AdviceDocument
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -128,6 +128,15 @@ def test_strict_gives_no_advice_on_a_contended_profile(rmc1_profile: Path, tmp_p
     busy.write_text(json.dumps(data))
     with pytest.raises(ContendedRunError, match="contended"):
         recstack.advise("rmc1", scale=0.0005, batch_size=32, from_profile=busy, strict=True)
+
+
+def test_from_a_profile_of_another_model_is_refused(rmc1_profile: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="profile of rmc1, not rmc2"):
+        recstack.advise("rmc2", scale=0.0005, batch_size=32, from_profile=rmc1_profile)
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json")
+    got = _cli("rmc1", "--from", str(garbage), cwd=tmp_path)
+    assert got.returncode == 2 and got.stderr.startswith("error:") and "Traceback" not in got.stderr, got.stderr
 
 
 @pytest.mark.parametrize("args, field", [

@@ -117,7 +117,12 @@ def _profile(cfg: RunConfig, from_profile: str | Path | None) -> Any:
     if not path.is_file():
         raise ConfigError(f"{path}: no such file; give a profile JSON written by `recstack profile -o`",
                           field="--from")
-    return Profile.load(path)
+    prof = Profile.load(path)
+    recorded = ((prof.run or {}).get("config") or {}).get("model") or (prof.run or {}).get("model")
+    if recorded and recorded != cfg.model:
+        raise ConfigError(f"{path} is a profile of {recorded}, not {cfg.model}; profile {cfg.model} first or give "
+                          f"MODEL {recorded}", field="--from")
+    return prof
 
 
 def _factory(cfg: RunConfig) -> Any:
