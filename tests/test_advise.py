@@ -158,5 +158,6 @@ def test_budget_cuts_levers_and_p99_says_it_is_not_implemented(rmc1_profile: Pat
     reasons = [s["reason"] for s in doc["not_tried"]]
     assert any(r.startswith("--budget") for r in reasons), reasons
     assert any(s["name"] == "batch_size" and "latency" in s["reason"] for s in doc["not_tried"])  # p99: no batch lever
+    assert any(s["name"] == "compile" and "--levers compile" in s["reason"] for s in doc["not_tried"])  # opt-in
     assert any("p99 is not implemented" in n for n in doc["notes"])
     AdviceDocument.model_validate(doc)

@@ -155,6 +155,8 @@ def _measure_all(cfg: RunConfig, cands: list[Lever], skipped: list[NotTried], to
     base = measure.build(measure.Arm("baseline", cfg), capture=True)
     again = measure.build(measure.Arm("baseline again", cfg), capture=False)  # the noise floor
     arms: list[tuple[Lever, measure.Arm]] = []
+    compiled = [_compile_result(lv, cfg, deadline, skipped) for lv in cands if lv.kind == "compile"]
+    cands = [lv for lv in cands if lv.kind != "compile"]
     for lever in cands:
         if builds_until is not None and time.perf_counter() > builds_until:
             skipped.append(NotTried(lever.name, lever.stage, "--budget: no time left to build and measure it"))
@@ -183,6 +185,7 @@ def _measure_all(cfg: RunConfig, cands: list[Lever], skipped: list[NotTried], to
     results = [_result(lever, base, arm, tolerance, floor_dev) for lever, arm in arms]
     winners = sorted(((lv, r["step"]["speedup"]) for (lv, _), r in zip(arms, results, strict=True)
                       if r["recommended"]), key=lambda x: -x[1])
+    results += [r for r in compiled if r is not None]  # measured by the compile analysis, not combined
     del arms  # free the singles' models before the combination is built
     combo = pick(winners)
     if len(combo) >= 2:
@@ -205,6 +208,40 @@ def _build(lever: Lever, cfg: RunConfig, skipped: list[NotTried]) -> Any:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         skipped.append(NotTried(lever.name, lever.stage, f"could not build it here: {first[:200]}"))
         return None
+
+
+def _compile_result(lever: Lever, cfg: RunConfig, deadline: float | None,
+                    skipped: list[NotTried]) -> dict[str, Any] | None:
+    """The compile analysis's search (:func:`recstack.compilation.recommend.recommend`: per-stage and
+    whole-model candidates against eager in its own alternating rounds, numerics checked, losing regions
+    pruned, the winner re-measured) as one lever; half the time left under ``--budget``, else 5 minutes."""
+    from recstack.compilation.commands import load
+    from recstack.compilation.recommend import holds_up, recommend
+    from recstack.errors import RecstackError
+
+    budget_s = max(30.0, (deadline - time.perf_counter()) / 2) if deadline is not None else 300.0
+    try:
+        rec = recommend(cfg, budget_s=budget_s, loader=load)
+    except (RecstackError, RuntimeError, ValueError, ImportError, NotImplementedError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        skipped.append(NotTried(lever.name, lever.stage, f"the compile search failed here: {first[:200]}"))
+        return None
+    chosen = rec["chosen_result"]
+    compiles = not str(rec["chosen"]).startswith("eager")
+    good = compiles and holds_up(chosen)
+    speedup = chosen.get("speedup")
+    stage_sp = ((chosen.get("stages") or {}).get(lever.stage) or {}).get("speedup")
+    basis = "the compile analysis's rule (docs/compile.md): gain beyond two eager arms' deviation, re-measured"
+    step = {"speedup": speedup, "interval": None, "verdict": "improvement" if good else "noise", "basis": basis}
+    reason = (f"compile config {rec['chosen']} gains beyond the compile analysis's noise floor" if good
+              else f"the compile search kept eager: {rec['chosen']}")
+    return {"name": f"compile ({rec['chosen']})" if good else "compile", "kind": "compile", "stage": lever.stage,
+            "change": {"compile": rec["config"]} if good else {}, "options": {},
+            "exact_change": "--compile FILE with the config in the winner's RunConfig (compile:)",
+            "why": lever.why, "step": step, "stage_result": {**step, "speedup": stage_sp},
+            "deviation": None, "within_tolerance": chosen.get("numerics_ok"), "build_s": round(rec["elapsed_s"], 3),
+            "recommended": good, "reason": reason, "members": [],
+            "resident": {"baseline_bytes": None, "what_if_bytes": None}}
 
 
 def _measure_combination(lever: Lever, cfg: RunConfig, tolerance: float, rounds: int, iters: int,

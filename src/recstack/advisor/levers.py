@@ -112,7 +112,12 @@ def candidates(prof: Any, cfg: RunConfig, *, goal: str = "throughput", factory: 
     if comp or factory is not None:
         _compute_levers(comp[0].name if comp else "dense", cfg, factory, levers, skipped)
     _step_levers(top, cfg, goal, factory, levers, skipped)
-    if kinds is not None:
+    if kinds is None:  # compile searches for minutes (a compile per candidate): only when asked for
+        kinds = set(KINDS) - {"compile"}
+        skipped += [NotTried(lv.name, lv.stage, "a compile search takes minutes: ask for it with --levers "
+                                                "compile,...") for lv in levers if lv.kind == "compile"]
+        levers = [lv for lv in levers if lv.kind != "compile"]
+    else:
         skipped += [NotTried(lv.name, lv.stage, "not among --levers") for lv in levers if lv.kind not in kinds]
         levers = [lv for lv in levers if lv.kind in kinds]
     return levers, skipped
@@ -166,8 +171,8 @@ def _compute_levers(stage: str, cfg: RunConfig, factory: Any, levers: list[Lever
         else:
             levers.append(Lever("dtype=bf16", "dtype", stage, "dtype", {"dtype": "bf16"},
                                 why="dense layers in bf16 (native on this CPU)", numeric=True))
-    skipped.append(NotTried("compile", stage, "per-stage compile is measured by `recstack compile MODEL "
-                                              "--recommend`; not yet wired into advise"))
+    levers.append(Lever("compile", "compile", stage, "compile", why="per-stage torch.compile: the compile "
+                        "analysis's search (recstack compile --recommend), measured by it against eager"))
 
 
 def _step_levers(stage: str, cfg: RunConfig, goal: str, factory: Any, levers: list[Lever],
