@@ -143,6 +143,8 @@ def test_from_a_profile_of_another_model_is_refused(rmc1_profile: Path, tmp_path
     (["rmc1", "--levers", "bogus"], "--levers"),
     (["rmc1", "--from", "missing.json"], "--from"),
     (["rmc1", "--goal", "fastest"], "--goal"),
+    (["rmc1", "--device", "cuda"], "--device"),  # the what-ifs are timed on the CPU
+    (["rmc1", "--compile", "cfg.yaml"], "--compile"),  # an eager baseline: compile is a lever
 ])
 def test_bad_input_is_one_error_line_and_exit_2(args: list[str], field: str, tmp_path: Path) -> None:
     got = _cli(*args, cwd=tmp_path)

@@ -41,6 +41,13 @@ def advise(model: str | None = None, config: RunConfig | None = None, *, goal: s
         raise ConfigError("give a zoo id, a model YAML or package.module:factory", field="model")
     if cfg.nproc > 1:
         raise ConfigError("advise measures one process; use --nproc 1", field="nproc")
+    if cfg.compile is not None:
+        raise ConfigError("advise measures an eager baseline; drop compile and ask for the compile lever with "
+                          "--levers compile,...", field="compile")
+    if cfg.device == "cuda":
+        raise ConfigError("advise builds and times its what-ifs on the CPU for now; use --device cpu",
+                          field="device")
+    cfg = cfg.updated(device="cpu")  # "auto" too: the what-ifs are timed on the CPU (docs/advise.md)
     prof = _profile(cfg, from_profile)
     contention = prof.environment.get("contention") or {}
     contended = bool(isinstance(contention, dict) and contention.get("detected"))
@@ -387,7 +394,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "alternating rounds, recommend only what beats noise (and, for dtype levers, stays within --tolerance), "
         "measure the non-conflicting winners together, and write the winner's RunConfig. docs/advise.md.",
     )
-    add_run_arguments(p, frozenset({"nproc", "sharding", "rank_placement"}))
+    add_run_arguments(p, frozenset({"nproc", "sharding", "rank_placement", "compile"}))
     p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
     p.add_argument("--goal", choices=GOALS, default="throughput",
                    help="throughput (time per sample) or latency (step time); p99 is not implemented yet")
@@ -396,14 +403,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=positive_float("--budget", 1440), default=None, metavar="MIN",
                    help="bound the wall time in minutes (fewer levers and rounds; the output says what was cut)")
     p.add_argument("--tolerance", type=positive_float("--tolerance", 1), default=DEFAULT_TOLERANCE,
-                   help="largest relative output deviation a dtype lever may have")
+                   help="largest relative output deviation of a lever that changes the arithmetic (dtype, backend, option)")
     p.add_argument("--rounds", type=int_at_least("--rounds", 2, 100), default=DEFAULT_ROUNDS,
                    help="alternating measurement rounds")
     p.add_argument("--advise-iters", type=int_at_least("--advise-iters", 4, 10_000), default=DEFAULT_ITERS,
                    help="timed steps per arm in all, split over the rounds")
     p.add_argument("--from", dest="from_profile", default=None, metavar="PROFILE.json",
                    help="read the profile instead of profiling first")
-    p.add_argument("--strict", action="store_true", help="exit 3 and give no advice when the profile was contended")
+    p.add_argument("--strict", action="store_true", help="exit 3 and give no advice when the profile or the measurement rounds were contended")
     p.add_argument("--json", action="store_true", help="print the advice as JSON")
     p.add_argument("-o", "--output", default=None, help="also write the JSON advice here")
     p.add_argument("--apply-to", default=None, metavar="RUN.yaml", help="write the winner's RunConfig YAML here")
