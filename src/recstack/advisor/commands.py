@@ -34,6 +34,50 @@ def advise(model: str | None = None, config: RunConfig | None = None, *, goal: s
     ``advise_iters``: timed steps per arm over ``rounds`` alternating rounds (RunConfig's ``iters`` is the profile's)."""
     start = time.perf_counter()
     _check_options(goal, levers, budget_min, tolerance, rounds, advise_iters)
+    cfg = _run_config(model, config, overrides)
+    prof = _profile(cfg, from_profile)
+    contended, evidence = _profile_contention(prof, strict)
+    cands, skipped = candidates(prof, cfg, goal="latency" if goal == "p99" else goal, factory=_factory(cfg),
+                                kinds=set(levers) if levers else None)
+    notes: list[str] = []
+    if goal == "p99":
+        notes.append("goal p99 is not implemented yet (it needs the serving search under load per what-if); "
+                     "advised for latency (median step time) instead")
+    if contended:
+        notes.append("the profile was contended (other processes took CPU): the measurements may be too; "
+                     "re-run on a quiet host, or with --strict to refuse advice then")
+    # Under --budget, what-ifs are built only in the first half of it (the rounds and the combination need the rest).
+    deadline = start + budget_min * 60 if budget_min else None
+    builds_until = start + budget_min * 30 if budget_min else None
+    results, used_rounds, timed, floor = _measure_all(cfg, cands, skipped, tolerance, rounds, advise_iters,
+                                                      (builds_until, deadline), notes)
+    if floor.pop("rounds_contended"):
+        if strict:
+            raise ContendedRunError("--strict: the measurement rounds were contended, so no advice is given; "
+                                    "re-run on a quiet host")
+        contended = True
+        evidence.append("the measurement rounds were contended (notes)")
+    ranking = sorted(results, key=_rank_key)
+    winner = next((r for r in ranking if r["recommended"]), None)
+    winner_cfg = cfg.updated(**winner["change"]) if winner else None
+    doc = {
+        "schema": "recstack.advice", "version": 1, "model": cfg.model, "goal": "latency" if goal == "p99" else goal,
+        "baseline": cfg.model_dump(mode="json"), "stages": [s.__dict__ for s in stages_of(prof)],
+        "contended": contended, "contention_evidence": evidence, "rounds": used_rounds, "iters": timed,
+        "noise_floor": floor, "budget_min": budget_min, "tolerance": tolerance, "noise_rule": _rule_text(),
+        "ranking": ranking, "winner": winner["name"] if winner else None,
+        "winner_config": winner_cfg.model_dump(mode="json") if winner_cfg else None,
+        "winner_options": winner["options"] if winner else {},
+        "not_tried": [s.to_dict() for s in skipped], "notes": notes,
+        "elapsed_s": round(time.perf_counter() - start, 3),
+    }
+    from recstack.schema.advice_model import AdviceDocument
+
+    return AdviceDocument.model_validate(doc).model_dump(by_alias=True)
+
+
+def _run_config(model: str | None, config: RunConfig | None, overrides: dict[str, Any]) -> RunConfig:
+    """The baseline RunConfig, checked for what advise can measure (one CPU process, eager)."""
     if model is not None:
         overrides = {"model": model, **overrides}
     cfg = RunConfig.build(config, overrides)
@@ -47,53 +91,18 @@ def advise(model: str | None = None, config: RunConfig | None = None, *, goal: s
     if cfg.device == "cuda":
         raise ConfigError("advise builds and times its what-ifs on the CPU for now; use --device cpu",
                           field="device")
-    cfg = cfg.updated(device="cpu")  # "auto" too: the what-ifs are timed on the CPU (docs/advise.md)
-    prof = _profile(cfg, from_profile)
+    return cfg.updated(device="cpu")  # "auto" too: the what-ifs are timed on the CPU (docs/advise.md)
+
+
+def _profile_contention(prof: Any, strict: bool) -> tuple[bool, list[str]]:
+    """Whether the profile was contended, and its evidence; ``strict``: a contended profile is an error."""
     contention = prof.environment.get("contention") or {}
     contended = bool(isinstance(contention, dict) and contention.get("detected"))
     evidence = [str(e) for e in (contention.get("evidence") or [])][:3] if contended else []
     if strict and contended:
         raise ContendedRunError("--strict: the profile was contended, so no advice is given: "
                                 + ("; ".join(evidence) or "see environment.contention"))
-    factory = _factory(cfg)
-    cands, skipped = candidates(prof, cfg, goal="latency" if goal == "p99" else goal, factory=factory,
-                                kinds=set(levers) if levers else None)
-    notes: list[str] = []
-    if goal == "p99":
-        notes.append("goal p99 is not implemented yet (it needs the serving search under load per what-if); "
-                     "advised for latency (median step time) instead")
-    # Under --budget, what-ifs are built only in the first half of it (the rounds and the combination need the rest).
-    deadline = start + budget_min * 60 if budget_min else None
-    builds_until = start + budget_min * 30 if budget_min else None
-    results, used_rounds, timed, floor = _measure_all(cfg, cands, skipped, tolerance, rounds, advise_iters,
-                                               (builds_until, deadline), notes)
-    if floor.pop("rounds_contended"):
-        contended = True
-        evidence.append("the measurement rounds were contended (notes)")
-        if strict:
-            raise ContendedRunError("--strict: the measurement rounds were contended, so no advice is given; "
-                                    "re-run on a quiet host")
-    ranking = sorted(results, key=_rank_key)
-    winner = next((r for r in ranking if r["recommended"]), None)
-    winner_cfg = cfg.updated(**winner["change"]) if winner else None
-    if contended:
-        notes.append("the profile was contended (other processes took CPU): the measurements may be too; "
-                     "re-run on a quiet host, or with --strict to refuse advice then")
-    doc = {
-        "schema": "recstack.advice", "version": 1, "model": cfg.model, "goal": "latency" if goal == "p99" else goal,
-        "baseline": cfg.model_dump(mode="json"), "stages": [s.__dict__ for s in stages_of(prof)],
-        "contended": contended, "contention_evidence": evidence, "rounds": used_rounds, "iters": timed,
-        "noise_floor": floor,
-        "budget_min": budget_min, "tolerance": tolerance, "noise_rule": _rule_text(), "ranking": ranking,
-        "winner": winner["name"] if winner else None,
-        "winner_config": winner_cfg.model_dump(mode="json") if winner_cfg else None,
-        "winner_options": winner["options"] if winner else {},
-        "not_tried": [s.to_dict() for s in skipped], "notes": notes,
-        "elapsed_s": round(time.perf_counter() - start, 3),
-    }
-    from recstack.schema.advice_model import AdviceDocument
-
-    return AdviceDocument.model_validate(doc).model_dump(by_alias=True)
+    return contended, evidence
 
 
 def _check_options(goal: str, levers: list[str] | None, budget_min: float | None, tolerance: float, rounds: int,
