@@ -15,6 +15,7 @@ __all__ = [
     "RunConfig",
     "UserCodeError",
     "__version__",
+    "advise",
     "annotate",
     "profile",
     "profile_zoo",
@@ -24,6 +25,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from recstack import results
+    from recstack.advisor import advise
     from recstack.api import profile, profile_zoo
     from recstack.calls import Batch, Call
     from recstack.config.run import RunConfig
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 
 # Lazy: `import recstack` stays light (the CLI's startup, `zoo list`, need no torch).
 _LAZY = {
+    "advise": "recstack.advisor",  # measured what-ifs (docs/advise.md)
     "profile": "recstack.api",
     "profile_zoo": "recstack.api",
     "Call": "recstack.calls",  # a batch as forward's exact arguments

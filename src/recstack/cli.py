@@ -157,6 +157,7 @@ EXAMPLES = {
     "sweep-report": "recstack sweep-report results.duckdb -o sweep.html",
     "shard-sim": "recstack shard-sim rmc1-tw2.json --ranks 64",
     "import": "recstack import trace.json -o imported.json --machine auto",
+    "advise": "recstack advise rmc1 --scale 0.01 --batch-size 256 --budget 5 --apply-to run.yaml",
     "compile": "recstack compile rmc3 --scale 0.01 --compile cfg.yaml --batch-sizes 1,7,64",
     "memory": "recstack memory dlrmv2 --batch-size 4096 --limit 64GiB",
 }

@@ -239,3 +239,6 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.compilation.commands import register as register_compile
 
     register_compile(sub, add_run_arguments, run_config_from_args)
+    from recstack.advisor.commands import register as register_advise
+
+    register_advise(sub)
