@@ -25,7 +25,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from recstack import results
-    from recstack.advisor import advise
+    from recstack.advisor.commands import advise
     from recstack.api import profile, profile_zoo
     from recstack.calls import Batch, Call
     from recstack.config.run import RunConfig
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 # Lazy: `import recstack` stays light (the CLI's startup, `zoo list`, need no torch).
 _LAZY = {
-    "advise": "recstack.advisor",  # measured what-ifs (docs/advise.md)
+    "advise": "recstack.advisor.commands",  # measured what-ifs (docs/advise.md)
     "profile": "recstack.api",
     "profile_zoo": "recstack.api",
     "Call": "recstack.calls",  # a batch as forward's exact arguments

@@ -15,8 +15,7 @@ keywords (``loss_fn``, ``num_batches``, ``run_info``, ``trace``,
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,18 @@ from torch import nn
 
 from recstack.calls import infer_batch_size, tensors, to_device
 from recstack.config.run import ITERS_MAX, RunConfig
-from recstack.errors import ConfigError, UserCodeError
+from recstack.errors import ConfigError
 from recstack.profiling.rules import StageRules, load_stage_rules
 from recstack.profiling.runner import ProfileOptions, profile_model
 from recstack.render import progress
 from recstack.tree import Profile
-from recstack.usercode import as_user_error, call_user, is_factory, load_factory, name_of
+from recstack.usercode import (
+    as_user_error,
+    call_factory,
+    is_factory,
+    load_factory,
+    make_batches,
+)
 
 
 def profile(
@@ -194,7 +199,7 @@ def _run(
     if cfg.workload_batches == "query":
         batches = _query_batches(inputs, cfg.batch_size, max(num_batches, QUERY_BATCHES))
     else:
-        batches = _make_batches(inputs, cfg.batch_size, num_batches)
+        batches = make_batches(inputs, cfg.batch_size, num_batches)
     if cfg.resolved_device() == "cuda":  # validated: cuda is available
         model.to("cuda")
         batches = [to_device(b, "cuda") for b in batches]
@@ -288,33 +293,6 @@ def _check_devices(model: nn.Module, batch: Any) -> None:
             raise ConfigError("a batch tensor is on the meta device (no data); make real tensors", field="inputs")
 
 
-def _make_batches(inputs: Any, batch_size: int, count: int) -> list[Any]:
-    """Pre-generate ``count`` batches so that generation never runs inside a timed region."""
-    if hasattr(inputs, "batch") and callable(inputs.batch):
-        return [inputs.batch(batch_size, i) for i in range(count)]
-    if callable(inputs):
-        try:
-            nparams = len(inspect.signature(inputs).parameters)
-        except (TypeError, ValueError):
-            nparams = 0
-        what = f"your batch function {name_of(inputs)}"
-        batches = [call_user(inputs, *((i,) if nparams >= 1 else ()), what=what) for i in range(count)]
-        for b in batches:
-            _check_batch(b, what)
-        return batches
-    if isinstance(inputs, (list, tuple)) and not isinstance(inputs, str):
-        if not inputs:
-            raise ConfigError("the list of batches is empty", field="inputs")
-        if any(b is None for b in inputs):
-            raise ConfigError("a batch in the list is None", field="inputs")
-        return list(inputs)
-    raise ConfigError(
-        "must be a workload (with .batch(batch_size, index)), a callable returning batches, or a list "
-        f"(got {type(inputs).__name__})",
-        field="inputs",
-    )
-
-
 QUERY_BATCHES = 16  # batches pre-generated for workload_batches query (sizes vary, so more than fixed)
 
 
@@ -330,17 +308,6 @@ def _query_batches(inputs: Any, max_batch: int, count: int) -> list[Any]:
     return [inputs.batch(int(n), i) for i, n in enumerate(sizes)]
 
 
-_BATCH_KINDS = "a tensor, a tuple of arguments, a dict or recstack.Call(args, kwargs)"
-
-
-def _check_batch(batch: Any, what: str) -> None:
-    if batch is None:
-        raise UserCodeError(f"{what} returned None; return a batch ({_BATCH_KINDS})", function=what)
-    if inspect.isgenerator(batch) or (isinstance(batch, Iterator) and not isinstance(batch, torch.Tensor)):
-        raise UserCodeError(f"{what} returned a {type(batch).__name__}; return one batch per call "
-                            f"({_BATCH_KINDS}), not an iterator", function=what)
-
-
 # -- files and factories ----------------------------------------------------------------
 def resolve_machine(machine: dict[str, Any] | str | Path | None) -> dict[str, Any] | None:
     """A machine dict, a machine JSON file, ``"auto"`` (this host's cached measurement, if any) or None."""
@@ -352,25 +319,3 @@ def machine_with_file(machine: dict[str, Any] | str | Path | None) -> tuple[dict
     from recstack.hardware.machine import machine_with_file as resolve
 
     return resolve(machine)
-
-
-def call_factory(
-    factory: Callable[..., Any], spec: str, batch_size: int, seed: int
-) -> tuple[nn.Module, Callable[..., Any]]:
-    """``factory(batch_size, seed)``, checked: it must return ``(nn.Module, batch function)``."""
-    out = call_user(factory, batch_size, seed, what=f"your factory {spec}")
-    if not (isinstance(out, tuple) and len(out) == 2):
-        got = f"a {len(out)}-tuple" if isinstance(out, tuple) else f"{type(out).__name__} {out!r}"[:80]
-        raise UserCodeError(f"your factory {spec} must return (model, batch_fn); it returned {got}", function=spec)
-    model, batch_fn = out
-    if not isinstance(model, nn.Module):
-        raise UserCodeError(
-            f"your factory {spec} must return (model, batch_fn) with model a torch.nn.Module "
-            f"(got {type(model).__name__})", function=spec,
-        )
-    if not callable(batch_fn) and not isinstance(batch_fn, list):
-        raise UserCodeError(
-            f"your factory {spec} must return (model, batch_fn) with batch_fn callable (got {type(batch_fn).__name__})",
-            function=spec,
-        )
-    return model, batch_fn

@@ -166,5 +166,75 @@ def load_factory(spec: str) -> Callable[..., Any]:
     return fn
 
 
-__all__ = ["as_user_error", "call_user", "culprit", "current_directory_on_path", "is_factory", "load_factory",
-           "name_of", "user_frames"]
+__all__ = ["as_user_error", "call_factory", "call_user", "check_batch", "culprit", "current_directory_on_path",
+           "is_factory", "load_factory", "make_batches", "name_of", "user_frames"]
+
+
+# -- factories and batch functions (the API, compile analysis and advisor load user models through these) --
+def call_factory(
+    factory: Callable[..., Any], spec: str, batch_size: int, seed: int
+) -> tuple[Any, Callable[..., Any]]:
+    """``factory(batch_size, seed)``, checked: it must return ``(nn.Module, batch function)``."""
+    from torch import nn
+
+    out = call_user(factory, batch_size, seed, what=f"your factory {spec}")
+    if not (isinstance(out, tuple) and len(out) == 2):
+        got = f"a {len(out)}-tuple" if isinstance(out, tuple) else f"{type(out).__name__} {out!r}"[:80]
+        raise UserCodeError(f"your factory {spec} must return (model, batch_fn); it returned {got}", function=spec)
+    model, batch_fn = out
+    if not isinstance(model, nn.Module):
+        raise UserCodeError(
+            f"your factory {spec} must return (model, batch_fn) with model a torch.nn.Module "
+            f"(got {type(model).__name__})", function=spec,
+        )
+    if not callable(batch_fn) and not isinstance(batch_fn, list):
+        raise UserCodeError(
+            f"your factory {spec} must return (model, batch_fn) with batch_fn callable (got {type(batch_fn).__name__})",
+            function=spec,
+        )
+    return model, batch_fn
+
+
+def make_batches(inputs: Any, batch_size: int, count: int) -> list[Any]:
+    """Pre-generate ``count`` batches so that generation never runs inside a timed region."""
+    if hasattr(inputs, "batch") and callable(inputs.batch):
+        return [inputs.batch(batch_size, i) for i in range(count)]
+    if callable(inputs):
+        import inspect
+
+        try:
+            nparams = len(inspect.signature(inputs).parameters)
+        except (TypeError, ValueError):
+            nparams = 0
+        what = f"your batch function {name_of(inputs)}"
+        batches = [call_user(inputs, *((i,) if nparams >= 1 else ()), what=what) for i in range(count)]
+        for b in batches:
+            check_batch(b, what)
+        return batches
+    if isinstance(inputs, (list, tuple)) and not isinstance(inputs, str):
+        if not inputs:
+            raise ConfigError("the list of batches is empty", field="inputs")
+        if any(b is None for b in inputs):
+            raise ConfigError("a batch in the list is None", field="inputs")
+        return list(inputs)
+    raise ConfigError(
+        "must be a workload (with .batch(batch_size, index)), a callable returning batches, or a list "
+        f"(got {type(inputs).__name__})",
+        field="inputs",
+    )
+
+
+_BATCH_KINDS = "a tensor, a tuple of arguments, a dict or recstack.Call(args, kwargs)"
+
+
+def check_batch(batch: Any, what: str) -> None:
+    import inspect
+    from collections.abc import Iterator
+
+    import torch
+
+    if batch is None:
+        raise UserCodeError(f"{what} returned None; return a batch ({_BATCH_KINDS})", function=what)
+    if inspect.isgenerator(batch) or (isinstance(batch, Iterator) and not isinstance(batch, torch.Tensor)):
+        raise UserCodeError(f"{what} returned a {type(batch).__name__}; return one batch per call "
+                            f"({_BATCH_KINDS}), not an iterator", function=what)

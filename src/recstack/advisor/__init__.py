@@ -3,19 +3,6 @@
 :mod:`.levers` lists the candidate levers a profile's stages suggest (and those not tried, with the reason),
 :mod:`.measure` times each what-if against the baseline in alternating rounds in one process and judges it
 with the project's noise rule, :mod:`.combine` measures the non-conflicting winners together, and
-:mod:`.commands` is the CLI and :func:`advise` the API.
+:mod:`.commands` is the CLI and :func:`recstack.advisor.commands.advise` the API (``recstack.advise``).
 """
 
-from __future__ import annotations
-
-from typing import Any
-
-
-def advise(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    """``recstack.advise(model, config=None, **options)``: see :func:`recstack.advisor.commands.advise`."""
-    from recstack.advisor.commands import advise as run
-
-    return run(*args, **kwargs)
-
-
-__all__ = ["advise"]

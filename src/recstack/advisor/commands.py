@@ -231,7 +231,7 @@ def _compile_result(lever: Lever, cfg: RunConfig, deadline: float | None,
     """The compile analysis's search (:func:`recstack.compilation.recommend.recommend`: per-stage and
     whole-model candidates against eager in its own alternating rounds, numerics checked, losing regions
     pruned, the winner re-measured) as one lever; half the time left under ``--budget``, else 5 minutes."""
-    from recstack.compilation.commands import load
+    from recstack.compilation.model import load
     from recstack.compilation.recommend import holds_up, recommend
     from recstack.errors import RecstackError
 

@@ -60,19 +60,18 @@ class Arm:
 
 
 def _loader(options: dict[str, Any]) -> Any:
-    """A compile-analysis loader (:func:`recstack.compilation.commands.load`), with a factory's options bound."""
-    from recstack import api
-    from recstack.compilation.commands import load
-    from recstack.compilation.model import Loaded
+    """A compile-analysis loader (:func:`recstack.compilation.model.load`), with a factory's options bound."""
+    from recstack.compilation.model import Loaded, load
+    from recstack.usercode import call_factory, load_factory, make_batches
 
     if not options:
         return load
 
     def load_with(cfg: RunConfig) -> Loaded:
         name = cfg.model or ""
-        factory = functools.partial(api.load_factory(name), **options)
-        model, batch_fn = api.call_factory(factory, name, cfg.batch_size, cfg.seed)
-        return Loaded(name, model, lambda bs, n: api._make_batches(batch_fn, bs, n), None)
+        factory = functools.partial(load_factory(name), **options)
+        model, batch_fn = call_factory(factory, name, cfg.batch_size, cfg.seed)
+        return Loaded(name, model, lambda bs, n: make_batches(batch_fn, bs, n), None)
 
     return load_with
 

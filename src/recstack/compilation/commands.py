@@ -15,6 +15,7 @@ import json
 import sys
 from typing import Any
 
+from recstack.compilation.model import load  # the loader; coldwarm children import it from here
 from recstack.errors import ConfigError
 
 MAX_SIZES = 64
@@ -38,24 +39,6 @@ def _budget(text: str) -> float:
     if not 0 < v <= 24 * 60:
         raise argparse.ArgumentTypeError(f"must be within 0..1440 minutes (got {text!r})")
     return v
-
-
-def load(cfg: Any) -> Any:
-    """The model a RunConfig names: a zoo model, or a ``package.module:factory`` (through the API's checks)."""
-    from recstack import api
-    from recstack.compilation.model import Loaded, load_zoo
-
-    name = cfg.model or ""
-    if not api.is_factory(name):
-        return load_zoo(cfg)
-    factory = api.load_factory(name)
-    model, batch_fn = api.call_factory(factory, name, cfg.batch_size, cfg.seed)
-
-    def make(bs: int, n: int) -> list[Any]:
-        fn = batch_fn if bs == cfg.batch_size else api.call_factory(factory, name, bs, cfg.seed)[1]
-        return api._make_batches(fn, bs, n)
-
-    return Loaded(name, model, make, None)
 
 
 def compile_times(cfg: Any, ccfg: Any) -> dict[str, Any]:

@@ -23,8 +23,7 @@ Loader = Callable[[RunConfig], Loaded]
 
 
 def load_zoo(cfg: RunConfig) -> Loaded:
-    """A zoo model (id or YAML) and its workload; factories are loaded by the interface layer
-    (:func:`recstack.compilation.commands.load`), which may import the API."""
+    """A zoo model (id or YAML) and its workload; :func:`load` also takes factories."""
     from recstack.workload import bind, load_workload
     from recstack.zoo import BuildOptions, build_model
 
@@ -41,4 +40,23 @@ def load_zoo(cfg: RunConfig) -> Loaded:
                   lambda n: [int(x) for x in bound.query_sizes(n)])
 
 
-__all__ = ["Loaded", "Loader", "load_zoo"]
+
+
+def load(cfg: Any) -> Any:
+    """The model a RunConfig names: a zoo model, or a ``package.module:factory`` (through the API's checks)."""
+    from recstack.usercode import call_factory, is_factory, load_factory, make_batches
+
+    name = cfg.model or ""
+    if not is_factory(name):
+        return load_zoo(cfg)
+    factory = load_factory(name)
+    model, batch_fn = call_factory(factory, name, cfg.batch_size, cfg.seed)
+
+    def make(bs: int, n: int) -> list[Any]:
+        fn = batch_fn if bs == cfg.batch_size else call_factory(factory, name, bs, cfg.seed)[1]
+        return make_batches(fn, bs, n)
+
+    return Loaded(name, model, make, None)
+
+
+__all__ = ["Loaded", "Loader", "load", "load_zoo"]

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from recstack.profiling.dataflow import Flow
-    from recstack.profiling.passes import Regions
+    from recstack.profiling.regions import Regions
     from recstack.profiling.rules import StageMap
 
 

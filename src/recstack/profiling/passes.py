@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # torch loads when a pass runs, not with the module (the trac
 
 from recstack.profiling.native_stderr import quiet_native
 from recstack.profiling.oppass import STAGE, STEP, Folder, install_range_hooks, profiler_range
+from recstack.profiling.regions import Regions
 from recstack.profiling.rules import NeverRanRoot, StageMap, StageRules, detect_stages, hand_down_roots
 from recstack.profiling.timing import ForwardWrappers, StageTimer, _Region, install_stage_hooks
 
@@ -29,19 +30,6 @@ class Step(Protocol):
     train: bool
 
     def run(self, batch: Any, region: Callable[[str], Any] | None = None) -> None: ...
-
-
-class Regions(Protocol):
-    """Code outside the module tree that is a stage of its own (TorchRec's collectives run inside the
-    embedding module: :mod:`recstack.distributed.comm_regions`). ``install`` makes every entry into such
-    code call ``enter(stage)`` and its exit ``leave()``, and returns the function that undoes it; the
-    timing pass times these stages like the stage roots', the op pass opens a stage range for each, so
-    both passes see the same stages and each is apportioned against its own measured time. The returned
-    function must stop the marks; an implementation may keep its patches in place between installs
-    (marks passing through) and remove them when its owner is done with it."""
-
-    def install(self, model: nn.Module, enter: Callable[[str], None], leave: Callable[[], None]
-                ) -> Callable[[], None]: ...
 
 
 def _no_regions() -> None:
