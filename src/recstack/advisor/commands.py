@@ -181,7 +181,7 @@ def _measure_all(cfg: RunConfig, cands: list[Lever], skipped: list[NotTried], to
         arm = _build(lever, cfg, skipped)
         if arm is not None:
             arms.append((lever, arm))
-    from recstack.profiling.contention import ContentionWatch
+    from recstack.hardware.contention import ContentionWatch
 
     watch = ContentionWatch(None, probe=False).start()  # the rounds themselves, not only the profile
     done = measure.rounds([base, again] + [a for _, a in arms], iters, rounds, deadline)
