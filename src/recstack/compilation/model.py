@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from recstack.config.run import RunConfig
+
+if TYPE_CHECKING:  # torch loads with a model, not with the CLI (compilation.commands imports this module)
+    from torch import nn
 
 
 @dataclass

@@ -24,6 +24,12 @@
       for (let e = Math.floor(d0); e <= Math.ceil(d1); e++) decades.push(10 ** e);
       let out = decades.filter(inside);
       if (out.length < 3) out = decades.flatMap((v) => [v, 2 * v, 5 * v]).filter(inside);
+      if (out.length < 3) {  // under a factor of ~2.5 (a latency that barely moves): evenly spaced round values
+        const lo = 10 ** d0, hi = 10 ** d1, raw = (hi - lo) / 8, mag = 10 ** Math.floor(Math.log10(raw));
+        const step = [1, 2, 5, 10].map((m) => m * mag).find((st) => st >= raw);  // at most 2.5 x raw: 3 ticks or more
+        out = [];
+        for (let k = Math.ceil(lo / step); k * step <= hi; k++) out.push(k * step);
+      }
       return out.length ? out : [10 ** ((d0 + d1) / 2)];
     };
     return f;
