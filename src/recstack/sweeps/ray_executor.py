@@ -52,7 +52,24 @@ def _task(runner: Callable[..., dict[str, Any]], config: dict[str, Any],
 
 
 START_HINT = "start one with `ray start --head` (docs/sweeps.md) or check the address"
+TOKEN_HINT = ("the cluster uses Ray's token authentication and this process has no matching token: set "
+              "RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
+              "~/.ray/auth_token) where recstack runs (docs/sweeps.md)")
 CONNECT_TIMEOUT_S = 5.0
+
+
+def join_failure(address: str, exc: BaseException) -> EnvironmentFailure:
+    """Why ray.init could not join ``address``: a refused token is named as such (Ray >= 2.5x turns token
+    authentication on for a head that finds ~/.ray/auth_token; a client without the token is refused and
+    Ray's own message blames the connection)."""
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    if any(type(e).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(e) for e in chain):
+        return EnvironmentFailure(f"--address {address}: cannot join the Ray cluster: {TOKEN_HINT}")
+    return EnvironmentFailure(f"--address {address}: cannot join the Ray cluster "
+                              f"({(str(chain[0]) or type(chain[0]).__name__).splitlines()[0][:300]}); {START_HINT}")
 
 
 def check_reachable(address: str) -> None:
@@ -101,8 +118,7 @@ class RayExecutor:
             try:
                 ray.init(address=self.address, log_to_driver=False, runtime_env=env)
             except ConnectionError as exc:
-                raise EnvironmentFailure(f"--address {self.address}: cannot join the Ray cluster "
-                                         f"({str(exc).splitlines()[0][:300]}); {START_HINT}") from None
+                raise join_failure(self.address, exc) from None
         else:
             ray.init(num_cpus=usable_cores(), include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES,
                      log_to_driver=False, runtime_env=env)
