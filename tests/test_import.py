@@ -247,6 +247,36 @@ def test_missing_fields_and_huge_args(tmp_path: Path, monkeypatch: pytest.Monkey
     _valid(p)
 
 
+def test_the_overhead_correction_stays_within_its_bounds_on_a_recorded_trace(zoo_trace: Path) -> None:
+    """What the correction guarantees on a real CPU trace (rmc1 recorded here): every part (stage, its caller
+    code, ``other``) loses exactly what it reports removing, at most ``per_event_s x`` its events per step and
+    never below zero, bound by the per-event estimate alone (no waits, no GPU); the step loses the parts' sum.
+    Whether the corrected times are closer to the unprofiled run is a measurement:
+    benchmarks/bench_overhead_correction.py (docs/import.md)."""
+    raw, cor = import_trace(zoo_trace, correct_overhead=False), import_trace(zoo_trace)
+    per = cor.overhead["per_event_s"]
+    assert 0 < per < 1e-3, cor.overhead  # a CPU trace of rmc1 has wrapper ops; an event costs microseconds
+    raw_nodes = {n.path: n for n in raw.root.walk()}
+    removed = 0.0
+    for st in cor.root.children:
+        caller = [c for c in st.children if c.extra.get("kind") == "caller"]
+        cuts = []
+        for p in (st, *caller):
+            cut, events = p.extra["overhead_removed_s"], p.extra["overhead_events_per_step"]
+            assert 0.0 <= cut <= per * events * (1 + 1e-9), (p.path, cut, per, events)
+            assert p.extra["overhead_bound"] == "per-event estimate", p.path
+            assert 0.0 <= p.time_s <= raw_nodes[p.path].time_s, p.path
+            cuts.append(cut)
+        if caller:  # its time is its own part's; the stage's holds its caller code's too
+            assert caller[0].time_s == pytest.approx(raw_nodes[caller[0].path].time_s - cuts[1], rel=1e-9, abs=1e-12)
+        assert st.time_s == pytest.approx(raw_nodes[st.path].time_s - sum(cuts), rel=1e-9, abs=1e-12), st.name
+        removed += sum(cuts)
+    assert {"embedding", "other"} <= {st.name for st in cor.root.children} and removed > 0
+    assert removed == pytest.approx(cor.overhead["removed_step_s"], rel=1e-9)
+    assert cor.root.time_s == pytest.approx(raw.root.time_s - removed, rel=1e-9)
+    assert sum(st.time_s for st in cor.root.children) == pytest.approx(cor.root.time_s, rel=1e-9)
+
+
 def test_profiler_overhead_correction_is_the_wrapper_median_times_the_events(tmp_path: Path) -> None:
     # Per step: emb range + embedding_bag (2 events) in embedding, mlp range + linear + addmm (3) in dense.
     # aten::linear's only child is aten::addmm: a wrapper op, exclusive 280 - 260 = 20 us per call; a
