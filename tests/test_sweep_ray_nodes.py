@@ -157,10 +157,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obje
     marker = tmp_path / "marker"
     head_args = ["--head", f"--port={port}", "--num-cpus=1", "--node-ip-address=127.0.0.1",
                  "--include-dashboard=false", f"--dashboard-port={_free_port()}",
-                 "--object-store-memory=100000000",
+                 "--object-store-memory=100000000", "--include-log-monitor=false",
                  "--disable-usage-stats", f"--temp-dir={temp}"]
     worker_args = [f"--address={address}", "--num-cpus=1", "--node-ip-address=127.0.0.1",
-                   "--object-store-memory=100000000"]
+                   "--object-store-memory=100000000", "--include-log-monitor=false"]
     logs = [tmp_path / "head.log", tmp_path / "worker.log"]
     nodes: list[subprocess.Popen] = []
     waiter = None
