@@ -114,6 +114,22 @@ def test_bad_compile_config_values_exit_2(tmp_path, capsys):
     assert rc == 2 and "backend" in capsys.readouterr().err
 
 
+def test_a_bad_compile_config_fails_before_the_model_is_built(tmp_path, capsys, monkeypatch):
+    """profile --compile: the compile YAML is parsed with the other files, before the factory runs (exit 2)."""
+    built = tmp_path / "factory_ran"
+    (tmp_path / "side_model.py").write_text(
+        "import pathlib, torch\n"
+        f"def make(batch_size, seed):\n    pathlib.Path({str(built)!r}).touch()\n"
+        "    return torch.nn.Linear(8, 1), lambda i: torch.randn(batch_size, 8)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    bad = tmp_path / "c.yaml"
+    bad.write_text("defaults: {backend: no_such_backend}\n")
+    rc = main(["profile", "side_model:make", "--compile", str(bad), "--machine", "none", "--iters", "2"])
+    err = capsys.readouterr().err
+    assert rc == 2 and str(bad) in err and "backend" in err
+    assert not built.exists()  # the factory never ran: nothing was built or warmed up
+
+
 def test_regional_compile_keeps_state_dict_keys_and_profile_shows_stages(tmp_path):
     import compile_models
 

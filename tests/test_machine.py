@@ -1242,3 +1242,15 @@ def test_cli_machine_shows_the_cache_instead_of_measuring(tiny_machine, tmp_path
     assert "WARNING: measured under contention: load average 3.50" in capsys.readouterr().out
     assert _cli(["machine", "--strict"]) == 3
     assert "--strict: the cached machine file" in capsys.readouterr().err
+
+
+def test_one_machine_vocabulary_in_the_one_resolver(tmp_path, monkeypatch):
+    """auto, none (any case) and the old word host (with a warning) mean the same to every command's --machine."""
+    from recstack.hardware.machine import machine_with_file
+
+    monkeypatch.setenv("RECSTACK_CACHE_DIR", str(tmp_path))  # no cached machine: auto finds none
+    monkeypatch.chdir(tmp_path)  # no file named "host" here
+    assert machine_with_file("auto") == (None, None)
+    assert machine_with_file("None") == (None, None) == machine_with_file("none")
+    with pytest.warns(FutureWarning, match="--machine host is deprecated: use --machine auto"):
+        assert machine_with_file("host") == (None, None)

@@ -232,6 +232,18 @@ def test_cli_bad_input_names_the_flag(argv, field, capsys):
     assert rc == 2 and "error:" in err and field in err
 
 
+def test_inline_stage_rules_are_used_not_ignored():
+    """share_config resolves the config's stage rules as profile does: inline ones too (a bad one is refused)."""
+    from recstack.config.run import RunConfig
+    from recstack.errors import ConfigError
+    from recstack.sharing.run import share_config
+
+    cfg = RunConfig(model="din", scale=0.001, iters=2, warmup=0,
+                    stage_rules={"rules": [{"match": "over_arch*", "stage": "no_such_stage"}]})
+    with pytest.raises(ConfigError, match="no_such_stage"):
+        share_config(cfg, requests=2, candidates=3)
+
+
 # -- the report page -----------------------------------------------------------------------------
 def test_share_report_draws_shares_and_the_curve(browser, tmp_path):  # noqa: F811
     from selenium.webdriver.common.by import By

@@ -63,10 +63,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
         check_writable(args.trace, "--trace")
     cfg = run_config_from_args(args)
 
-    from recstack import api
+    from recstack.session import profile_config
 
     try:
-        prof = api.profile_config(cfg, trace=args.trace)
+        prof = profile_config(cfg, trace=args.trace)
     except ConfigError as exc:
         if exc.field in RunConfig.model_fields and exc.source is None:
             raise ConfigError(exc.detail, field=cli_name(exc.field)) from exc  # the flag the user typed

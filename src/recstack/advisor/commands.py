@@ -124,11 +124,11 @@ def _check_options(goal: str, levers: list[str] | None, budget_min: float | None
 
 
 def _profile(cfg: RunConfig, from_profile: str | Path | None) -> Any:
-    from recstack import api
+    from recstack.session import profile_config
     from recstack.tree import Profile
 
     if from_profile is None:
-        return api.profile_config(cfg)
+        return profile_config(cfg)
     path = Path(from_profile)
     if not path.is_file():
         raise ConfigError(f"{path}: no such file; give a profile JSON written by `recstack profile -o`",
@@ -142,9 +142,9 @@ def _profile(cfg: RunConfig, from_profile: str | Path | None) -> Any:
 
 
 def _factory(cfg: RunConfig) -> Any:
-    from recstack import api
+    from recstack.usercode import is_factory, load_factory
 
-    return api.load_factory(cfg.model) if api.is_factory(cfg.model or "") else None
+    return load_factory(cfg.model) if is_factory(cfg.model or "") else None
 
 
 def _rule_text() -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recstack.analysis.pipeline import STEPS, Machine, analyse, as_machine, select_steps
@@ -17,26 +16,20 @@ from recstack.analysis.pipeline import STEPS, Machine, analyse, as_machine, sele
 if TYPE_CHECKING:
     from recstack.tree import Profile
 
-HOST = "auto"
-"""The one word every command's --machine takes for this host's machine file (profile, demo, shard-sim too)."""
-OLD_HOST = "host"  # analyse/roofline/import's former word for it: still accepted, with a warning
+HOST = "auto"  # the one word every --machine takes for this host's machine file (hardware.machine.AUTO)
 
 
 def machine_arg(value: str) -> Machine:
     """``--machine``: a machine JSON file, or ``auto`` for this host's cached figures (measured
-    ``--quick`` and cached when there are none)."""
-    if value == OLD_HOST and not Path(value).exists():
-        import warnings
+    ``--quick`` and cached when there are none; :func:`recstack.hardware.machine.machine_with_file`)."""
+    from recstack.hardware.machine import AUTO, machine_with_file, machine_word
 
-        warnings.warn(f"--machine {OLD_HOST} is deprecated: use --machine {HOST}", FutureWarning, stacklevel=2)
-        value = HOST
-    if value != HOST:
+    if machine_word(value) != AUTO:  # a file: recorded as given
         machine = as_machine(value)
     else:
-        from recstack.hardware.machine import cache_path, get_machine
-
-        figures = get_machine(quick=True, progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
-        machine = as_machine(figures, str(cache_path()))
+        figures, file = machine_with_file(AUTO, measure=True,
+                                          progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
+        machine = as_machine(figures, file)
     assert machine is not None
     return machine
 

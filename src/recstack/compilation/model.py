@@ -25,18 +25,11 @@ Loader = Callable[[RunConfig], Loaded]
 
 def load_zoo(cfg: RunConfig) -> Loaded:
     """A zoo model (id or YAML) and its workload; :func:`load` also takes factories."""
-    from recstack.workload import bind, load_workload
-    from recstack.zoo import BuildOptions, build_model
+    from recstack.workload import bind
+    from recstack.zoo.build import build_for_run
 
-    spec = load_workload(cfg.workload)
-    opts = BuildOptions(backend=cfg.backend, mode=cfg.mode, table_dtype=cfg.table_dtype, optimizer=cfg.optimizer,
-                        learning_rate=cfg.learning_rate, seed=cfg.seed, tasks=cfg.tasks, batch_size=cfg.batch_size)
-    net = build_model(cfg.model, scale=cfg.scale, options=opts, workload=spec)
+    net, spec = build_for_run(cfg, dense_dtype=True)
     bound = bind(spec, net.features(), net.num_dense, net.num_tasks)
-    if cfg.dtype == "bf16":
-        import torch
-
-        net.set_dense_dtype(torch.bfloat16)
     return Loaded(net.cfg.name, net, lambda bs, n: [bound.batch(bs, i) for i in range(n)],
                   lambda n: [int(x) for x in bound.query_sizes(n)])
 

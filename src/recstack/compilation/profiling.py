@@ -39,8 +39,9 @@ class ProfileCompile:
 
 
 def compile_for_profile(model: Any, step: Any, batches: list[Any], found: Any, source: Any,
-                        warmup: int) -> ProfileCompile:
-    ccfg = load_compile_config(source)
+                        warmup: int, config: Any = None) -> ProfileCompile:
+    """Compile ``model`` in place by ``config`` (the parsed compile config; else read from ``source``)."""
+    ccfg = config if config is not None else load_compile_config(source)
     run = CompiledRun.start(model, step, found, ccfg, source=source if isinstance(source, str) else "compile")
     run.warm(batches, max(warmup, 2))
     roots, hidden = visible_roots(found.roots, run.plan)

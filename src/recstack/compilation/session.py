@@ -19,10 +19,9 @@ from recstack.compilation.ceiling import FORMULA, stage_ceilings
 from recstack.compilation.config import CompileConfig
 from recstack.compilation.model import Loaded, Loader, load_zoo
 from recstack.compilation.observe import phases
-from recstack.config.loading import parse_config
 from recstack.config.run import RunConfig
 from recstack.profiling.passes import Discovery, TimingResult, op_pass, timing_pass, warm_up_and_discover
-from recstack.profiling.rules import StageRules, load_stage_rules
+from recstack.profiling.rules import rules_of
 from recstack.profiling.runner import ProfileOptions, Step, call_model
 from recstack.profiling.stats import median
 from recstack.profiling.timing import CALLER, cuda_sync, split_caller_key
@@ -39,17 +38,9 @@ class Setup:
     found: Discovery
 
 
-def _stage_rules(cfg: RunConfig) -> StageRules | None:
-    if isinstance(cfg.stage_rules, str):
-        return load_stage_rules(cfg.stage_rules)
-    if isinstance(cfg.stage_rules, dict):
-        return parse_config(StageRules, cfg.stage_rules, source="stage_rules")
-    return None
-
-
 def prepare(cfg: RunConfig, loader: Loader = load_zoo) -> Setup:
     """Build the model and its batches, warm up eagerly and discover the stages (as ``recstack profile``)."""
-    rules = _stage_rules(cfg)
+    rules = rules_of(cfg.stage_rules)
     loaded = loader(cfg)
     step = Step(loaded.model, ProfileOptions(cfg, op_pass=False, cost_model=False, counters=False), None)
     batches = loaded.make_batches(cfg.batch_size, NUM_BATCHES)

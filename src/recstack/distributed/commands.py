@@ -19,7 +19,7 @@ def cmd_shard_sim(args: argparse.Namespace) -> int:
     if args.ranks > RANKS_MAX:
         raise ConfigError(f"must be within 1..{RANKS_MAX} (got {args.ranks})", field="--ranks")
     prof = Profile.load(args.profile)
-    machine, _file = (None, None) if args.machine.lower() == "none" else machine_with_file(args.machine)
+    machine, _file = machine_with_file(args.machine)
     costs = measured_costs(prof)
     sharding = args.sharding or _profile_sharding(prof)
     pred = simulate(costs, args.ranks, sharding, (machine or {}).get("collectives"))

@@ -3,7 +3,7 @@
 Every rank joins the gloo process group, builds the zoo model (or calls the
 user's factory with ``rank``, ``world_size`` and ``device``), shards it with
 DistributedModelParallel under the run's plan, runs the normal passes
-(:func:`recstack.api.profile`) on its own batches and writes
+(:func:`recstack.session.profile_module`) on its own batches and writes
 ``rank<R>.json`` (its profile) and ``rank<R>.info.json`` (its shards, one
 batch's per-table figures, the planner's estimates) to the spec's folder. A
 rank that fails writes ``rank<R>.error.json`` (its error) and exits non-zero;
@@ -159,17 +159,12 @@ def _dense_param_bytes(model: Any) -> int:
 
 def _profile(model: Any, batches: list[Any], cfg: Any, info: dict[str, Any], trace: str | None,
              regions: Any) -> Any:
-    """The normal passes on this rank (as :func:`recstack.api.profile`, without the counter replay)."""
+    """The normal passes on this rank (as :func:`recstack.session.profile_module`, without the counter replay)."""
     from recstack.hardware.machine import machine_with_file
-    from recstack.profiling.rules import load_stage_rules
+    from recstack.profiling.rules import rules_of
     from recstack.profiling.runner import ProfileOptions, profile_model
 
-    rules = load_stage_rules(cfg.stage_rules) if isinstance(cfg.stage_rules, str) else None
-    if isinstance(cfg.stage_rules, dict):
-        from recstack.config.loading import parse_config
-        from recstack.profiling.rules import StageRules
-
-        rules = parse_config(StageRules, cfg.stage_rules, source="stage_rules")
+    rules = rules_of(cfg.stage_rules)
     machine, machine_file = machine_with_file(cfg.machine)
     run_info = {**info, "config": cfg.model_dump(mode="json"), "config_key": cfg.key()}
     opts = ProfileOptions(cfg, stage_rules=rules, machine=machine, machine_file=machine_file, run_info=run_info,
@@ -180,14 +175,11 @@ def _profile(model: Any, batches: list[Any], cfg: Any, info: dict[str, Any], tra
 def _zoo_model(cfg: Any, rank: int, world_size: int) -> tuple[Any, list[Any], dict[str, Any], list[Any], list[Any]]:
     """The zoo model (TorchRec backend), this rank's own batches (batch indices rank*4 ... rank*4+3), the
     per-table figures of its first batch and of the global batch (every rank's first batch together)."""
-    from recstack.workload import bind, load_workload
-    from recstack.zoo import BuildOptions, build_model
+    from recstack.workload import bind
+    from recstack.zoo.build import build_for_run
     from recstack.zoo.embedding import table_stats
 
-    spec = load_workload(cfg.workload)
-    build = BuildOptions(backend="torchrec", mode=cfg.mode, table_dtype=cfg.table_dtype, optimizer=cfg.optimizer,
-                         learning_rate=cfg.learning_rate, seed=cfg.seed, tasks=cfg.tasks, batch_size=cfg.batch_size)
-    net = build_model(cfg.model, scale=cfg.scale, options=build, workload=spec)
+    net, spec = build_for_run(cfg, backend="torchrec")
     bound = bind(spec, net.features(), net.num_dense, net.num_tasks)
     batches = [bound.batch(cfg.batch_size, rank * NUM_BATCHES + i) for i in range(NUM_BATCHES)]
     tables = table_stats(net.sparse_arch, batches[0], table_dtype=cfg.table_dtype)

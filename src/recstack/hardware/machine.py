@@ -393,12 +393,39 @@ def _same_setup(before: dict[str, Any], now: dict[str, Any]) -> bool:
     return all(before.get(k) == now.get(k) for k in keys)
 
 
-def machine_with_file(machine: dict[str, Any] | str | Path | None) -> tuple[dict[str, Any] | None, str | None]:
-    """A machine dict, a machine JSON file, ``"auto"`` (this host's cached quick-or-better measurement,
-    if current) or None; and the file the figures were read from (None for a dict or no machine)."""
+AUTO = "auto"
+"""The one word every command's --machine takes for this host's machine file (profile, analyse, roofline, ...)."""
+OLD_AUTO = "host"  # analyse/roofline/import's former word for it: still accepted, with a warning
+
+
+def machine_word(machine: str | Path) -> str | None:
+    """``auto`` or ``none`` when ``machine`` is one of the words (``host``, the old word for ``auto``, warns),
+    else None: a file name."""
+    text = str(machine)
+    if text == OLD_AUTO and not Path(text).exists():
+        import warnings
+
+        warnings.warn(f"--machine {OLD_AUTO} is deprecated: use --machine {AUTO}", FutureWarning, stacklevel=3)
+        return AUTO
+    if text.strip().lower() == "none":
+        return "none"
+    return AUTO if text == AUTO else None
+
+
+def machine_with_file(
+    machine: dict[str, Any] | str | Path | None, *, measure: bool = False, progress: Progress | None = None,
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The one machine resolver: a machine dict, a machine JSON file, ``auto`` (this host's cached
+    quick-or-better measurement if current; ``measure``: measured ``--quick`` and cached when there is none),
+    ``none`` or None; and the file the figures were read from (None for a dict or no machine)."""
     if machine is None or isinstance(machine, dict):
         return machine, None
-    if str(machine) == "auto":
+    word = machine_word(machine)
+    if word == "none":
+        return None, None
+    if word == AUTO and measure:
+        return get_machine(quick=True, progress=progress), str(cache_path())
+    if word == AUTO:
         path = cache_path()
         if not path.exists():
             return None, None

@@ -132,6 +132,16 @@ def load_stage_rules(path: str | Path) -> StageRules:
     return parse_config(StageRules, load_yaml_file(path), source=str(path))
 
 
+def rules_of(source: str | Path | dict[str, Any] | StageRules | None) -> StageRules | None:
+    """A run's stage rules (``RunConfig.stage_rules``): a YAML file, inline rules (a dict), loaded rules or
+    none; the one place they are resolved, errors naming the file (or ``stage_rules``) and the field."""
+    if source is None or isinstance(source, StageRules):
+        return source
+    if isinstance(source, dict):
+        return parse_config(StageRules, source, source="stage_rules")
+    return load_stage_rules(source)
+
+
 @dataclass
 class Placement:
     stage: str | None

@@ -93,7 +93,7 @@ class ProfileOptions:
         self.cost_model = cost_model
         self.counters = counters
         # Applies ``config.compile`` after discovery (recstack.compilation.profiling.compile_for_profile,
-        # passed in by the API so that profiling does not import compilation).
+        # passed in by the session so that profiling does not import compilation).
         self.compile_hook = compile_hook
         self.regions = regions  # code outside the module tree timed as stages (passes.Regions), or None
 
@@ -248,7 +248,7 @@ def _profile(
     compiled = None
     if opts.compile is not None:  # compile in place; stage roots inside compiled regions cannot time
         if opts.compile_hook is None:
-            raise ConfigError("compiling needs recstack.api (profile, profile_zoo or profile_config)", field="compile")
+            raise ConfigError("compiling needs recstack.session (recstack.profile, profile_zoo)", field="compile")
         progress.advance("compiling")
         compiled = opts.compile_hook(model, step, batches, found, opts.compile, opts.warmup)
         roots = compiled.roots

@@ -197,6 +197,23 @@ def install_stage_hooks(model: nn.Module, roots: dict[str, str], timer: StageTim
     return wrappers
 
 
+def hook_stage_roots(model: nn.Module, roots: dict[str, str], timer: StageTimer) -> list[Any]:
+    """As :func:`install_stage_hooks`, with forward (pre-)hooks: hooks registered after these (request sharing's
+    input expansions) then run inside the stage. Returns the handles (``remove()`` each); unknown paths skipped."""
+    mods = dict(model.named_modules())
+    handles = []
+    for path, stage in roots.items():
+        if path in mods:
+            handles.append(mods[path].register_forward_pre_hook(lambda _m, _a, _s=stage: timer.enter(_s)))
+            handles.append(mods[path].register_forward_hook(lambda _m, _a, _o: timer.exit(), always_call=True))
+    return handles
+
+
+def stage_seconds(timer: StageTimer) -> dict[str, float]:
+    """Exclusive seconds per stage since the timer's last start (caller code between stages left out)."""
+    return {k: ns * 1e-9 for k, ns in timer.acc.items() if not split_caller_key(k)}
+
+
 def stage_rusage(steps: list[dict[str, list[int]]], central: list[int]) -> dict[str, dict[str, float]]:
     """Per stage, the mean per step over the ``central`` steps of each of :data:`RUSAGE_FIELDS`."""
     idx = [i for i in central if i < len(steps)]

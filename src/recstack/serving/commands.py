@@ -159,7 +159,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         check_writable(args.output, "-o/--output")
     cfg = run_config_from_args(args)
     if cfg.model and ":" in cfg.model and cfg.model != "spin":
-        from recstack.api import is_factory
+        from recstack.usercode import is_factory
 
         if is_factory(cfg.model):
             raise ConfigError("serve runs zoo models (id or YAML) and spin, not factories", field="MODEL")

@@ -107,19 +107,14 @@ class ModelServer:
         from recstack.config.run import RunConfig
         from recstack.profiling.runner import ProfileOptions, Step
         from recstack.serving.pool import build_pool, to_device
-        from recstack.workload import bind, load_workload
-        from recstack.zoo import BuildOptions, build_model
+        from recstack.workload import bind
+        from recstack.zoo.build import build_for_run
 
         cfg = RunConfig.build(setup.run_config)
         self.torch = torch
         if setup.threads:
             torch.set_num_threads(setup.threads)
-        spec = load_workload(cfg.workload)
-        build = BuildOptions(backend=cfg.backend, mode="inference", table_dtype=cfg.table_dtype, seed=cfg.seed,
-                             tasks=cfg.tasks, batch_size=max(setup.sizes))
-        net = build_model(cfg.model, scale=cfg.scale, options=build, workload=spec)
-        if cfg.dtype == "bf16":
-            net.set_dense_dtype(torch.bfloat16)
+        net, spec = build_for_run(cfg, dense_dtype=True, mode="inference", batch_size=max(setup.sizes))
         self.device = setup.device
         if self.device == "cuda":
             net = net.to("cuda")

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from recstack.profiling.timing import StageTimer, hook_stage_roots, stage_seconds
 from recstack.sharing.provenance import (
     CANDIDATE,
     REQUEST,
@@ -183,40 +184,21 @@ class SharedRunner:
 
 # -- timing ----------------------------------------------------------------------------------------
 class StageClock:
-    """Exclusive wall time per stage: forward hooks on the stage roots (a nested root pauses its parent)."""
+    """Exclusive wall time per stage: the profiler's stage timer (:class:`~recstack.profiling.timing.StageTimer`)
+    on forward hooks of the stage roots (a nested root pauses its parent), without rusage."""
 
     def __init__(self, model: nn.Module, roots: dict[str, str]) -> None:
-        self.acc: dict[str, float] = defaultdict(float)
-        self._stack: list[tuple[str, int]] = []
-        self._handles: list[RemovableHandle] = []
-        mods = dict(model.named_modules())
-        for path, stage in roots.items():
-            if path not in mods:
-                continue
-            self._handles.append(mods[path].register_forward_pre_hook(lambda _m, _a, _s=stage: self._push(_s)))
-            self._handles.append(mods[path].register_forward_hook(lambda _m, _a, _o: self._pop(), always_call=True))
+        self.timer = StageTimer(rusage=False)
+        self._handles = hook_stage_roots(model, roots, self.timer)
 
-    def _charge(self, now: int) -> None:
-        if self._stack:
-            stage, since = self._stack[-1]
-            self.acc[stage] += (now - since) * 1e-9
-
-    def _push(self, stage: str) -> None:
-        now = time.perf_counter_ns()
-        self._charge(now)
-        self._stack.append((stage, now))
-
-    def _pop(self) -> None:
-        now = time.perf_counter_ns()
-        self._charge(now)
-        if self._stack:
-            self._stack.pop()
-        if self._stack:
-            self._stack[-1] = (self._stack[-1][0], now)
+    @property
+    def acc(self) -> dict[str, float]:
+        """Seconds per stage since :meth:`reset`."""
+        return stage_seconds(self.timer)
 
     def reset(self) -> None:
-        self.acc.clear()
-        self._stack.clear()
+        self.timer.reset()
+        self.timer.start()
 
     def remove(self) -> None:
         for h in self._handles:

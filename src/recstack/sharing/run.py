@@ -33,10 +33,10 @@ def share_config(cfg: RunConfig, *, requests: int, candidates: int) -> dict[str,
 
     Your own model: build a request-aware batch and call :func:`recstack.sharing.analyse_sharing`.
     """
-    from recstack.profiling.rules import load_stage_rules
-    from recstack.workload import bind, load_workload
+    from recstack.profiling.rules import rules_of
+    from recstack.workload import bind
     from recstack.workload.requests import request_batch
-    from recstack.zoo import BuildOptions, build_model
+    from recstack.zoo.build import build_for_run
 
     check_counts(requests, candidates)
     if cfg.model is None:
@@ -45,14 +45,8 @@ def share_config(cfg: RunConfig, *, requests: int, candidates: int) -> dict[str,
         raise ConfigError("share measures inference (a ranking request); use --mode inference", field="--mode")
     if cfg.threads is not None:
         torch.set_num_threads(cfg.threads)
-    rules = load_stage_rules(cfg.stage_rules) if isinstance(cfg.stage_rules, str) else None
-    spec = load_workload(cfg.workload)
-    rows = requests * candidates
-    build = BuildOptions(backend=cfg.backend, mode="inference", table_dtype=cfg.table_dtype, seed=cfg.seed,
-                         tasks=cfg.tasks, batch_size=rows)
-    net = build_model(cfg.model, scale=cfg.scale, options=build, workload=spec)
-    if cfg.dtype == "bf16":
-        net.set_dense_dtype(torch.bfloat16)
+    rules = rules_of(cfg.stage_rules)  # a file or inline rules, checked before the build
+    net, spec = build_for_run(cfg, dense_dtype=True, mode="inference", batch_size=requests * candidates)
     bound = bind(spec, net.features(), net.num_dense, net.num_tasks)
     batch = request_batch(bound, requests, candidates)
     sides = Sides(frozenset(f.name for f in bound.features if f.side == "request"),

@@ -2,7 +2,7 @@
 (``recstack sweep``, ``best``, ``results``, ``plot``, ``sweep-report``; docs/sweeps.md).
 
 The point runner is here, in the interface layer, because it calls the public
-API (:func:`recstack.api.build_zoo`, :func:`recstack.api.profile_built_zoo`);
+run session (:func:`recstack.session.build_zoo`, :func:`recstack.session.profile_built_zoo`);
 the sweep machinery (:mod:`recstack.sweeps.run`, the executors) gets it passed in.
 A zoo model built for one point is kept (:class:`BuildCache`) and profiled
 again by the next point with the same build fields
@@ -41,17 +41,18 @@ class BuildCache:
 
     def get(self, cfg: RunConfig) -> tuple[Any, Any, float]:
         """(model, spec, build seconds: 0 when reused) for ``cfg``; preflight at its batch size either way."""
-        from recstack import api
+        from recstack import session
 
         key = build_key(cfg)
         if cfg.mode == "inference" and key == self.key and self.net is not None:
+            from recstack.config.build import BuildOptions
             from recstack.zoo.build import preflight
 
-            preflight(cfg.model, scale=cfg.scale, options=api.zoo_build_options(cfg), workload=self.spec)
+            preflight(cfg.model, scale=cfg.scale, options=BuildOptions.of(cfg), workload=self.spec)
             return self.net, self.spec, 0.0
         self.key = self.net = self.spec = None  # free the old model before building the next
         t0 = time.perf_counter()
-        net, spec = api.build_zoo(cfg)
+        net, spec = session.build_zoo(cfg)
         if cfg.mode == "inference":
             self.key, self.net, self.spec = key, net, spec
         return net, spec, time.perf_counter() - t0
@@ -89,11 +90,12 @@ def run_point(cfg: RunConfig, profile_path: str | Path, cache: BuildCache | None
 
 
 def _profile(cfg: RunConfig, cache: BuildCache, min_timed_s: float | None) -> tuple[Any, float]:
-    from recstack import api
+    from recstack import session
+    from recstack.usercode import is_factory
 
-    if api.is_factory(cfg.model or ""):
-        return api.profile_config(cfg), 0.0
-    resolved = api.resolve_files(cfg)
+    if is_factory(cfg.model or ""):
+        return session.profile_config(cfg), 0.0
+    parts = session.resolve(cfg)
     net, spec, build_s = cache.get(cfg)
     run_cfg = cfg
     if min_timed_s:
@@ -101,7 +103,7 @@ def _profile(cfg: RunConfig, cache: BuildCache, min_timed_s: float | None) -> tu
 
         run_cfg = cfg.updated(iters=iters_for(min_timed_s, step_seconds(net, spec, cfg), cfg.iters))
     # The profile's run.config is what ran (iters raised); the store row keys the requested config.
-    prof = api.profile_built_zoo(net, spec, run_cfg, resolved=resolved, counters=SWEEP_COUNTERS)
+    prof = session.profile_built_zoo(net, spec, run_cfg, parts, counters=SWEEP_COUNTERS)
     return prof, build_s
 
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from recstack.config.limits import BATCH_SIZE_MAX, SEED_MAX, SEED_MIN, TASKS_MAX
-from recstack.errors import ConfigError
+from recstack.config.build import BuildOptions  # the run config's build section (recstack.zoo.BuildOptions)
 from recstack.zoo.config import ModelConfig
 from recstack.zoo.memory import NUM_BATCHES, MemoryEstimate, check_fits
 from recstack.zoo.skeleton import dense_param_count, resolve_config, skeleton
@@ -16,48 +14,24 @@ from recstack.zoo.skeleton import dense_param_count, resolve_config, skeleton
 if TYPE_CHECKING:
     import torch
 
+    from recstack.config.run import RunConfig
     from recstack.workload.spec import WorkloadSpec
     from recstack.zoo.models import RecModel
 
-MODES = ("inference", "train")
-OPTIMIZERS = ("sgd", "adagrad")
 
+def build_for_run(cfg: RunConfig, *, dense_dtype: bool = False, **overrides: Any) -> tuple[RecModel, WorkloadSpec]:
+    """The zoo model ``cfg.model`` names, built with the run's build section (``overrides`` on it), and the
+    workload spec it is preflighted with; ``dense_dtype``: also cast the dense layers to ``cfg.dtype``
+    (the profiling runner does that itself). Every command that runs a zoo model builds it here."""
+    from recstack.workload import load_workload
 
-@dataclass(frozen=True)
-class BuildOptions:
-    backend: str = "torch"
-    mode: str = "inference"
-    table_dtype: str = "fp32"
-    optimizer: str = "sgd"
-    learning_rate: float = 0.01
-    seed: int = 0
-    tasks: int | None = None
-    batch_size: int = 1024  # only for the memory estimate of sparse gradients
+    spec = load_workload(cfg.workload)
+    net = build_model(cfg.model or "", scale=cfg.scale, options=BuildOptions.of(cfg, **overrides), workload=spec)
+    if dense_dtype and cfg.dtype == "bf16":
+        import torch
 
-    def validate(self) -> None:
-        from recstack.zoo.embedding import BACKENDS, TABLE_DTYPES
-
-        for field, value, allowed in (
-            ("--backend", self.backend, BACKENDS),
-            ("--mode", self.mode, MODES),
-            ("--table-dtype", self.table_dtype, TABLE_DTYPES),
-            ("--optimizer", self.optimizer, OPTIMIZERS),
-        ):
-            if value not in allowed:
-                raise ConfigError(f"must be one of {', '.join(allowed)} (got {value!r})", field=field)
-        for field, value, low, high in (
-            ("--tasks", self.tasks, 1, TASKS_MAX),
-            ("--seed", self.seed, SEED_MIN, SEED_MAX),
-            ("--batch-size", self.batch_size, 1, BATCH_SIZE_MAX),
-        ):
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"must be an integer (got {value!r})", field=field)
-            if not low <= value <= high:
-                raise ConfigError(f"must be in {low} .. {high} (got {value})", field=field)
-        if not isinstance(self.learning_rate, (int, float)) or not 0 < self.learning_rate < float("inf"):
-            raise ConfigError(f"must be a positive number (got {self.learning_rate!r})", field="learning_rate")
+        net.set_dense_dtype(torch.bfloat16)
+    return net, spec
 
 
 def memory_estimate(
