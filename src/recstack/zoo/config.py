@@ -204,9 +204,13 @@ class ModelConfig(_Strict):
         return out
 
     def summary_row(self, lookups_per_sample: float, dense_flops_per_sample: float, dense_params: int) -> dict:
-        """The `zoo list` row: table figures from this config, the dense figures as given (from a skeleton)."""
+        """The `zoo list` row (:class:`recstack.schema.zoo_model.ZooRow`): table figures from this config, the
+        dense figures as given (from a skeleton)."""
+        from recstack.schema.documents import check
+        from recstack.schema.zoo_model import ZooRow
+
         tables = self.resolved_tables()
-        return {
+        return check(ZooRow, {
             "name": self.name,
             "arch": self.arch,
             "description": self.description,
@@ -220,7 +224,7 @@ class ModelConfig(_Strict):
             "params": sum(t.rows * t.dim for t in tables) + dense_params,
             "dense_features": self.dense_features,
             "scale": self.scale,
-        }
+        })
 
     def scaled(self, scale: float) -> ModelConfig:
         if not (scale > 0) or not math.isfinite(scale):
