@@ -10,8 +10,12 @@ recstack.schema.docgen docs/result-documents.md`` their tables.
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
 import json
+import types
+import typing
+from dataclasses import dataclass
 from importlib import resources
 from typing import Annotated, Any, TypeVar
 
@@ -35,9 +39,43 @@ class OpenDoc(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+@dataclass(frozen=True)
+class Column:
+    """A field's store column type when its Python type does not say it (``Annotated[int, Column("BIGINT")]``)."""
+
+    sql: str
+
+
+_SQL = ((bool, "BOOLEAN"), (int, "INTEGER"), (float, "DOUBLE"), (str, "VARCHAR"), (dt.datetime, "TIMESTAMP"))
+
+
+def columns(cls: type[BaseModel]) -> list[tuple[str, str]]:
+    """The store columns of a row model, in field order: (name, DuckDB type). A field's :class:`Column` gives
+    its type, else its Python type does (dicts, lists: JSON); a required field is NOT NULL."""
+    out = []
+    for name, f in cls.model_fields.items():
+        sql = next((m.sql for m in f.metadata if isinstance(m, Column)), None) or _sql_type(f.annotation)
+        out.append((f.alias or name, sql + (" NOT NULL" if f.is_required() and "PRIMARY" not in sql else "")))
+    return out
+
+
+def _sql_type(tp: Any) -> str:
+    if isinstance(tp, types.UnionType) or typing.get_origin(tp) is typing.Union:
+        kinds = [a for a in typing.get_args(tp) if a is not type(None)]
+        tp = kinds[0] if len(kinds) == 1 else Any
+    if typing.get_origin(tp) is Annotated:
+        tp = typing.get_args(tp)[0]
+    return next((sql for py, sql in _SQL if tp is py), "JSON")
+
+
 # name -> (model, "what writes it; where it is read"). In docs order.
 DOCUMENTS: dict[str, tuple[str, str]] = {
     "zoo-row": ("zoo_model:ZooRow", "`recstack zoo list --json` (one per model)"),
+    "correlate": ("correlate_model:CorrelateDocument", "`recstack correlate --json-out FILE` (docs/correlate.md)"),
+    "sweep-point": ("sweep_model:PointSummary", "a sweep point's worker (`recstack.sweeps.point.summarise`)"),
+    "store-points-row": ("sweep_model:PointRow", "`recstack sweep` into the store's `points` table"),
+    "store-serving-row": ("store_rows:ServingRow", "`recstack serve --search --store` into the `serving` table"),
+    "store-compile-row": ("store_rows:CompileRow", "`recstack compile --recommend --store` into the `compile` table"),
     "memory": ("memory_model:MemoryDocument", "`recstack memory --json` (docs/memory.md)"),
     "advice": ("advice_model:AdviceDocument", "`recstack advise --json` / `-o` (docs/advise.md)"),
 }
