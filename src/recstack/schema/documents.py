@@ -70,6 +70,8 @@ def _sql_type(tp: Any) -> str:
 
 # name -> (model, "what writes it; where it is read"). In docs order.
 DOCUMENTS: dict[str, tuple[str, str]] = {
+    "machine": ("machine_model:MachineFile", "`recstack machine` (the host's cache and `-o FILE`; read by every "
+                "roofline, docs/machine.md)"),
     "zoo-row": ("zoo_model:ZooRow", "`recstack zoo list --json` (one per model)"),
     "correlate": ("correlate_model:CorrelateDocument", "`recstack correlate --json-out FILE` (docs/correlate.md)"),
     "sweep-point": ("sweep_model:PointSummary", "a sweep point's worker (`recstack.sweeps.point.summarise`)"),
