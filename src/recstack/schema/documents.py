@@ -76,8 +76,15 @@ DOCUMENTS: dict[str, tuple[str, str]] = {
     "correlate": ("correlate_model:CorrelateDocument", "`recstack correlate --json-out FILE` (docs/correlate.md)"),
     "sweep-point": ("sweep_model:PointSummary", "a sweep point's worker (`recstack.sweeps.point.summarise`)"),
     "store-points-row": ("sweep_model:PointRow", "`recstack sweep` into the store's `points` table"),
+    "serving": ("serving_model:ServingResult", "`recstack serve --json` (beside `qps` and `contention`; each "
+                "probe's `result_json`), docs/serving.md"),
     "store-serving-row": ("store_rows:ServingRow", "`recstack serve --search --store` into the `serving` table"),
     "store-compile-row": ("store_rows:CompileRow", "`recstack compile --recommend --store` into the `compile` table"),
+    "compile": ("compile_model:CompileReport", "`recstack compile --json` / `-o FILE` (docs/compile.md)"),
+    "share": ("share_model:ShareResult", "`recstack share --json` (docs/sharing.md)"),
+    "shard-sim": ("shard_sim_model:ShardSimPrediction", "`recstack shard-sim` (`--json`: its `prediction`)"),
+    "rank-launch": ("launch_model:RankLaunchSpec", "`recstack profile --nproc N` for its ranks (`spec.json`, read "
+                    "by each rank)"),
     "memory": ("memory_model:MemoryDocument", "`recstack memory --json` (docs/memory.md)"),
     "advice": ("advice_model:AdviceDocument", "`recstack advise --json` / `-o` (docs/advise.md)"),
 }
