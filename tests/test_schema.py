@@ -400,3 +400,28 @@ def test_schema_import_is_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=dict(os.environ, PYTHONPATH=str(REPO / "src")))
     assert out.stdout.strip() == "False"
+
+
+def test_result_document_schemas_and_doc_are_generated_from_the_models() -> None:
+    from recstack.schema import documents
+
+    for name in documents.DOCUMENTS:
+        path = REPO / "src" / "recstack" / "schema" / documents.schema_file(name)
+        assert path.read_text(encoding="utf-8") == documents.json_schema_text(name), "run: python -m recstack.schema"
+        assert documents.committed_json_schema(name) == documents.json_schema(name)
+        jsonschema.Draft202012Validator.check_schema(documents.json_schema(name))
+    doc = (REPO / "docs" / "result-documents.md").read_text(encoding="utf-8")
+    assert doc == docgen.current(doc), "run: python -m recstack.schema.docgen docs/result-documents.md"
+
+
+def test_a_written_document_that_misses_its_model_is_refused(tmp_path) -> None:
+    from recstack.schema.documents import check
+    from recstack.schema.zoo_model import ZooRow
+    from recstack.zoo.build import summary
+
+    row = summary("ncf", 0.01)
+    assert check(ZooRow, row) is row
+    with pytest.raises(ValueError, match="ZooRow written with rows: Input should be greater than or equal to 1"):
+        check(ZooRow, {**row, "rows": 0})
+    with pytest.raises(DataError, match=r"^x.json: surprise: Extra inputs are not permitted"):
+        check(ZooRow, {**row, "surprise": 1}, source="x.json")

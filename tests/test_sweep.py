@@ -200,6 +200,24 @@ def test_docs_list_every_store_column() -> None:
         assert f"`{col}`" in doc, col
 
 
+def test_store_tables_on_disk_are_unchanged_by_the_row_models(tmp_path: Path) -> None:
+    """The columns come from the row models under recstack.schema; a new store has exactly the columns stores
+    had when they were column lists (tests/data/store_columns.json, from DESCRIBE): existing stores still open."""
+    import duckdb
+
+    from recstack.store import db
+
+    want = json.loads((REPO / "tests" / "data" / "store_columns.json").read_text())
+    db.migrate(tmp_path / "s.duckdb")
+    con = duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True)
+    try:
+        got = {t: [list(r[:4]) for r in con.execute(f"DESCRIBE {t}").fetchall()] for t in want}
+    finally:
+        con.close()
+    got["points"] = got["points"][: len(want["points"])]  # the RunConfig columns follow (one per field)
+    assert got == want
+
+
 def test_store_from_newer_schema_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from recstack.store import db
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 from _batches import raw_batch
 
+import recstack.zoo
 from recstack.errors import ConfigError, MemoryPreflightError
 from recstack.zoo import build_model, builtin_names, summary
 from recstack.zoo.build import BuildOptions, memory_estimate, resolve_config
@@ -228,3 +230,20 @@ def test_cli_zoo_show_and_errors():
     assert r.returncode == 2 and r.stderr.startswith("error:") and "Traceback" not in r.stderr
     r = run_cli("zoo", "list", "--scale", "-1")
     assert r.returncode == 2 and "--scale" in r.stderr
+
+
+def test_architecture_registry_is_the_one_list_of_archs_and_models():
+    """The arch literal, the shipped models and the sweep preset come from the registry and configs/."""
+    from recstack.sweeps.presets import PRESETS
+    from recstack.zoo import archs
+    from recstack.zoo.config import ARCHS, BUILTIN, ModelConfig, load_model_config
+
+    shipped = {p.stem for p in (Path(recstack.zoo.__file__).parent / "configs").glob("*.yaml")}
+    assert set(BUILTIN) == shipped and len(BUILTIN) == len(shipped)
+    assert PRESETS["characterise"]["grid"]["model"] == list(BUILTIN)
+    assert ARCHS == archs.names() and ModelConfig.model_fields["arch"].annotation.__args__ == ARCHS
+    assert {load_model_config(n).arch for n in BUILTIN} == set(ARCHS)  # every record is used by a shipped model
+    for a in archs.all_archs():  # every record's class and footprint hook resolve
+        assert a.model_class().__name__ and callable(archs._load(a.activations))
+    with pytest.raises(KeyError, match="the architectures are dlrm, ncf"):
+        archs.get("nope")

@@ -25,6 +25,8 @@ from recstack.profiling.rules import rules_of
 from recstack.profiling.runner import ProfileOptions, Step, call_model
 from recstack.profiling.stats import median
 from recstack.profiling.timing import CALLER, cuda_sync, split_caller_key
+from recstack.schema.compile_model import CompileReport
+from recstack.schema.documents import check
 
 NUM_BATCHES = 4
 
@@ -142,7 +144,8 @@ def _stage_rows(eager: dict[str, float], compiled: dict[str, float], hidden: dic
 def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] | None = None,
                 source: str = "compile", iters: int | None = None, loader: Loader = load_zoo,
                 noise_floor: bool = False) -> dict[str, Any]:
-    """Everything ``recstack compile`` reports except cold/warm compile time (:mod:`.coldwarm`);
+    """Everything ``recstack compile`` reports except cold/warm compile time (:mod:`.coldwarm`)
+    (:class:`recstack.schema.compile_model.CompileReport`);
     ``noise_floor``: a second eager arm in the timing rounds, reported as ``noise_floor``."""
     setup = prepare(cfg, loader)
     iters = iters or cfg.iters
@@ -170,7 +173,7 @@ def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] |
         run.finish()
     nums = numerics.compare(ref, got, cfg.dtype)
     obs = run.observer.obs
-    return {
+    return check(CompileReport, {
         "model": setup.loaded.name, "mode": cfg.mode, "batch_size": cfg.batch_size,
         **run.summary(),
         "stages": stage_table(eager_t, compiled_t, hidden, eager_full, ceilings),
@@ -181,7 +184,7 @@ def run_session(cfg: RunConfig, ccfg: CompileConfig, *, batch_sizes: list[int] |
         "compile_time_s": {"in_process": {"first_step_s": run.first_step_s, "warm_up_s": warm_s,
                                           "phases": phases(obs.metrics)}},
         "batch_sizes": sizes,
-    }
+    })
 
 
 CEILING_STEPS = 3  # eager op-pass steps for the ceilings

@@ -14,6 +14,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from recstack.schema.documents import check
+from recstack.schema.store_rows import CompileRow
 from recstack.store import db
 from recstack.store.migrations import COMPILE_COLUMNS
 from recstack.version import __version__
@@ -32,7 +34,7 @@ class CompileStore:
     def write(self, row: dict[str, Any]) -> None:
         """One row; missing columns are NULL, ``created_at`` is the commit's clock."""
         row = {"search_id": self.search_id, "host": self.host, "recstack_version": __version__, **row}
-        db.append_row(self.path, "compile", COMPILE_COLUMNS, row)
+        db.append_row(self.path, "compile", COMPILE_COLUMNS, check(CompileRow, row))
 
 
 def candidate_row(index: int, kind: str, cand: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:

@@ -41,7 +41,10 @@ def cmd_correlate(args: argparse.Namespace) -> int:
     html = render_html(points, corr, plots)
     out = write_result(out, lambda p: atomic_write_text(p, html), "report")
     if args.json:
-        text = json.dumps(_nan_free(corr.to_dict()), indent=1, allow_nan=False) + "\n"
+        from recstack.schema.correlate_model import CorrelateDocument
+        from recstack.schema.documents import check
+
+        text = json.dumps(check(CorrelateDocument, _nan_free(corr.to_dict())), indent=1, allow_nan=False) + "\n"
         write_result(args.json, lambda p: atomic_write_text(p, text), "JSON")
     for line in corr.findings():
         print(line)

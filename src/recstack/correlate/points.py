@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from recstack.errors import ConfigError, DataError
+from recstack.zoo import archs
 
-ATTENTION_ARCHS = ("din", "dien", "bst", "hstu")
-RECURRENT_ARCHS = ("dien",)
 NUMERIC_FEATURES = (
     "tables",
     "lookups_per_sample",
@@ -52,9 +51,7 @@ class Point:
 
 def interaction_type(cfg: Any) -> str:
     """The model's interaction between embeddings (a category: concat, dot, dcn, fm, gmf, dot-product scoring)."""
-    if cfg.arch == "dlrm":
-        return str(cfg.interaction)
-    return {"ncf": "gmf", "deepfm": "fm", "twotower": "dot-product", "hstu": "dot-product"}.get(cfg.arch, "concat")
+    return archs.get(cfg.arch).interaction_of(cfg)
 
 
 def architecture_features(cfg: Any, batch_size: int) -> dict[str, float]:
@@ -71,9 +68,7 @@ def _config_features(cfg_json: str) -> dict[str, float]:
     cfg = ModelConfig.model_validate_json(cfg_json)
     s = summary(cfg)
     tables = cfg.resolved_tables()
-    seq = [t.pooling for t in tables if t.kind == "sequence"]
-    if cfg.arch == "dien":
-        seq = [float(sum(1 for t in tables if t.name.startswith((cfg.sequence_tables or "behaviour") + "_")))]
+    arch = archs.get(cfg.arch)
     return {
         "tables": float(s["tables"]),
         "lookups_per_sample": float(s["lookups_per_sample"]),
@@ -81,9 +76,9 @@ def _config_features(cfg_json: str) -> dict[str, float]:
         "embedding_dim": sum(t.dim for t in tables) / len(tables),
         "table_bytes": float(s["table_bytes"]),
         "mlp_flops_per_sample": float(s["dense_flops_per_sample"]),
-        "sequence_length": float(max(seq, default=0.0)),
-        "attention": float(cfg.arch in ATTENTION_ARCHS),
-        "recurrent": float(cfg.arch in RECURRENT_ARCHS),
+        "sequence_length": arch.sequence_length_of(cfg, tables),
+        "attention": float(arch.attention),
+        "recurrent": float(arch.recurrent),
         "params": float(s["params"]),
     }
 

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from recstack.hardware.torchrun import DEFAULT_TIMEOUT_S, torchrun
+from recstack.schema.documents import check
+from recstack.schema.launch_model import RankLaunchSpec
 
 WORKER = "recstack.distributed.worker"
 
@@ -19,5 +21,6 @@ def run_ranks(config: dict[str, Any], nproc: int, *, timeout_s: float = DEFAULT_
         profiles = [json.loads((out / f"rank{r}.json").read_text()) for r in range(nproc)]
         return profiles, [json.loads((out / f"rank{r}.info.json").read_text()) for r in range(nproc)]
 
-    return torchrun(WORKER, {"config": config, "trace": trace}, nproc, read,
+    spec = check(RankLaunchSpec, {"config": config, "trace": trace})
+    return torchrun(WORKER, spec, nproc, read,
                     expect=[f"rank{r}.json" for r in range(nproc)], timeout_s=timeout_s, workdir=workdir)

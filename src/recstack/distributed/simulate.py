@@ -52,6 +52,8 @@ from recstack.distributed.comm_model import (
 from recstack.distributed.communication import COMM_STAGE
 from recstack.distributed.imbalance import embedding_compute_s
 from recstack.errors import ConfigError
+from recstack.schema.documents import check
+from recstack.schema.shard_sim_model import ShardSimPrediction
 from recstack.tree import Node, Profile
 
 SIM_SHARDINGS = tuple(s for s in SHARDING_TYPES if s != "table_row_wise")
@@ -202,7 +204,8 @@ def _place(shards: list[dict[str, Any]], k: int) -> list[list[dict[str, Any]]]:
 
 
 def simulate(costs: dict[str, Any], k: int, sharding: str, collectives: dict[str, Any] | None) -> dict[str, Any]:
-    """Per-rank predicted times for ``k`` ranks (see the module docstring)."""
+    """Per-rank predicted times for ``k`` ranks (:class:`recstack.schema.shard_sim_model.ShardSimPrediction`;
+    the module docstring gives the model)."""
     if sharding not in SIM_SHARDINGS:
         raise ConfigError(f"must be one of {', '.join(SIM_SHARDINGS)} (got {sharding!r})", field="--sharding")
     if k > 1 and not collectives and not costs.get("measured_phases") and not costs.get("replay_phases"):
@@ -240,12 +243,12 @@ def simulate(costs: dict[str, Any], k: int, sharding: str, collectives: dict[str
         x["communication_s"] = max_transfer + fixed + x["wait_s"]  # what the rank's communication stage would hold
         x["time_s"] = max_compute + max_transfer + fixed
     mean_compute = sum(x["compute_s"] for x in rows) / k
-    return {"ranks": k, "sharding": sharding, "step_s": max_compute + max_transfer + fixed,
+    return check(ShardSimPrediction, {"ranks": k, "sharding": sharding, "step_s": max_compute + max_transfer + fixed,
             "communication_fixed_s": fixed,
             "imbalance_compute": max_compute / mean_compute if mean_compute > 0 else None,
             "max_wait_s": max(x["wait_s"] for x in rows),
             "comm_model": _model_name(costs, collectives, k),
-            "per_rank": rows}
+            "per_rank": rows})
 
 
 def _model_name(costs: dict[str, Any], collectives: dict[str, Any] | None, k: int) -> str:

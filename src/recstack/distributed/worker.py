@@ -31,7 +31,10 @@ NUM_BATCHES = 4  # distinct batches per rank, cycled by the passes
 
 
 def main(argv: list[str]) -> int:
-    spec = json.loads(Path(argv[0]).read_text())
+    from recstack.schema.documents import check
+    from recstack.schema.launch_model import RankLaunchSpec
+
+    spec = check(RankLaunchSpec, json.loads(Path(argv[0]).read_text()), source=argv[0])
     out = Path(spec["out_dir"])
     rank = int(os.environ["RANK"])
     try:

@@ -8,7 +8,7 @@ cached host or CPU model differs, when it is from an older schema or a
 smaller mode than requested, or when ``refresh`` is set. The cache lives in
 ``$RECSTACK_CACHE_DIR`` (default ``~/.cache/recstack``) as
 ``machine-<host>-<cpu hash>.json``. ``load_machine(path)`` validates a file
-(:mod:`recstack.hardware.machine_schema`) and raises :class:`~recstack.errors.DataError`
+(:mod:`recstack.schema.machine_model`) and raises :class:`~recstack.errors.DataError`
 naming the first missing key, or :class:`~recstack.errors.ConfigError` naming an
 impossible value. ``remeasure(old, keys)`` measures only some roofs again.
 
@@ -221,9 +221,9 @@ def _loadavg() -> list[float] | None:
 
 # -- validation -----------------------------------------------------------------
 def validate_machine(d: Any, source: str = "machine") -> dict[str, Any]:
-    """Return ``d`` if it is a usable machine dict (:mod:`recstack.hardware.machine_schema`), else raise
+    """Return ``d`` if it is a usable machine dict (:mod:`recstack.schema.machine_model`), else raise
     DataError naming the missing or malformed key, or ConfigError naming an impossible value."""
-    from recstack.hardware.machine_schema import check_machine
+    from recstack.schema.machine_model import check_machine
 
     check_machine(d, source, SCHEMA_VERSION)
     return d
@@ -243,6 +243,8 @@ def load_machine(path: str | Path) -> dict[str, Any]:
 
 
 def save_machine(machine: dict[str, Any], path: str | Path) -> Path:
+    """Write ``machine`` once it validates as a machine file (what every reader of the file checks)."""
+    validate_machine(machine, str(path))
     return atomic_write_text(path, json.dumps(machine, indent=1, allow_nan=False) + "\n")
 
 

@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from recstack.config.loading import load_yaml_file, parse_config
 from recstack.stage_names import FORWARD_STAGES
+from recstack.zoo import archs
 
 if TYPE_CHECKING:  # torch loads when a model is inspected (the trace importer reads names only)
     from torch import nn
@@ -81,25 +82,19 @@ _SEQUENCE_TYPES = (
     "TransformerEncoderLayer",
     "TransformerDecoderLayer",
     "Transformer",
-    "TransformerBlock",
-    "BehaviourTransformer",
-    "HSTULayer",
-    "HSTUAttentionStack",
 )
-_SEQUENCE_WORDS = ("attention", "gru", "rnn", "lstm", "transformer", "interest", "activationunit", "sequence", "hstu")
+_SEQUENCE_WORDS = ("attention", "gru", "rnn", "lstm", "transformer", "interest", "activationunit", "sequence")
 # Interaction layers by type, linear stacks or not (DCNv2 cross layers are Linear layers; TorchRec's own kinds too).
 _INTERACTION_TYPES = (
     "LowRankCrossNet",
     "CrossNet",
     "LowRankMixtureCrossNet",
     "VectorCrossNet",
-    "DCNInteraction",
     "InteractionDCNArch",
     "InteractionArch",
-    "FMInteraction",
     "FactorizationMachine",
-    "InBatchDotProduct",
 )
+# The zoo's own layer types and words come from its architecture records (recstack.zoo.archs.Arch.stage_types).
 _INTERACTION_WORDS = ("interaction", "crossnet", "fm", "gmf", "dotproduct")
 _FEATURE_TYPES = ("FeatureProcessing", "FeatureProcessor", "PositionWeightedModule", "KJTTransform")
 
@@ -194,12 +189,12 @@ def _type_rule_by_name(tname: str, linear_stack: Callable[[], bool], *, embeddin
         return "feature_processing", f"type:{tname}"
     if tname in _EMBEDDING_TYPES or embedding:
         return "embedding", f"type:{tname}"
-    if tname in _SEQUENCE_TYPES or sequence:
+    if tname in _SEQUENCE_TYPES or sequence or tname in archs.stage_types("sequence"):
         return "sequence", f"type:{tname}"
-    if tname in _INTERACTION_TYPES:
+    if tname in _INTERACTION_TYPES or tname in archs.stage_types("interaction"):
         return "interaction", f"type:{tname}"
     low = tname.lower()
-    if any(w in low for w in _SEQUENCE_WORDS):
+    if any(w in low for w in (*_SEQUENCE_WORDS, *archs.stage_words("sequence"))):
         return "sequence", f"type:{tname}"
     if any(w in low for w in _INTERACTION_WORDS) and not linear_stack():
         return "interaction", f"type:{tname}"

@@ -14,6 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from recstack.schema.documents import check
+from recstack.schema.store_rows import ServingRow
 from recstack.store import db
 from recstack.store.migrations import SERVING_COLUMNS
 
@@ -34,7 +36,7 @@ class ServingStore:
 
     def write(self, row: dict[str, Any]) -> None:
         """One row, in its own transaction; missing columns are NULL, ``created_at`` is the commit's clock."""
-        db.append_row(self.path, "serving", COLUMNS, row)
+        db.append_row(self.path, "serving", COLUMNS, check(ServingRow, row))
 
 
 def probe_row(search_id: str, index: int, kind: str, point: dict[str, Any], result: dict[str, Any] | None,

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from recstack.schema.documents import check
+from recstack.schema.serving_model import ServingResult
 from recstack.serving.loadgen import RunRecord, new_histogram
 
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
@@ -76,7 +78,8 @@ def decode(text: str) -> HdrHistogram:
 
 
 def summarise(rec: RunRecord, *, target_pct: float = 99.0) -> dict[str, Any]:
-    """The result object of ``recstack serve --json`` (see docs/serving.md for every key)."""
+    """The result object of ``recstack serve --json`` (:class:`recstack.schema.serving_model.ServingResult`;
+    docs/serving.md gives every key)."""
     plan = rec.plan
     t = request_times(rec)
     arr = plan.arrivals
@@ -91,7 +94,7 @@ def summarise(rec: RunRecord, *, target_pct: float = 99.0) -> dict[str, Any]:
     n_tail = all_lat.size * (1 - target_pct / 100)
     started = rec.t_start[np.isfinite(rec.t_start)]
     lateness = rec.lateness
-    return {
+    return check(ServingResult, {
         "complete": rec.stopped is None,
         "stopped": rec.stopped,
         "offered_qps": plan.requests / plan.duration_s if plan.duration_s > 0 else None,
@@ -140,7 +143,7 @@ def summarise(rec: RunRecord, *, target_pct: float = 99.0) -> dict[str, Any]:
             "latency_us": encode(hist),
             "dispatch_lateness_us": encode(lateness),
         },
-    }
+    })
 
 
 def _nanmean(x: np.ndarray) -> float | None:

@@ -30,6 +30,8 @@ from torch import nn
 
 from recstack.profiling.dataflow import try_trace_stages
 from recstack.profiling.rules import StageRules, detect_stages
+from recstack.schema.documents import check
+from recstack.schema.share_model import ShareResult
 from recstack.sharing.execute import (
     ATOL,
     DEDUPE,
@@ -113,7 +115,8 @@ def analyse_sharing(
     rules: StageRules | None = None,
     op_passes: int = OP_PASSES,
 ) -> dict[str, Any]:
-    """Batched against shared execution of ``model`` on ``batch`` (module docstring); a JSON-ready dict.
+    """Batched against shared execution of ``model`` on ``batch`` (module docstring); a JSON-ready dict
+    (:class:`recstack.schema.share_model.ShareResult`).
 
     ``op_passes``: provenance passes whose fastest op times give the time shares.
     """
@@ -173,7 +176,7 @@ def analyse_sharing(
     share_flops, share_time = _share(batched_stages, "flops"), _share(batched_stages, "time_s")
     total_b, total_s = b.best_total(), s.best_total()
     dedupe = s.best_stage(DEDUPE) if plan is not None else 0.0
-    return {
+    return check(ShareResult, {
         "model": type(model).__name__,
         "requests": requests,
         "candidates": rows // requests if rows % requests == 0 else rows / requests,
@@ -205,7 +208,7 @@ def analyse_sharing(
         "curve": curve(share_flops, share_time),
         "timing": {"iters": iters, "warmup": warmup, "statistic": "fastest of the interleaved iterations (per stage and end to end)",
                    "threads": torch.get_num_threads(), "batched_totals_s": b.totals, "shared_totals_s": s.totals},
-    }
+    })
 
 
 __all__ = ["CURVE_CANDIDATES", "analyse_sharing", "curve", "request_only_modules", "stage_totals"]

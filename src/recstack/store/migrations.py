@@ -10,7 +10,10 @@ here in this module so that every opening of a store knows every migration::
     register(3, "name", "CREATE TABLE name (point_id VARCHAR, ...)")
 
 Versions are unique and the list is append-only: a released migration is never
-edited (docs/sweeps.md documents each version).
+edited (docs/sweeps.md documents each version). The three tables' columns are
+the fields of their row models under :mod:`recstack.schema` (a released
+column is never changed there either; tests/test_sweep.py holds the on-disk
+columns of every table).
 
 * 1: ``points``, ``stages``, ``sweeps`` (``recstack sweep``).
 * 2: ``serving`` (``recstack serve --search --store``: one row per probe).
@@ -31,6 +34,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from recstack.config.run import RunConfig
+from recstack.schema.documents import columns
+from recstack.schema.store_rows import CompileRow, ServingRow
+from recstack.schema.sweep_model import PointRow
 
 
 @dataclass(frozen=True)
@@ -84,40 +90,8 @@ def run_config_columns() -> dict[str, str]:
     return {f: column_type(f) for f in RunConfig.model_fields}
 
 
-POINT_COLUMNS = {
-    # identity
-    "point_id": "VARCHAR PRIMARY KEY",  # sha256 of config_hash, recstack_version, host (16 hex)
-    "config_hash": "VARCHAR NOT NULL",  # RunConfig.key()
-    "sweep_id": "VARCHAR",
-    "config_json": "VARCHAR",
-    # where and with what
-    "recstack_version": "VARCHAR NOT NULL",
-    "git_commit": "VARCHAR",
-    "host": "VARCHAR NOT NULL",
-    "cpu_model": "VARCHAR",
-    "executor": "VARCHAR",
-    "parallel": "INTEGER",  # points run side by side (1: alone)
-    # outcome
-    "status": "VARCHAR NOT NULL",  # ok | failed | timeout
-    "reason": "VARCHAR",
-    "attempts": "INTEGER",
-    "started": "TIMESTAMP",
-    "finished": "TIMESTAMP",
-    "contended": "BOOLEAN",
-    "contention_evidence": "VARCHAR",
-    # figures (measured: uninstrumented steps of the timing pass)
-    "step_p50_s": "DOUBLE",
-    "step_p90_s": "DOUBLE",
-    "step_p99_s": "DOUBLE",
-    "throughput": "DOUBLE",  # samples/s at the p50 step: batch_size / step_p50_s
-    "overhead": "DOUBLE",  # stage pass / uninstrumented step (median of paired ratios)
-    "iters_run": "INTEGER",  # timing-pass pairs run (raised from iters by the sweep's min_timed_s)
-    "timed_s": "DOUBLE",  # time inside the timed steps of the timing and op passes
-    "wall_s": "DOUBLE",  # the point's wall time in its worker (build or reuse, passes, analyses)
-    "build_s": "DOUBLE",  # model build time (0 when a build was reused)
-    "store_write_s": "DOUBLE",  # the previous point's store transaction (measured by the writer)
-    "profile_path": "VARCHAR",  # relative to the store's folder
-}
+POINT_COLUMNS = dict(columns(PointRow))
+"""The ``points`` table's own columns (the row model's fields: :class:`recstack.schema.sweep_model.PointRow`)."""
 
 
 def _v1(con: Any) -> None:
@@ -138,43 +112,7 @@ def _v1(con: Any) -> None:
 
 register(1, "points, stages, sweeps", _v1)
 
-SERVING_COLUMNS: list[tuple[str, str]] = [
-    ("search_id", "VARCHAR"),
-    ("probe", "INTEGER"),
-    ("kind", "VARCHAR"),  # probe | result | best
-    ("created_at", "TIMESTAMP"),
-    ("model", "VARCHAR"),
-    ("config_key", "VARCHAR"),
-    ("run_config", "JSON"),
-    ("max_batch", "INTEGER"),
-    ("workers", "INTEGER"),
-    ("threads", "INTEGER"),
-    ("backend", "VARCHAR"),
-    ("dtype", "VARCHAR"),
-    ("gpu_threshold", "INTEGER"),
-    ("target_pct", "DOUBLE"),
-    ("target_s", "DOUBLE"),
-    ("qps", "DOUBLE"),  # the scheduled rate of the probe (offered_qps: the arrivals drawn / duration)
-    ("offered_qps", "DOUBLE"),
-    ("achieved_qps", "DOUBLE"),
-    ("requests", "BIGINT"),
-    ("failed", "BIGINT"),
-    ("late", "BIGINT"),
-    ("p50_s", "DOUBLE"),
-    ("p95_s", "DOUBLE"),
-    ("p99_s", "DOUBLE"),
-    ("p999_s", "DOUBLE"),
-    ("mean_s", "DOUBLE"),
-    ("target_ci_low_s", "DOUBLE"),
-    ("target_ci_high_s", "DOUBLE"),
-    ("queue_s_mean", "DOUBLE"),
-    ("service_s_mean", "DOUBLE"),
-    ("utilisation", "DOUBLE"),
-    ("meets_target", "BOOLEAN"),
-    ("qps_at_target", "DOUBLE"),
-    ("contended", "BOOLEAN"),
-    ("result_json", "JSON"),
-]
+SERVING_COLUMNS: list[tuple[str, str]] = columns(ServingRow)  # recstack.schema.store_rows.ServingRow
 
 # IF NOT EXISTS: a file that ``recstack serve --search --store`` wrote before the table joined the store
 # (a DuckDB file holding only ``serving``, same columns) keeps its rows and becomes a store.
@@ -182,35 +120,7 @@ SERVING_TABLE = "CREATE TABLE IF NOT EXISTS serving (" + ", ".join(f"{n} {t}" fo
 
 register(2, "serving", SERVING_TABLE)
 
-COMPILE_COLUMNS: list[tuple[str, str]] = [
-    ("search_id", "VARCHAR"),  # one ``recstack compile --recommend`` run
-    ("candidate", "INTEGER"),  # its order in the search (the chosen row repeats the chosen one's figures)
-    ("kind", "VARCHAR"),  # candidate | composite | chosen
-    ("created_at", "TIMESTAMP"),
-    ("host", "VARCHAR"),
-    ("recstack_version", "VARCHAR"),
-    ("model", "VARCHAR"),
-    ("mode", "VARCHAR"),
-    ("config_key", "VARCHAR"),  # RunConfig.key()
-    ("run_config", "JSON"),
-    ("name", "VARCHAR"),  # e.g. per-stage/dynamic-auto, whole-model/static
-    ("policy", "VARCHAR"),  # the dynamic-shape policy
-    ("compile_config", "JSON"),  # the candidate's compile config (what --compile takes)
-    ("eligible", "BOOLEAN"),
-    ("why", "VARCHAR"),  # why not eligible
-    ("run_speedup", "DOUBLE"),  # eager_run_s / compiled_run_s
-    ("eager_run_s", "DOUBLE"),
-    ("compiled_run_s", "DOUBLE"),
-    ("stages", "JSON"),  # {stage: {eager_s, compiled_s, speedup}}
-    ("recompiles", "INTEGER"),
-    ("graph_breaks", "INTEGER"),
-    ("fallbacks", "INTEGER"),
-    ("numerics_ok", "BOOLEAN"),
-    ("max_abs_err", "DOUBLE"),
-    ("batch_sizes", "JSON"),
-    ("eval_s", "DOUBLE"),  # the candidate's evaluation wall time
-    ("result_json", "JSON"),  # the candidate's whole result
-]
+COMPILE_COLUMNS: list[tuple[str, str]] = columns(CompileRow)  # recstack.schema.store_rows.CompileRow
 
 register(3, "compile", "CREATE TABLE compile (" + ", ".join(f"{n} {t}" for n, t in COMPILE_COLUMNS) + ")")
 

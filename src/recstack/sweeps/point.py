@@ -30,7 +30,8 @@ def failed(reason: str, wall_s: float, status: str = "failed") -> dict[str, Any]
 
 
 def summarise(prof: Any) -> dict[str, Any]:
-    """The store's figures of one profile (see the module docstring for each formula)."""
+    """The store's figures of one profile (:class:`recstack.schema.sweep_model.PointSummary`; the module
+    docstring gives each formula)."""
     root = prof.root
     lat = root.extra.get("latency_s") or {}
     ov = prof.overhead or {}
@@ -51,7 +52,10 @@ def summarise(prof: Any) -> dict[str, Any]:
             "bound": st.extra.get("bound"),
             "roof_fraction": roof.get("ceiling_fraction"),
         })
-    return {
+    from recstack.schema.documents import check
+    from recstack.schema.sweep_model import PointSummary
+
+    return check(PointSummary, {
         "step_p50_s": lat.get("p50"),
         "step_p90_s": lat.get("p90"),
         "step_p99_s": lat.get("p99"),
@@ -63,7 +67,7 @@ def summarise(prof: Any) -> dict[str, Any]:
         "contention_evidence": "; ".join(str(e) for e in cont.get("evidence", [])[:3]) or None,
         "cpu_model": (prof.environment or {}).get("cpu_model"),
         "stages": stages,
-    }
+    })
 
 
 __all__ = ["failed", "summarise"]

@@ -242,7 +242,10 @@ def _point_row(job: Job, result: dict[str, Any], sweep_id: str, host: str, commi
         row["profile_path"] = str(Path(job.profile_path).relative_to(store.parent))
     for f, v in fields.items():
         row[f] = json.dumps(v, sort_keys=True) if isinstance(v, dict) else v
-    return row
+    from recstack.schema.documents import check
+    from recstack.schema.sweep_model import PointRow
+
+    return check(PointRow, row)
 
 
 __all__ = ["DEFAULT_TIMEOUT_S", "SweepResult", "point_id", "sweep"]

@@ -1,4 +1,5 @@
-"""The model zoo: eight industry-representative and five modern recommendation models from declarative configs."""
+"""The model zoo: recommendation models from declarative configs (``configs/``, one YAML each) over the
+architectures of :mod:`recstack.zoo.archs` (one record each)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from recstack.config.build import BuildOptions  # the run config's build section (recstack.zoo.BuildOptions)
+from recstack.zoo import archs
 from recstack.zoo.config import ModelConfig
 from recstack.zoo.memory import NUM_BATCHES, MemoryEstimate, check_fits
 from recstack.zoo.skeleton import dense_param_count, resolve_config, skeleton
@@ -90,7 +91,6 @@ def build_model(
     import torch
 
     from recstack.zoo.embedding import make_backend
-    from recstack.zoo.models import ARCH_CLASSES
 
     opts = options or BuildOptions(**kwargs)
     opts.validate()
@@ -113,7 +113,7 @@ def build_model(
     backend.init_weights(opts.seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(opts.seed)
-        net = ARCH_CLASSES[cfg.arch](cfg, backend)
+        net = archs.get(cfg.arch).model_class()(cfg, backend)
     net.build_options = opts  # type: ignore[assignment]
     return net
 

@@ -29,8 +29,10 @@ from recstack.config.limits import (
 )
 from recstack.config.loading import load_yaml_file, parse_config
 from recstack.errors import ConfigError
+from recstack.zoo import archs
 
-ARCHS = ("dlrm", "ncf", "wnd", "mtwnd", "din", "dien", "deepfm", "twotower", "bst", "hstu")
+ARCHS = archs.names()
+"""Every architecture a config may name (the records of :mod:`recstack.zoo.archs`)."""
 
 
 class _Strict(BaseModel):
@@ -104,7 +106,7 @@ class ModelConfig(_Strict):
     """A zoo model. Layer lists include the input width first (``[in, h1, ..., out]``)."""
 
     name: str = Field(min_length=1, max_length=200)
-    arch: Literal["dlrm", "ncf", "wnd", "mtwnd", "din", "dien", "deepfm", "twotower", "bst", "hstu"]
+    arch: Literal[ARCHS]  # type: ignore[valid-type]  # the registry's names, so an unknown arch lists them
     description: str = ""
     embedding_dim: int = Field(gt=0, le=EMBEDDING_DIM_MAX)
     dense_features: int = Field(default=0, ge=0, le=DENSE_FEATURES_MAX)
@@ -202,9 +204,13 @@ class ModelConfig(_Strict):
         return out
 
     def summary_row(self, lookups_per_sample: float, dense_flops_per_sample: float, dense_params: int) -> dict:
-        """The `zoo list` row: table figures from this config, the dense figures as given (from a skeleton)."""
+        """The `zoo list` row (:class:`recstack.schema.zoo_model.ZooRow`): table figures from this config, the
+        dense figures as given (from a skeleton)."""
+        from recstack.schema.documents import check
+        from recstack.schema.zoo_model import ZooRow
+
         tables = self.resolved_tables()
-        return {
+        return check(ZooRow, {
             "name": self.name,
             "arch": self.arch,
             "description": self.description,
@@ -218,7 +224,7 @@ class ModelConfig(_Strict):
             "params": sum(t.rows * t.dim for t in tables) + dense_params,
             "dense_features": self.dense_features,
             "scale": self.scale,
-        }
+        })
 
     def scaled(self, scale: float) -> ModelConfig:
         if not (scale > 0) or not math.isfinite(scale):
@@ -242,7 +248,19 @@ def _round_down(x: float) -> float:
     return round(math.floor(x / step) * step, 12)
 
 
-BUILTIN = ("rmc1", "rmc2", "rmc3", "ncf", "wnd", "mtwnd", "din", "dien", "dlrmv2", "deepfm", "twotower", "bst", "hstu")
+LISTING_ORDER = ("rmc1", "rmc2", "rmc3", "ncf", "wnd", "mtwnd", "din", "dien", "dlrmv2", "deepfm", "twotower", "bst", "hstu")
+"""The order the shipped models are listed in (the paper's eight, then the modern ones); a YAML added to
+``zoo/configs/`` and not named here lists after them, by name."""
+
+
+def _shipped_models() -> tuple[str, ...]:
+    """Every ``zoo/configs/NAME.yaml``: a new built-in model is one YAML file there."""
+    names = [p.name[:-5] for p in resources.files("recstack.zoo").joinpath("configs").iterdir() if p.name.endswith(".yaml")]
+    rank = {n: i for i, n in enumerate(LISTING_ORDER)}
+    return tuple(sorted(names, key=lambda n: (rank.get(n, len(rank)), n)))
+
+
+BUILTIN = _shipped_models()
 
 
 ZOO_IDS = " ".join(BUILTIN)

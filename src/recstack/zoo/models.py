@@ -499,16 +499,3 @@ class HSTU(_InBatchRetrieval):
         per_layer = n * (d * h * (2 * dl + 2 * da) + h * dl * d) + n * n * h * (da + dl)
         return int((cfg.blocks or 0) * per_layer) + d
 
-
-ARCH_CLASSES: dict[str, type[RecModel]] = {
-    "dlrm": DLRM,
-    "ncf": NCF,
-    "wnd": WideAndDeep,
-    "mtwnd": MultiTaskWideAndDeep,
-    "din": DIN,
-    "dien": DIEN,
-    "deepfm": DeepFM,
-    "twotower": TwoTower,
-    "bst": BST,
-    "hstu": HSTU,
-}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from recstack.config.limits import TASKS_MAX
 from recstack.errors import ConfigError
+from recstack.zoo import archs
 from recstack.zoo.config import ModelConfig, load_model_config
 
 if TYPE_CHECKING:
@@ -23,8 +24,9 @@ def resolve_config(model: str | ModelConfig, scale: float = 1.0, tasks: int | No
     if tasks is not None:
         if isinstance(tasks, bool) or not isinstance(tasks, int) or not 1 <= tasks <= TASKS_MAX:
             raise ConfigError(f"must be an integer in 1 .. {TASKS_MAX} (got {tasks!r})", field="--tasks")
-        if cfg.arch != "mtwnd":
-            raise ConfigError(f"only arch mtwnd has tasks (model {cfg.name} is {cfg.arch})", field="--tasks")
+        if not archs.get(cfg.arch).tasks:
+            with_tasks = " ".join(a.name for a in archs.all_archs() if a.tasks)
+            raise ConfigError(f"only arch {with_tasks} has tasks (model {cfg.name} is {cfg.arch})", field="--tasks")
         cfg = cfg.model_copy(update={"tasks": tasks})
     return cfg
 
@@ -34,11 +36,9 @@ def skeleton(cfg: ModelConfig) -> RecModel:
     import torch
 
     from recstack.zoo.embedding import TorchEmbeddings
-    from recstack.zoo.models import ARCH_CLASSES
-
     with torch.device("meta"):
         backend = TorchEmbeddings(cfg.resolved_tables(), sparse=False, device="meta")
-        return ARCH_CLASSES[cfg.arch](cfg, backend)
+        return archs.get(cfg.arch).model_class()(cfg, backend)
 
 
 def dense_param_count(model: RecModel) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from recstack.zoo import archs
 from recstack.zoo.config import ModelConfig, Table
 
 
@@ -102,11 +103,11 @@ def _seq(tables: list[Table]) -> list[Table]:
 
 
 def dense_stages(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
-    """The stages after embedding, per architecture."""
-    return _ARCH[cfg.arch](cfg, tables, lengths)
+    """The stages after embedding, by the architecture's own hook (:mod:`recstack.zoo.archs`)."""
+    return archs.get(cfg.arch).dense_stages(cfg, tables, lengths)
 
 
-def _dlrm(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+def dlrm_stages(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
     assert cfg.bottom_mlp and cfg.top_mlp
     pooled = [t for t in tables if t.kind == "pooled"]
     dense = mlp_stage("dense", cfg.bottom_mlp, True)
@@ -127,7 +128,7 @@ def _dlrm(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[Stage
     return [dense, inter, mlp_stage("head", cfg.top_mlp, False)]
 
 
-def _ncf(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+def ncf_stages(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
     assert cfg.mlp and cfg.final_mlp
     dims = {t.name: t.dim for t in tables}
     # GMF's product saves both MF embeddings (the embedding stage's outputs)
@@ -136,12 +137,13 @@ def _ncf(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageA
     return [inter, dense, mlp_stage("head", cfg.final_mlp, False, input_saved=cfg.final_mlp[0])]
 
 
-def _wnd(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+def wnd_stages(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
     """Wide & Deep and MT-WnD: the concatenation (interaction), the deep MLP (head), the wide part (dense)."""
     assert cfg.top_mlp
     out = [StageActs("interaction", out=cfg.top_mlp[0])]
-    tasks = cfg.tasks if cfg.arch == "mtwnd" else 1
-    if cfg.arch == "mtwnd":
+    multi_task = archs.get(cfg.arch).tasks
+    tasks = cfg.tasks if multi_task else 1
+    if multi_task:
         assert cfg.task_mlp
         shared = mlp_stage("head", cfg.top_mlp, True)
         ts, to, twt, twi = _mlp(cfg.task_mlp, False)
@@ -157,7 +159,7 @@ def _wnd(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageA
     return out
 
 
-def _din(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+def din_stages(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
     """DIN's local activation unit, per position: the [behaviour, ad, behaviour x ad] input (saved by the first
     Linear), the MLP's hidden outputs, the weight, the float mask and the masked weight (saved by the
     products); the padded behaviours themselves are saved by the two products."""
@@ -174,7 +176,7 @@ def _din(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageA
     return [att, head]
 
 
-def _dien(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+def dien_stages(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
     assert cfg.top_mlp and cfg.extractor_hidden and cfg.attention_dim
     prefix = (cfg.sequence_tables or "behaviour") + "_"
     T = sum(1 for t in tables if t.name.startswith(prefix))
@@ -193,7 +195,7 @@ def _dien(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[Stage
     return [seq, head]
 
 
-def _deepfm(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+def deepfm_stages(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
     """DeepFM: the numeric fields' factors [dense x k]; the FM over the stacked rows (transient) and the
     concatenated fields [F x k] (saved by the square); the deep MLP reads the fields as they are (a view)."""
     assert cfg.top_mlp and cfg.fm_factors
@@ -205,7 +207,7 @@ def _deepfm(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[Sta
     return [dense, inter, mlp_stage("head", cfg.top_mlp, False)]
 
 
-def _twotower(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+def twotower_stages(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
     assert cfg.user_tower and cfg.item_tower
     """Two towers, each an MLP over its concatenated embeddings (saved by its first Linear); the [B, B] scores."""
     us, uo, uwt, uwi = _mlp(cfg.user_tower, False)
@@ -217,7 +219,7 @@ def _twotower(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[S
     return [dense, inter]
 
 
-def _bst(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+def bst_stages(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
     """BST's post-norm transformer blocks, per position and block: the qkv projection [3d] (kept by the score
     and value matmuls), the softmax output [heads x n], the re-laid-out attention output [d], both LayerNorms'
     inputs [d] and the first one's output [d], the FFN's hidden ReLU output; the scores are transient."""
@@ -236,7 +238,7 @@ def _bst(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageA
     return [tr, head]
 
 
-def _hstu(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
+def hstu_stages(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[StageActs]:
     """HSTU layers, per position and layer: the input and its LayerNorm output [d], the projection before and
     after SiLU [w = heads (2 linear + 2 attention dims)], the attention output, its norm and its product with U
     [heads x linear] each, LayerNorm statistics; per layer three [heads x n x n] matrices (q k^T, its SiLU, the
@@ -252,16 +254,3 @@ def _hstu(cfg: ModelConfig, tables: list[Table], lengths: Lengths) -> list[Stage
     inter = StageActs("interaction", out_pair=1.0)
     return [enc, inter]
 
-
-_ARCH = {
-    "dlrm": _dlrm,
-    "ncf": _ncf,
-    "wnd": _wnd,
-    "mtwnd": _wnd,
-    "din": _din,
-    "dien": _dien,
-    "deepfm": _deepfm,
-    "twotower": _twotower,
-    "bst": _bst,
-    "hstu": _hstu,
-}

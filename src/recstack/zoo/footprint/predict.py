@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recstack.errors import ConfigError
+from recstack.zoo import archs
 from recstack.zoo.config import ModelConfig, Table
 from recstack.zoo.footprint.activations import (
     Lengths,
@@ -294,8 +295,8 @@ def _dynamic(shape: Shape, lengths: Lengths, tabs: list[Table], backend: str, tr
     fp_live, fp_work = feature_bytes(tabs, lengths, backend, train)
     stages: list[StageActs] = [embedding_stage(tabs, lengths, backend, train)]
     stages += dense_stages(shape.cfg, shape.tables, lengths)
-    if shape.cfg.arch == "din":
-        stages[0].out_saved = True  # DIN's two products with the behaviours keep the padded rows for backward
+    if archs.get(shape.cfg.arch).embedding_out_saved:
+        stages[0].out_saved = True  # e.g. DIN's two products with the behaviours keep the padded rows for backward
     out: dict[str, int] = {"feature_processing": int(B * (fp_live + fp_work))}
     live = B * fp_live
     consumers.append(Consumer("indices_offsets", "feature_processing", int(B * fp_live)))

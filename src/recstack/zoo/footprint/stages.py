@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from recstack.zoo import archs
+
 FORWARD = ("feature_processing", "embedding", "dense", "interaction", "sequence", "head")
 TRAIN = ("loss", "backward", "optimizer")
 
@@ -9,19 +11,12 @@ _CHILD_STAGE = {
     "feature_processing": "feature_processing",
     "sparse_arch": "embedding",
     "dense_arch": "dense",
-    "query_dense_arch": "dense",
-    "candidate_dense_arch": "dense",
     "inter_arch": "interaction",
-    "attention": "sequence",
-    "interest_extractor": "sequence",
-    "interest_evolution": "sequence",
-    "transformer": "sequence",
-    "encoder": "sequence",
     "over_arch": "head",
-    "task_towers": "head",
 }
+"""The top-level children every architecture shares; each adds its own (:attr:`recstack.zoo.archs.Arch.child_stages`)."""
 
 
 def stage_of_child(name: str) -> str | None:
     """The stage of a zoo model's top-level child ``name`` (None: not a stage root)."""
-    return _CHILD_STAGE.get(name)
+    return _CHILD_STAGE.get(name) or archs.child_stages().get(name)

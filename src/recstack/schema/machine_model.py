@@ -87,6 +87,8 @@ class Latency(_Open):
 
 
 class MachineFile(_Open):
+    """A machine file (``recstack machine``; read by every roofline): only what recstack reads is typed."""
+
     host: str
     cpu_model: str
     measured_at: str
