@@ -120,6 +120,10 @@ class NodeSections:
         for k in keys:
             self.extra.pop(k, None)
 
+    def pick(self, *keys: str) -> dict[str, Any]:
+        """These keys and their values, where present (a group copied to another node as is)."""
+        return {k: self.extra[k] for k in keys if k in self.extra}
+
 
 class ProfileSections:
     """The optional top-level sections of a profile (docs/profile-schema.md, ``Profile``)."""
