@@ -428,6 +428,9 @@ def test_sections_read_and_write_what_is_saved(zoo_profiles) -> None:
     op.label = "renamed"
     saved = op.to_dict()
     assert saved["rule"] is None and "bound" not in saved and saved["label"] == "renamed"
+    assert op.pick("rule", "bound", "label") == {"rule": None, "label": "renamed"}  # absent keys left out
+    op.drop("rule", "label", "bound")
+    assert not {"rule", "label"} & set(op.to_dict())
     p.import_ = {"files": []}
     assert p.to_dict()["import"] == {"files": []}
     assert Profile.from_dict(d).to_dict() == d
