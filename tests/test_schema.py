@@ -395,6 +395,47 @@ def test_node_from_dict_is_plain(zoo_profiles) -> None:
     assert Node.from_dict(d).to_dict() == d
 
 
+def test_sections_are_the_schemas_optional_keys() -> None:
+    """The typed accessors name every optional node key and top-level section the models declare, and no other."""
+    from recstack.schema.profile_model import Node as NodeModel
+    from recstack.schema.sections import NodeSections, ProfileSections, sections
+    from recstack.tree import NODE_KEYS
+
+    def keys(model: type[BaseModel], fixed: set[str]) -> set[str]:
+        return {f.alias or k for k, f in model.model_fields.items()} - fixed
+
+    assert set(sections(NodeSections).values()) == keys(NodeModel, {*NODE_KEYS, "children"})
+    top = {"schema", "schema_version", "run_id", "run", "environment", "overhead", "ranks", "root"}
+    assert set(sections(ProfileSections).values()) == keys(ProfileModel, top)
+    assert sections(ProfileSections)["import_"] == "import"
+
+
+def test_sections_read_and_write_what_is_saved(zoo_profiles) -> None:
+    """An accessor reads the saved key (None when absent); writing and deleting change exactly that key."""
+    from recstack.schema.sections import NodeSections, ProfileSections, sections
+
+    d = zoo_profiles["rmc1"]
+    p = Profile.from_dict(d)
+    for attr, key in sections(ProfileSections).items():
+        assert getattr(p, attr) == d.get(key)
+    for n in p.nodes():
+        for attr, key in sections(NodeSections).items():
+            assert getattr(n, attr) == n.extra.get(key)
+    op = next(n for n in p.nodes() if n.level == "op" and n.bound is not None)
+    op.rule = None  # a null is saved as null, not left out
+    del op.bound
+    del op.bound  # deleting an absent key is a no-op
+    op.label = "renamed"
+    saved = op.to_dict()
+    assert saved["rule"] is None and "bound" not in saved and saved["label"] == "renamed"
+    assert op.pick("rule", "bound", "label") == {"rule": None, "label": "renamed"}  # absent keys left out
+    op.drop("rule", "label", "bound")
+    assert not {"rule", "label"} & set(op.to_dict())
+    p.import_ = {"files": []}
+    assert p.to_dict()["import"] == {"files": []}
+    assert Profile.from_dict(d).to_dict() == d
+
+
 def test_schema_import_is_light() -> None:
     code = "import sys, recstack.schema, recstack.tree; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -40,13 +40,13 @@ def _save_atomic(prof: Any, path: Path) -> None:
 
 def strict_check(prof: Any, written: Path | None) -> None:
     """``--strict``: a contended run (``environment.contention.detected``), or one classified against a
-    machine file measured under contention (``extra.machine.contended``), is an error (exit 3), after writing."""
+    machine file measured under contention (``machine.contended``), is an error (exit 3), after writing."""
     contention = prof.environment.get("contention") or {}
     where = f" (the profile is written to {written})" if written else ""
     if isinstance(contention, dict) and contention.get("detected"):
         evidence = "; ".join(str(e) for e in contention.get("evidence", [])[:2]) or "see environment.contention"
         raise ContendedRunError(f"--strict: the run was contended: {evidence}{where}")
-    machine = prof.extra.get("machine") if isinstance(prof.extra, dict) else None
+    machine = prof.machine
     if isinstance(machine, dict) and machine.get("contended"):
         raise ContendedRunError(f"--strict: the machine file {machine.get('file') or ''} was measured under "
                                 f"contention: its roofs are suspect{where}; `recstack machine --remeasure` on a "
@@ -152,7 +152,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from recstack.tree import Profile
 
     prof = Profile.load(ns.output)
-    if isinstance(prof.extra.get("machine"), dict):
+    if isinstance(prof.machine, dict):
         from recstack.render.roofline_chart import render_roofline
 
         charts = render_roofline(prof, out / f"{name}.roofline.png")

@@ -97,7 +97,7 @@ def node_rows(profile: Profile) -> list[dict[str, Scalar]]:
             "flops": n.flops,
             "bytes": n.bytes,
             "intensity": n.intensity,
-            "bound": n.extra.get("bound") if _scalar(n.extra.get("bound")) else str(n.extra.get("bound")),
+            "bound": n.bound if _scalar(n.bound) else str(n.bound),
         }
         flat: dict[str, Scalar] = {}
         for k, v in n.extra.items():

@@ -8,6 +8,9 @@ cost model fills them, never 0 for unknown). Saving and loading is lossless:
 ``Profile.from_dict(p.to_dict()) == p``. Every load is validated against the
 contract (the first bad field is named in a DataError); an older version is
 upgraded in memory and says so in ``Profile.notes``. Saving is atomic.
+The optional keys of a node and of a profile (kept in ``extra``, written as
+they are) are read and written as typed attributes (``node.roofline``,
+``profile.machine``: :mod:`recstack.schema.sections`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from recstack.outputs import atomic_write_text
 from recstack.schema.profile_model import LEVELS, MAX_TREE_DEPTH, SCHEMA, SCHEMA_VERSION  # noqa: F401 (re-exported)
+from recstack.schema.sections import NodeSections, ProfileSections
 from recstack.schema.validate import check_profile, stats_version, time_statistic
 
 NODE_KEYS = (
@@ -38,7 +42,7 @@ NODE_KEYS = (
 
 
 @dataclass
-class Node:
+class Node(NodeSections):
     name: str
     path: str
     level: str
@@ -89,7 +93,7 @@ def single_process_ranks() -> list[dict[str, Any]]:
 
 
 @dataclass
-class Profile:
+class Profile(ProfileSections):
     run_id: str
     run: dict[str, Any]
     environment: dict[str, Any]

@@ -68,7 +68,7 @@ def stages_of(prof: Any) -> list[StageInfo]:
     for s in root.children:
         if s.name == "other":
             continue
-        bound = s.extra.get("bound")
+        bound = s.bound
         if bound is None:
             bound = "memory" if s.name in EMBEDDING_STAGES else "compute"
         out.append(StageInfo(s.name, s.time_s, s.time_s / total, bound))

@@ -38,15 +38,15 @@ def stage_bound_lines(profile: Profile) -> list[str]:
     """One line per stage: its bound class and ceiling fraction, or why it has none."""
     lines = []
     for stage in profile.root.children:
-        r = stage.extra.get("roofline") or {}
+        r = stage.roofline or {}
         frac = r.get("ceiling_fraction")
         what = (
             f"{frac:6.1%} of the {r.get('roof')} roofline ceiling"
             + (f"  [roof suspect: {r.get('roof_suspect_reason')}]" if r.get("roof_suspect") else "")
             if frac is not None
-            else f"({stage.extra.get('bound_reason')})"
+            else f"({stage.bound_reason})"
         )
-        lines.append(f"{stage.name:20s} {str(stage.extra.get('bound')):9s} {what}")
+        lines.append(f"{stage.name:20s} {str(stage.bound):9s} {what}")
     return lines
 
 
@@ -69,7 +69,7 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     steps = select_steps(args.steps or list(STEPS), machine is not None)
     analyse(profile, machine, steps=steps)
     profile.save(out)
-    mach = profile.extra.get("machine") or {}
+    mach = profile.machine or {}
     if machine is not None:
         print(f"classified against {machine.file} ({mach.get('host')}, {mach.get('cpu_model')})")
         print("\n".join(stage_bound_lines(profile)))

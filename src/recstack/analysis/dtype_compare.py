@@ -19,10 +19,10 @@ every stage again in both dtypes, outside the profile's timed passes:
   forward was running (markers written through the same C ``stdout``), as
   evidence of the kernels (AMX, AVX512-BF16 or neither).
 
-Each stage that runs in bf16 (:func:`stages_in_bf16`) gets a finding in ``profile.extra["findings"]``:
+Each stage that runs in bf16 (:func:`stages_in_bf16`) gets a finding in ``profile.findings``:
 ``{"kind": "bf16_speedup", "stage", "text", "value"}`` with ``value`` =
 bf16 time / fp32 time (below 1: bf16 is faster), and
-``extra["bf16"] = {"bf16_s", "fp32_s", "ratio", "kernels", "amx", "avx512_bf16"}``
+``bf16 = {"bf16_s", "fp32_s", "ratio", "kernels", "amx", "avx512_bf16"}``
 on the stage node.
 """
 
@@ -195,13 +195,13 @@ def add_bf16_findings(
     bf16_s = {s: min(first.get(s, []) + second.get(s, [])) for s in set(first) | set(second)}
     fp32_s = {s: min(v) for s, v in fp32.items()}
     findings = [f for f in bf16_findings(bf16_s, fp32_s) if f["stage"] in bf16_stages]
-    profile.extra.setdefault("findings", []).extend(findings)
+    profile.findings = (profile.findings or []) + findings
     for f in findings:
         node = next((n for n in profile.root.children if n.name == f["stage"]), None)
         if node is None:
             continue
         ev = evidence.get(f["stage"], {})
-        node.extra["bf16"] = {
+        node.bf16 = {
             "bf16_s": bf16_s[f["stage"]],
             "fp32_s": fp32_s[f["stage"]],
             "ratio": f["value"],

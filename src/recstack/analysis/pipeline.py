@@ -89,28 +89,27 @@ class Step:
 
 def is_classified(profile: Profile) -> bool:
     """True when the profile carries a roofline classification (the machine figures it was made against)."""
-    machine = profile.extra.get("machine")
+    machine = profile.machine
     return isinstance(machine, dict) and "peak_flops" in machine
 
 
 def clear_classification(profile: Profile) -> None:
     """Remove every roofline field a classification writes, from every node and the profile."""
     for node in profile.nodes():
-        for key in CLASSIFICATION_KEYS:
-            node.extra.pop(key, None)
-    profile.extra.pop("machine", None)
+        node.drop(*CLASSIFICATION_KEYS)
+    del profile.machine
 
 
 def stage_counters(profile: Profile) -> None:
-    """Put each stage's counters from ``profile.extra["counters"]["stages"]`` on its stage node
-    (``extra["counters"]``), after removing what any node held before; stages without counters get none."""
+    """Put each stage's counters from ``profile.counters["stages"]`` on its stage node
+    (``counters``), after removing what any node held before; stages without counters get none."""
     for node in profile.nodes():
-        node.extra.pop("counters", None)
-    stages = (profile.extra.get("counters") or {}).get("stages") or {}
+        del node.counters
+    stages = (profile.counters or {}).get("stages") or {}
     for name, compact in stages.items():
         node = profile.stage(name)
         if node is not None and compact.get("available") is not False:
-            node.extra["counters"] = dict(compact)
+            node.counters = dict(compact)
 
 
 def _counters(profile: Profile, _machine: Machine | None) -> None:
@@ -132,7 +131,7 @@ def _roofline(profile: Profile, machine: Machine | None) -> None:
     assert machine is not None
     clear_classification(profile)
     classify(profile, machine.figures)
-    profile.extra["machine"].update(file=machine.file, sha256=machine.sha256)
+    profile.machine.update(file=machine.file, sha256=machine.sha256)
 
 
 CPU_SHARE_EVIDENCE = "this process got "  # the closing line contention adds when anything was found
@@ -168,12 +167,12 @@ def _contention_probe(profile: Profile, machine: Machine | None) -> None:
 
 
 def _findings(profile: Profile, _machine: Machine | None) -> None:
-    kept = [f for f in profile.extra.get("findings") or [] if f.get("kind") not in FINDING_KINDS]
+    kept = [f for f in profile.findings or [] if f.get("kind") not in FINDING_KINDS]
     new = [f for stage in profile.root.children if (f := stage_bound_finding(stage.name, stage.extra))]
     if kept or new:
-        profile.extra["findings"] = kept + new
+        profile.findings = kept + new
     else:
-        profile.extra.pop("findings", None)
+        del profile.findings
 
 
 def stage_bound_finding(stage: str, extra: dict[str, Any]) -> dict[str, Any] | None:

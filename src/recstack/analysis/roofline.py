@@ -321,7 +321,7 @@ def is_gather_like(node: Node, share: float | None = None) -> bool:
 
 def _shape_point(op: Node, elem: int) -> tuple[float, float, float] | None:
     """(row bytes, table bytes, lookups) from an op's recorded shapes when its first argument is 2-D."""
-    shapes = op.extra.get("shapes")
+    shapes = op.shapes
     if not isinstance(shapes, list) or not shapes:
         return None
     first = shapes[0]
@@ -368,12 +368,18 @@ def tables_footprint(node: Node, elem: int) -> float | None:
     return float(sum(sizes)) if sizes else None
 
 
+def _own(node: Node, key: str) -> float | None:
+    """A figure set on the node itself under ``key``, outside the schema (docs/machine.md): it wins over
+    what the roofline derives."""
+    return _num(node.extra.get(key))
+
+
 def cost_extra(node: Node, key: str) -> float | None:
-    """A cost-model figure of ``node``: ``extra[key]``, else ``extra["cost_detail"][key]`` (where
+    """A cost-model figure of ``node``: ``extra[key]``, else ``cost_detail[key]`` (where
     :mod:`recstack.costmodel` puts ``lookups``, ``table_bytes`` = lookups x row bytes, ``unique_bytes``)."""
-    v = _num(node.extra.get(key))
+    v = _own(node, key)
     if v is None:
-        detail = node.extra.get("cost_detail")
+        detail = node.cost_detail
         if isinstance(detail, dict):
             v = _num(detail.get(key))
     return v
@@ -417,7 +423,7 @@ def gather_point(
     elem = ELEMENT_BYTES.get(str(run.get("table_dtype") or "fp32"), 4)
     pts = [(p, op.path) for op in _top_gather_ops(node) if (p := _shape_point(op, elem)) is not None]
     mc = tables_point(tables)
-    row, row_src = _num(node.extra.get("row_bytes")), "node"
+    row, row_src = _own(node, "row_bytes"), "node"
     if row is None:
         req, looks = cost_extra(node, "table_bytes"), cost_extra(node, "lookups")
         if req and looks:
@@ -429,7 +435,7 @@ def gather_point(
         row, row_src = sum(p[0] * p[2] for p, _ in pts) / looks_total, "op shapes"
     if row is None:
         row, row_src = float(DEFAULT_ROW_BYTES), "default"
-    table, table_src = _num(node.extra.get("table_footprint_bytes")), "node"
+    table, table_src = _own(node, "table_footprint_bytes"), "node"
     if table is None and pts:
         looks_total = sum(p[2] for p, _ in pts)
         table, table_src = sum(p[1] * p[2] for p, _ in pts) / looks_total, "op shapes"
@@ -437,7 +443,7 @@ def gather_point(
         table, table_src = mc[1], "embedding tables"
     if table is None:
         table, table_src = float(max(t for _, t in roofs.gather_points)), "default (largest measured table)"
-    foot, foot_src = _num(node.extra.get("footprint_bytes")), "node"
+    foot, foot_src = _own(node, "footprint_bytes"), "node"
     if foot is None and stage_footprint is not None:
         foot, foot_src = stage_footprint
     if foot is None and (own := tables_footprint(node, elem)) is not None:
@@ -488,11 +494,11 @@ def node_dtype(node: Node) -> str | None:
     recorded by the op pass); for other nodes, the dtype of most of the FLOPs of their outermost ops
     (by call count where no op has FLOPs). None when no op recorded dtypes."""
     if node.level == "op":
-        return _major_dtype(node.extra.get("dtypes"))
+        return _major_dtype(node.dtypes)
     flops: dict[str, float] = {}
     calls: dict[str, float] = {}
     for op in _top_ops(node):
-        dt = _major_dtype(op.extra.get("dtypes"))
+        dt = _major_dtype(op.dtypes)
         if dt is not None:
             flops[dt] = flops.get(dt, 0.0) + (_num(op.flops) or 0.0)
             calls[dt] = calls.get(dt, 0.0) + float(op.calls or 1)
@@ -512,7 +518,6 @@ def classify_node(
     """Annotate one node (see the module docstring for keys and rules); ``stage_footprint`` is the
     enclosing stage's summed table bytes and where they came from (see :func:`gather_point`);
     ``tables`` the profile's ``embedding_tables``."""
-    ex = node.extra
     flops, nbytes, t = _num(node.flops), _num(node.bytes), _num(node.time_s)
     unique, unique_source = cost_extra(node, "unique_bytes"), "cost model"
     if unique is None:
@@ -521,25 +526,25 @@ def classify_node(
     is_gather = is_gather_like(node, share)
     peak, peak_label, roof_dtype = roofs.peak_for(node_dtype(node) or roofs.dtype)
     info: dict[str, Any] = {"roof": "gather" if is_gather else "stream", "peak_flops": peak, "roof_dtype": roof_dtype}
-    ex["roofline"] = info
-    ex["bound"] = None
-    ex["bound_basis"] = None
+    node.roofline = info
+    node.bound = None
+    node.bound_basis = None
     missing = [k for k, v in (("flops", flops), ("bytes", nbytes)) if v is None]
     if missing:
-        if ex.get("cost_in_parent"):
-            ex["bound_reason"] = "its cost is counted at the enclosing op (cost_in_parent)"
-        elif ex.get("uncovered"):
-            ex["bound_reason"] = (
-                f"no cost figures: {ex.get('uncovered_reason', 'not covered by the cost model')}"
+        if node.cost_in_parent:
+            node.bound_reason = "its cost is counted at the enclosing op (cost_in_parent)"
+        elif node.uncovered:
+            node.bound_reason = (
+                f"no cost figures: {node.uncovered_reason or 'not covered by the cost model'}"
             )
         else:
-            ex["bound_reason"] = f"no cost figures ({' and '.join(missing)} null): run the cost model"
+            node.bound_reason = f"no cost figures ({' and '.join(missing)} null): run the cost model"
         return
-    if ex.get("partial"):
+    if node.partial:
         info["partial"] = True  # the cost sums over a subtree with unpriced parts
     assert flops is not None and nbytes is not None
     if t is None or t <= 0:
-        ex["bound_reason"] = "no time measured for this node"
+        node.bound_reason = "no time measured for this node"
         return
     if is_gather:
         gp = gather_point(node, run, roofs, stage_footprint, tables)
@@ -582,39 +587,39 @@ def classify_node(
         memory_fraction_unique=frac_uni,
         per_call_s=t / calls,
     )
-    ex["bound_basis"] = basis
+    node.bound_basis = basis
     info["roof_suspect"] = info["ceiling_fraction"] > ROOF_SUSPECT_FRACTION
     if info["roof_suspect"]:
         info["roof_suspect_reason"] = ROOF_SUSPECT_REASON
     per_call = t / calls
     best_mem = max(frac_req, frac_uni or 0.0)
     if flops == 0 and nbytes == 0:
-        ex["bound"] = "overhead"
-        ex["bound_reason"] = "0 FLOPs and 0 bytes (a view, metadata or no-op): its time is dispatch overhead"
+        node.bound = "overhead"
+        node.bound_reason = "0 FLOPs and 0 bytes (a view, metadata or no-op): its time is dispatch overhead"
     elif per_call < OVERHEAD_PER_CALL_S:
-        ex["bound"] = "overhead"
-        ex["bound_reason"] = (
+        node.bound = "overhead"
+        node.bound_reason = (
             f"{per_call * 1e6:.2f} us per call is below the {OVERHEAD_PER_CALL_S * 1e6:.0f} us floor "
             "where dispatch and launch cost dominate"
         )
     elif frac_c < OVERHEAD_ROOF_FRACTION and best_mem < OVERHEAD_ROOF_FRACTION:
-        ex["bound"] = "overhead"
-        ex["bound_reason"] = (
+        node.bound = "overhead"
+        node.bound_reason = (
             f"reaches {frac_c:.1%} of peak FLOP/s and {best_mem:.1%} of the {info['roof']} bandwidth: below "
             f"{OVERHEAD_ROOF_FRACTION:.0%} of both roofs"
         )
     elif frac_c > frac_mem:
-        ex["bound"] = "compute"
-        ex["bound_reason"] = f"{frac_c:.0%} of {peak_label}; intensity right of the ridge"
+        node.bound = "compute"
+        node.bound_reason = f"{frac_c:.0%} of {peak_label}; intensity right of the ridge"
     else:
-        ex["bound"] = "memory"
-        ex["bound_reason"] = f"{frac_mem:.0%} of the {info['roof']} bandwidth on {basis}" + (
+        node.bound = "memory"
+        node.bound_reason = f"{frac_mem:.0%} of the {info['roof']} bandwidth on {basis}" + (
             f" (requested bytes at {frac_req:.0%}: hot rows served from cache)"
             if basis == "unique bytes"
             else ""
         )
     if info["roof_suspect"]:
-        ex["bound_reason"] += f" ({ROOF_SUSPECT_REASON})"
+        node.bound_reason += f" ({ROOF_SUSPECT_REASON})"
 
 
 def _ns_to_s(ns: float | None) -> float | None:
@@ -627,7 +632,7 @@ def classify(profile: Profile, machine: dict[str, Any]) -> None:
     run = profile.run or {}
     roofs = build_roofs(machine, run)
     elem = ELEMENT_BYTES.get(str(run.get("table_dtype") or "fp32"), 4)
-    tables = profile.extra.get("embedding_tables")
+    tables = profile.embedding_tables
     tables = tables if isinstance(tables, list) else None
     classify_node(profile.root, roofs, run, tables=tables)
     for stage in profile.root.children:
@@ -637,8 +642,8 @@ def classify(profile: Profile, machine: dict[str, Any]) -> None:
             classify_node(node, roofs, run, footprint, tables)
     gather_roofs: dict[float, dict[str, Any]] = {}
     for stage in profile.root.children:
-        g = stage.extra.get("roofline", {}).get("gather")
-        bw = stage.extra.get("roofline", {}).get("roof_bytes_per_s")
+        g = (stage.roofline or {}).get("gather")
+        bw = (stage.roofline or {}).get("roof_bytes_per_s")
         if g and bw:
             label = f"gather {g['row_bytes']:.0f} B rows, {binary(g['table_bytes'])}"
             if g.get("footprint_bytes", 0) > g["table_bytes"]:
@@ -646,7 +651,7 @@ def classify(profile: Profile, machine: dict[str, Any]) -> None:
             label += f" ({stage.name})"
             gather_roofs.setdefault(round(bw, -6), {"label": label, "bytes_per_s": bw})
     gvals = list(roofs.gather_points.values())
-    profile.extra["machine"] = {
+    profile.machine = {
         "host": machine.get("host"),
         "cpu_model": machine.get("cpu_model"),
         "measured_at": machine.get("measured_at"),

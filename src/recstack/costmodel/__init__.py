@@ -5,7 +5,7 @@
     summary = attach_costs(profile.root, cc.counts, steps=1)
 
 or, for a profiled model, ``attach_model_costs(profile, model, step)`` (the same, plus
-``profile.extra["cost_model"] = summary``).
+``profile.cost_model = summary``).
 
 See docs/cost-model.md for every formula and how costs are attached. The names load lazily: the
 formulas, sums and attach rules need no torch (an imported trace is priced without it); the counter does.

@@ -136,7 +136,7 @@ def _finish(root: Node, sites: list[_Site], leaf_noops: list[Node], unplaced: li
     return {
         "uncovered_ops": uncovered,
         "uncovered_time_share": (uncovered_time / op_time) if op_time > 0 else 0.0,
-        "covered_time_share": root.extra.get("covered_time_share"),
+        "covered_time_share": root.covered_time_share,
         "unplaced": unplaced,
         "formula_errors": errors,
         "flops": root.flops,
@@ -146,7 +146,7 @@ def _finish(root: Node, sites: list[_Site], leaf_noops: list[Node], unplaced: li
 
 def attach_model_costs(profile: Profile, model: nn.Module, run_step: Callable[[], Any]) -> dict[str, Any]:
     """Count one ``run_step()`` of ``model`` under :class:`CostCounter`, attach the costs to ``profile``'s
-    tree (:func:`attach_costs`) and store the summary as ``profile.extra["cost_model"]``; return it.
+    tree (:func:`attach_costs`) and store the summary as ``profile.cost_model``; return it.
 
     This runs the model, so it is a collecting step (the runner calls it, outside the timed passes);
     the analyses of :mod:`recstack.analysis.pipeline` read what it wrote."""
@@ -157,7 +157,7 @@ def attach_model_costs(profile: Profile, model: nn.Module, run_step: Callable[[]
     compiled = ((profile.run or {}).get("compile") or {}).get("compile") or {}
     regions = frozenset(r["module_path"] for r in compiled.get("regions") or [])
     summary = attach_costs(profile.root, counter.counts, steps=1, regions=regions)
-    profile.extra["cost_model"] = summary
+    profile.cost_model = summary
     return summary
 
 
@@ -173,8 +173,7 @@ def _reset(root: Node) -> None:
         if n.level == "kernel":
             continue
         n.flops = n.bytes = n.intensity = None
-        for k in COST_KEYS:
-            n.extra.pop(k, None)
+        n.drop(*COST_KEYS)
 
 
 def _module_stages(root: Node) -> dict[str, str]:
@@ -258,7 +257,7 @@ def _mark_inside(kids: list[Node]) -> None:
     for inner in kids:
         for x in inner.walk():
             if x.level == "op":
-                x.extra["cost_in_parent"] = True
+                x.cost_in_parent = True
 
 
 @functools.lru_cache(maxsize=512)
@@ -417,33 +416,33 @@ def _set_cost(n: Node, flops: float, read: float, written: float, detail: dict[s
     n.flops = float(flops)
     n.bytes = float(read + written)
     n.intensity = (n.flops / n.bytes) if n.bytes > 0 else None
-    n.extra["bytes_read"] = float(read)
-    n.extra["bytes_written"] = float(written)
+    n.bytes_read = float(read)
+    n.bytes_written = float(written)
     if detail:
-        n.extra["cost_detail"] = detail
+        n.cost_detail = detail
 
 
 def _write_sites(sites: list[_Site], noops: list[Node]) -> None:
     for s in sites:
         n, acc = s.node, s.acc
-        n.extra.pop("cost_in_parent", None)
+        del n.cost_in_parent
         if acc.calls == 0 and (n.name in FREE_OPS or _kernels(n.name)[1]):
             _set_cost(n, 0.0, 0.0, 0.0, {})  # free whatever its arguments: no need to have seen it
             continue
         if acc.calls == 0:
-            n.extra["uncovered"] = True
-            n.extra["uncovered_reason"] = "not seen by the cost counter"
+            n.uncovered = True
+            n.uncovered_reason = "not seen by the cost counter"
             continue
         if acc.covered_calls == 0:
-            n.extra["uncovered"] = True
-            n.extra["uncovered_reason"] = "no formula"
+            n.uncovered = True
+            n.uncovered_reason = "no formula"
             continue
         detail = {k: v for k, v in acc.extra.items() if k in ADDITIVE_EXTRAS or k == "approximate"}
         _set_cost(n, acc.flops, acc.bytes_read, acc.bytes_written, detail)
         if acc.covered_calls < acc.calls:
-            n.extra["uncovered_calls_share"] = 1.0 - acc.covered_calls / acc.calls
+            n.uncovered_calls_share = 1.0 - acc.covered_calls / acc.calls
         if s.level is not None:
-            n.extra["cost_match"] = LEVELS[s.level]
+            n.cost_match = LEVELS[s.level]
     for n in noops:  # dispatched nothing (aten::to to its own dtype), or a view/metadata op: no work
         _set_cost(n, 0.0, 0.0, 0.0, {})
 
@@ -454,15 +453,15 @@ def _sum_up(n: Node) -> tuple[bool, bool]:
     A node that is not a site holds the sum of its children that have
     figures, except when all it knows is free ops (views, no-ops) beside
     unknown ones: then it stays null, as 0 would claim the unknown work is
-    free. A sum over a subtree with unknown parts says ``extra['partial']``.
+    free. A sum over a subtree with unknown parts says ``partial``.
     """
-    if n.extra.get("uncovered"):
+    if n.uncovered:
         return False, True
-    if n.extra.get("cost_in_parent"):
+    if n.cost_in_parent:
         return False, False
     if n.flops is not None:  # a site
         priced = bool(n.flops or n.bytes)
-        return priced, bool(n.extra.get("uncovered_calls_share"))
+        return priced, bool(n.uncovered_calls_share)
     priced = unknown = False
     for c in n.children:
         if c.level != "kernel":
@@ -473,18 +472,18 @@ def _sum_up(n: Node) -> tuple[bool, bool]:
         return priced, unknown
     detail: dict[str, float] = {}
     for c in kids:
-        for k, v in c.extra.get("cost_detail", {}).items():
+        for k, v in (c.cost_detail or {}).items():
             if k in ADDITIVE_EXTRAS:
                 detail[k] = detail.get(k, 0.0) + v
     _set_cost(
         n,
         sum(c.flops or 0.0 for c in kids),
-        sum(c.extra.get("bytes_read", 0.0) for c in kids),
-        sum(c.extra.get("bytes_written", 0.0) for c in kids),
+        sum(c.bytes_read or 0.0 for c in kids),
+        sum(c.bytes_written or 0.0 for c in kids),
         detail,
     )
     if unknown:
-        n.extra["partial"] = True
+        n.partial = True
     return priced, unknown
 
 
@@ -498,7 +497,7 @@ def _iter_sites(n: Node, site_ids: set[int]) -> Iterator[Node]:
 
 
 def _uncovered_share(n: Node) -> float:
-    return 1.0 if n.extra.get("uncovered") else float(n.extra.get("uncovered_calls_share", 0.0))
+    return 1.0 if n.uncovered else float(n.uncovered_calls_share or 0.0)
 
 
 def _coverage(root: Node, site_ids: set[int]) -> tuple[list[dict[str, Any]], float, float]:
@@ -507,14 +506,14 @@ def _coverage(root: Node, site_ids: set[int]) -> tuple[list[dict[str, Any]], flo
         share = _uncovered_share(n)
         if share <= 0:
             continue
-        reason = str(n.extra.get("uncovered_reason", "no formula for some calls"))
+        reason = str(n.uncovered_reason or "no formula for some calls")
         e = by_name.setdefault((n.name, reason), {"name": n.name, "time_s": 0.0, "calls": 0, "reason": reason})
         e["time_s"] += n.time_s * share
         e["calls"] += n.calls
     for n in root.walk():
         if n.level in ("run", "stage"):
             op_t, unc_t = _op_times(n, site_ids)
-            n.extra["covered_time_share"] = (1.0 - unc_t / op_t) if op_t > 0 else None
+            n.covered_time_share = (1.0 - unc_t / op_t) if op_t > 0 else None
     op_time, uncovered_time = _op_times(root, site_ids)
     return sorted(by_name.values(), key=lambda e: -e["time_s"]), op_time, uncovered_time
 
@@ -536,7 +535,7 @@ def _provenance(root: Node) -> None:
         else:
             time_p = "derived"  # apportioned: measured stage time x op-pass proportion (or a difference)
         has = n.flops is not None
-        n.extra["provenance"] = {
+        n.provenance = {
             "time_s": time_p,
             "flops": "formula" if has else None,
             "bytes": "formula" if has else None,

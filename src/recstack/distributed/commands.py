@@ -33,7 +33,7 @@ def cmd_shard_sim(args: argparse.Namespace) -> int:
 
 
 def _profile_sharding(prof: Any) -> str:
-    sharding = (prof.extra.get("distributed") or {}).get("sharding", "table_wise")
+    sharding = (prof.distributed or {}).get("sharding", "table_wise")
     return sharding if sharding in ("table_wise", "column_wise", "row_wise", "data_parallel") else "table_wise"
 
 

@@ -89,9 +89,9 @@ def split_communication(root: Node) -> Node:
         _split_phase(pnode, _merge_same_name(nodes))
         comm.children.append(pnode)
     comm.time_s = sum(c.time_s for c in comm.children)
-    comm.extra["note"] = ("TorchRec's forward input and output distribution timed as stages of their own (timing "
-                          "pass), the collectives found by name elsewhere moved out of their stages (op-pass times "
-                          "apportioned there); see docs/distributed.md")
+    comm.note = ("TorchRec's forward input and output distribution timed as stages of their own (timing "
+                 "pass), the collectives found by name elsewhere moved out of their stages (op-pass times "
+                 "apportioned there); see docs/distributed.md")
     root.children = [c for c in root.children if c.name != COMM_STAGE] + [comm]
     root.children.sort(key=lambda n: -n.time_s)
     return comm
@@ -119,10 +119,11 @@ def _move_named(root: Node, timed: set[str]) -> dict[str, list[Node]]:
             moved[phase_of(node.name, stage.name)].append(node)
             taken += node.time_s
         if taken:
-            stage.extra["communication_moved_s"] = taken
-            for k in ("time_s_p10", "time_s_p90"):  # the stage's spread, shifted by what moved out
-                if isinstance(stage.extra.get(k), (int, float)):
-                    stage.extra[k] = max(0.0, stage.extra[k] - taken)
+            stage.communication_moved_s = taken
+            if stage.time_s_p10 is not None:  # the stage's spread, shifted by what moved out
+                stage.time_s_p10 = max(0.0, stage.time_s_p10 - taken)
+            if stage.time_s_p90 is not None:
+                stage.time_s_p90 = max(0.0, stage.time_s_p90 - taken)
         stage.children = [c for c in stage.children if not (c.level == "stage" and c.name.startswith(
             MEASURED_PREFIX) and c.time_s <= 0 and not c.children)]
     return moved
@@ -138,11 +139,10 @@ def _take_measured_phases(root: Node) -> dict[str, Node]:
     for stage in [c for c in root.children if c.level == "stage" and c.name.startswith(MEASURED_PREFIX)]:
         root.children.remove(stage)
         phase = stage.name[len(MEASURED_PREFIX):]
-        for caller in [c for c in stage.children if c.extra.get("kind") == "caller"]:
+        for caller in [c for c in stage.children if c.kind == "caller"]:
             stage.children.remove(caller)
             stage.time_s -= caller.time_s
-            for k in ("time_s_p10", "time_s_p90"):  # they were of the phase and its caller together
-                stage.extra.pop(k, None)
+            del stage.time_s_p10, stage.time_s_p90  # they were of the phase and its caller together
             if other is not None:
                 _join_other(other, caller)
         glue = max(0.0, stage.time_s - sum(c.time_s for c in stage.children))
@@ -151,21 +151,19 @@ def _take_measured_phases(root: Node) -> dict[str, Node]:
                                        stage=COMM_STAGE, time_s=glue, self_time_s=glue, calls=0,
                                        extra={"kind": "framework", "note": "time in the phase's region outside "
                                               "every op and range the op pass saw: TorchRec's Python"}))
-        stage.extra["measured_s"] = stage.time_s
+        stage.measured_s = stage.time_s
         out[phase] = stage
     return out
 
 
 def _join_other(other: Node, caller: Node) -> None:
     """A timed phase's ``[caller code]`` becomes ``other``'s (merged with one already there)."""
-    caller.extra.pop("time_s_p10", None)
-    caller.extra.pop("time_s_p90", None)
+    del caller.time_s_p10, caller.time_s_p90
     _repath(caller, f"{other.path}/{caller.name}", stage=other.stage or "other")
     merged = _merge_same_name(other.children + [caller])
     other.children = sorted(merged, key=lambda n: -n.time_s)
     other.time_s += caller.time_s
-    other.extra.pop("time_s_p10", None)  # its spread was of the steps without it
-    other.extra.pop("time_s_p90", None)
+    del other.time_s_p10, other.time_s_p90  # its spread was of the steps without it
 
 
 def _measured_figures(own: Node | None, moved: list[Node]) -> dict[str, object]:
@@ -176,7 +174,7 @@ def _measured_figures(own: Node | None, moved: list[Node]) -> dict[str, object]:
     if own is not None:
         keys = ("measured_s", "apportion_factor", "op_pass_time_s", "rusage") + (
             () if moved else ("time_s_p10", "time_s_p90"))  # the spread is the timed part's: only when it is all
-        out.update({k: own.extra[k] for k in keys if k in own.extra})
+        out.update(own.pick(*keys))
     if moved:
         out["moved_s"] = sum(n.time_s for n in moved)
     return out
@@ -237,11 +235,11 @@ def _detach(chain: list[Node]) -> Node:
     one) leaves every ancestor on the chain."""
     node, parents = chain[-1], chain[:-1]
     parents[-1].children.remove(node)
-    raw = node.extra.get("op_pass_time_s")
+    raw = node.op_pass_time_s
     for p in parents:
         p.time_s = max(0.0, p.time_s - node.time_s)
-        if isinstance(raw, (int, float)) and isinstance(p.extra.get("op_pass_time_s"), (int, float)):
-            p.extra["op_pass_time_s"] = max(0.0, p.extra["op_pass_time_s"] - raw)
+        if isinstance(raw, (int, float)) and isinstance(p.op_pass_time_s, (int, float)):
+            p.op_pass_time_s = max(0.0, p.op_pass_time_s - raw)
     return node
 
 
@@ -260,9 +258,8 @@ def _merge_same_name(nodes: list[Node]) -> list[Node]:
         for k in ("flops", "bytes"):
             a, b = getattr(prev, k), getattr(n, k)
             setattr(prev, k, None if a is None and b is None else (a or 0) + (b or 0))
-        for k in ("op_pass_time_s",):
-            if isinstance(n.extra.get(k), (int, float)):
-                prev.extra[k] = prev.extra.get(k, 0.0) + n.extra[k]
+        if isinstance(n.op_pass_time_s, (int, float)):
+            prev.op_pass_time_s = (prev.op_pass_time_s or 0.0) + n.op_pass_time_s
     return list(by_name.values())
 
 

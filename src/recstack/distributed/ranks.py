@@ -111,7 +111,7 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
     top.run = {**top.run, "nproc": cfg.nproc, "sharding": cfg.sharding, "critical_rank": crit}
     top.run.pop("rank", None)
     top.run.pop("world_size", None)
-    top.extra["distributed"] = {
+    top.distributed = {
         "world_size": cfg.nproc,
         "sharding": cfg.sharding,
         "backend": "gloo",
@@ -136,9 +136,9 @@ def gather(cfg: RunConfig, profiles: list[dict[str, Any]], infos: list[dict[str,
                       "docs/distributed.md)"},
         "collective_replay": None if timing is None else timing.get("replay"),
     }
-    _planner_communication(top.extra["distributed"], estimates)
-    if "embedding_tables" not in top.extra and infos[0].get("tables"):
-        top.extra["embedding_tables"] = infos[0]["tables"]
+    _planner_communication(top.distributed, estimates)
+    if top.embedding_tables is None and infos[0].get("tables"):
+        top.embedding_tables = infos[0]["tables"]
     return top
 
 
@@ -149,8 +149,8 @@ def _collective_pass_figures(root: Node, split: dict[str, Any]) -> None:
     for phase in comm.children if comm is not None else []:
         node, got = phase.child("collective"), split["phases"].get(phase.name)
         if node is not None and got is not None and got.get("wait_s") is not None:
-            node.extra["collective_pass_wait_s"] = got["wait_s"]
-            node.extra["collective_pass_transfer_s"] = got["transfer_s"]
+            node.collective_pass_wait_s = got["wait_s"]
+            node.collective_pass_transfer_s = got["transfer_s"]
 
 
 def _planner_communication(dist: dict[str, Any], estimates: list[dict[str, Any]]) -> None:
@@ -221,9 +221,9 @@ def _comm_roofline(cfg: RunConfig, root: Node, phases: dict[str, list[float]], t
 def _drop_phase_findings(prof: Profile) -> None:
     """The rank's analyses classified its timed communication phases as stages against the compute roofs;
     gathered, they are phases of ``communication``, which its own roofline classifies: those findings go."""
-    findings = prof.extra.get("findings")
+    findings = prof.findings
     if isinstance(findings, list):
-        prof.extra["findings"] = [f for f in findings if not (isinstance(f, dict) and str(
+        prof.findings = [f for f in findings if not (isinstance(f, dict) and str(
             f.get("stage", "")).startswith(MEASURED_PREFIX))]
 
 

@@ -62,10 +62,10 @@ RANKS_MAX = 1024
 
 def measured_costs(prof: Profile) -> dict[str, Any]:
     """What the simulation takes from a profile (see the module docstring)."""
-    tables = prof.extra.get("embedding_tables") or []
+    tables = prof.embedding_tables or []
     if not tables:
         raise ConfigError("the profile has no embedding_tables (a zoo model's profile has)", field="PROFILE")
-    dist = prof.extra.get("distributed")
+    dist = prof.distributed
     roots = [Node.from_dict(r["root"]) for r in prof.ranks if r.get("root")] if dist else [prof.root]
     emb = [embedding_compute_s(r) for r in roots]
     comm = [_stage(r, COMM_STAGE) for r in roots]
@@ -74,7 +74,7 @@ def measured_costs(prof: Profile) -> dict[str, Any]:
         dense_bytes = float(dist.get("dense_param_bytes") or 0.0)
     else:
         bytes_req = [sum(t["bytes_requested"] for t in tables)]
-        res = (prof.extra.get("memory") or {}).get("resident_by_stage") or {}
+        res = (prof.memory or {}).get("resident_by_stage") or {}
         dense_bytes = float(sum(v.get("parameters_bytes", 0) for k, v in res.items() if k != "embedding"))
     if sum(bytes_req) <= 0:
         raise ConfigError("the profile's tables requested no bytes; nothing to scale", field="PROFILE")
@@ -132,7 +132,7 @@ def _stage(root: Node, name: str) -> float:
 def _measured_phases(prof: Profile) -> dict[str, Any] | None:
     """The critical rank's measured phases with their bytes: the fallback communication model."""
     crit = prof.root.child(COMM_STAGE)
-    sizes = prof.extra["distributed"].get("communication_bytes") or {}
+    sizes = prof.distributed.get("communication_bytes") or {}
     if crit is None or not sizes:
         return None
     return {ph.name: {"bytes": sizes[ph.name], "time_s": ph.time_s} for ph in crit.children
@@ -262,7 +262,7 @@ def _model_name(costs: dict[str, Any], collectives: dict[str, Any] | None, k: in
 
 def compare(prediction: dict[str, Any], prof: Profile) -> dict[str, Any] | None:
     """Predicted against measured per rank, when the profile ran at the predicted world size."""
-    dist = prof.extra.get("distributed")
+    dist = prof.distributed
     if not dist or dist["world_size"] != prediction["ranks"]:
         return None
     meas = sorted(dist["per_rank"], key=lambda x: x["compute_s"])

@@ -120,7 +120,7 @@ def roof_keys_used(profile: Any, machine: dict[str, Any]) -> set[str]:
 
     def keys() -> set[str]:
         return {
-            str(k) for n in profile.root.walk() if (k := n.extra.get("roofline", {}).get("roof_key")) is not None
+            str(k) for n in profile.root.walk() if (k := (n.roofline or {}).get("roof_key")) is not None
         }
 
     if not keys():

@@ -70,15 +70,15 @@ def raw_to_node(raw: RawNode, parent_path: str, factor: float, steps: int) -> No
         calls=int(round(raw.calls / max(steps, 1))),
     )
     if raw.level == "op":
-        node.extra["shapes"] = [eval_shape(k) for k in raw.shapes]
-        node.extra["distinct_shapes"] = len(raw.shapes)
+        node.shapes = [eval_shape(k) for k in raw.shapes]
+        node.distinct_shapes = len(raw.shapes)
         if raw.dtypes:
-            node.extra["dtypes"] = dict(raw.dtypes)  # input dtype -> calls (the roofline's roof_dtype)
-        node.extra["op_pass_time_s"] = per_step
+            node.dtypes = dict(raw.dtypes)  # input dtype -> calls (the roofline's roof_dtype)
+        node.op_pass_time_s = per_step
         if raw.device_us:
-            node.extra["device_time_s"] = raw.device_us * 1e-6 / max(steps, 1)
+            node.device_time_s = raw.device_us * 1e-6 / max(steps, 1)
     if raw.level == "kernel":
-        node.extra["device"] = "cuda"
+        node.device = "cuda"
     node.children = [raw_to_node(c, path, factor, steps) for c in raw.children.values()]
     node.children.sort(key=lambda n: -n.time_s)
     node.self_time_s = max(0.0, node.time_s - sum(c.time_s for c in node.children if c.level != "kernel"))
@@ -105,11 +105,11 @@ def stage_node(name: str, samples: list[float], central: list[int], raw: RawNode
     node = Node(name=name, path=name, level="stage", stage=name, time_s=t + (caller.time_s if caller else 0.0),
                 calls=1)
     if whole:
-        node.extra.update(time_s_p10=percentile(whole, 10), time_s_p90=percentile(whole, 90))
+        node.time_s_p10, node.time_s_p90 = percentile(whole, 10), percentile(whole, 90)
     if folder.steps:  # with no op pass, a stage has no children
         p = Folder.stage_exclusive_us(raw) * 1e-6 / folder.steps if raw is not None else 0.0
         factor = min(1.0, t / p) if p > 0 else 0.0
-        node.extra.update(op_pass_time_s=p, apportion_factor=factor)
+        node.op_pass_time_s, node.apportion_factor = p, factor
         if raw is not None:
             node.children = [raw_to_node(c, name, factor, folder.steps) for c in raw.children.values()]
             node.children.sort(key=lambda c: -c.time_s)
@@ -129,7 +129,7 @@ def _fill_outside(node: Node, raw: RawNode | None, steps: int, note: str) -> Non
     t = node.time_s
     ops = sum(c.us for c in raw.children.values()) * 1e-6 / steps if raw is not None else 0.0
     factor = min(1.0, t / ops) if ops > 0 else 0.0
-    node.extra["apportion_factor"] = factor
+    node.apportion_factor = factor
     if raw is not None:
         node.children = [raw_to_node(c, node.path, factor, steps) for c in raw.children.values()]
         node.children.sort(key=lambda c: -c.time_s)
@@ -161,12 +161,12 @@ def other_node(samples: list[float], central: list[int], folder: Folder) -> Node
     t = central_mean(samples, central) if samples else 0.0
     node = Node(name="other", path="other", level="stage", stage="other", time_s=t, calls=1)
     if samples:
-        node.extra.update(time_s_p10=percentile(samples, 10), time_s_p90=percentile(samples, 90))
+        node.time_s_p10, node.time_s_p90 = percentile(samples, 10), percentile(samples, 90)
     if not folder.steps:
         node.self_time_s = t
         return node
     inside_us = sum(Folder.stage_exclusive_us(c) for k, c in folder.root.children.items() if k != ("stage", "other"))
-    node.extra["op_pass_time_s"] = max(0.0, folder.step_us - inside_us) * 1e-6 / folder.steps
+    node.op_pass_time_s = max(0.0, folder.step_us - inside_us) * 1e-6 / folder.steps
     _fill_outside(node, folder.root.children.get(("stage", "other")), folder.steps,
                   "outside every stage and every op: Python after the last stage root, the dispatcher, hooks")
     return node
@@ -179,7 +179,7 @@ def build_tree(model_name: str, timing: TimingResult, folder: Folder, central: l
     central = central_steps(timing.timed) if central is None else central
     root = Node(name=model_name, path="run", level="run", stage=None, time_s=central_mean(timing.timed, central),
                 calls=1)
-    root.extra.update(time_s_p10=percentile(timing.timed, 10), time_s_p90=percentile(timing.timed, 90))
+    root.time_s_p10, root.time_s_p90 = percentile(timing.timed, 10), percentile(timing.timed, 90)
     op_stages = {name for (level, name) in folder.root.children if level == "stage"}
     callers = {st: timing.stage_samples[k] for k in timing.stage_samples if (st := split_caller_key(k))}
     plain = {k for k in timing.stage_samples if split_caller_key(k) is None}
@@ -220,17 +220,17 @@ def _disambiguate(paths: list[str]) -> list[str]:
 
 def assign_labels(root: Node) -> None:
     """Set ``label`` on every node: its short name, or enough of its module path where siblings share one."""
-    root.extra["label"] = root.name
+    root.label = root.name
     for parent in root.walk():
         groups: dict[str, list[Node]] = {}
         for c in parent.children:
             groups.setdefault(_short(c, parent), []).append(c)
         for short, nodes in groups.items():
             if len(nodes) == 1:
-                nodes[0].extra["label"] = short
+                nodes[0].label = short
                 continue
             for n, label in zip(nodes, _disambiguate([n.name for n in nodes]), strict=True):
-                n.extra["label"] = label
+                n.label = label
 
 
 def outermost_ops(root: Node) -> Iterable[Node]:
@@ -239,7 +239,7 @@ def outermost_ops(root: Node) -> Iterable[Node]:
     while stack:
         n = stack.pop()
         for c in n.children:
-            if c.level == "op" and "op_pass_time_s" in c.extra:
+            if c.level == "op" and c.op_pass_time_s is not None:
                 yield c
             elif c.level in ("stage", "module"):
                 stack.append(c)

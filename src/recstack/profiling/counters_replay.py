@@ -118,7 +118,7 @@ def measure_stages(
 
 
 def summarise_counters(counters: dict[str, Any]) -> dict[str, Any]:
-    """The ``profile.extra["counters"]`` form of a :func:`measure_stages` result.
+    """The ``profile.counters`` form of a :func:`measure_stages` result.
 
     ``available`` and ``reason``, or ``method``/``perf`` and ``stages``: per
     stage, per-step cycles, instructions and cache misses (one replay of the
@@ -150,10 +150,10 @@ def summarise_counters(counters: dict[str, Any]) -> dict[str, Any]:
 
 
 def attach_counters(profile: Profile, counters: dict[str, Any]) -> None:
-    """Store a :func:`measure_stages` result on a Profile: ``profile.extra["counters"]``
+    """Store a :func:`measure_stages` result on a Profile: ``profile.counters``
     (:func:`summarise_counters`) and each stage node's ``extra["counters"]``
     (:func:`recstack.analysis.pipeline.stage_counters`)."""
-    profile.extra["counters"] = summarise_counters(counters)
+    profile.counters = summarise_counters(counters)
     stage_counters(profile)
 
 

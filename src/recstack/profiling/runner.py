@@ -279,7 +279,7 @@ def _profile(
     for st in root.children:
         res = extra["memory"]["resident_by_stage"].get(st.name)
         if res:
-            st.extra["resident_bytes"] = res
+            st.resident_bytes = res
     bs = batch_size or infer_batch_size(batches[0])
     if bs is None:
         _warn(opts, unknown_batch_size(batches[0]))
@@ -310,19 +310,19 @@ def _stage_notes(root: Node, step: Step) -> None:
         return
     for st in root.children:
         if st.name == "optimizer":
-            st.extra["note"] = "embedding-table update is fused into backward (tbe); this stage holds dense layers only"
+            st.note = "embedding-table update is fused into backward (tbe); this stage holds dense layers only"
         if st.name == "backward":
-            st.extra["note"] = "includes the fused embedding-table optimizer update (tbe)"
+            st.note = "includes the fused embedding-table optimizer update (tbe)"
     if root.child("optimizer") is None or root.child("optimizer").time_s == 0:
-        root.extra["optimizer_note"] = "embedding-table update fused into backward (tbe)"
+        root.optimizer_note = "embedding-table update fused into backward (tbe)"
 
 
 def _latency(root: Node, timing: TimingResult, batch_size: int | None) -> None:
     """Latency percentiles and throughput from the uninstrumented steps."""
     plain = timing.plain
     latency = {"p50": percentile(plain, 50), "p90": percentile(plain, 90), "p99": percentile(plain, 99)}
-    root.extra["latency_s"] = latency
-    root.extra["throughput_samples_per_s"] = (
+    root.latency_s = latency
+    root.throughput_samples_per_s = (
         (batch_size / latency["p50"]) if batch_size and latency["p50"] > 0 else None
     )
 
@@ -348,9 +348,9 @@ def _latency_by_bucket(root: Node, timing: TimingResult, sizes: list[int]) -> No
             "p50_s": percentile(times, 50),
             "samples_per_s": sum(n for n, _ in got) / sum(times) if sum(times) > 0 else None,
         })
-    root.extra["step_time_by_batch_bucket"] = rows
+    root.step_time_by_batch_bucket = rows
     total = sum(t for _, t in steps)
-    root.extra["throughput_samples_per_s"] = sum(n for n, _ in steps) / total if total > 0 else None
+    root.throughput_samples_per_s = sum(n for n, _ in steps) / total if total > 0 else None
 
 
 def _run_metadata(
@@ -501,8 +501,8 @@ def _annotate_modules(root: Node, smap: StageMap, model: nn.Module) -> None:
     for n in root.walk():
         if n.level == "module":
             pl = smap.placements.get(n.name)
-            n.extra["module_type"] = types.get(n.name)
-            n.extra["rule"] = pl.rule if pl else None
+            n.module_type = types.get(n.name)
+            n.rule = pl.rule if pl else None
 
 
 def _on_cuda(model: nn.Module) -> bool:

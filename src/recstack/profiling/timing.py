@@ -231,7 +231,7 @@ def attach_stage_rusage(root: Any, timer: StageTimer, central: list[int]) -> Non
     per_stage = stage_rusage(timer.rusage_steps, central)
     for node in root.children:
         if node.level == "stage" and node.name in per_stage:
-            node.extra["rusage"] = per_stage[node.name]
+            node.rusage = per_stage[node.name]
 
 
 def cuda_sync() -> Callable[[], None] | None:

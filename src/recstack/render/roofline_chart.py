@@ -2,8 +2,8 @@
 
 Contract: the renderer computes no figures. It plots what the roofline
 step of :mod:`recstack.analysis.pipeline` (:func:`recstack.analysis.roofline.classify`) stored: the roofs in
-``profile.extra["machine"]`` and each node's ``extra["roofline"]``
-(``intensity``, ``achieved_flops``) and ``extra["bound"]``. Log-log axes;
+``profile.machine`` and each node's ``roofline``
+(``intensity``, ``achieved_flops``) and ``bound``. Log-log axes;
 x = arithmetic intensity (FLOP/byte), y = achieved FLOP/s; the compute roofs
 (one per measured dtype, the profile's dtype solid), the streaming roof and
 the gather roofs the stages were held to; points sized by time, coloured by
@@ -37,7 +37,7 @@ def output_paths(path: str | Path) -> list[Path]:
 
 
 def _plottable(n: Node) -> bool:
-    r = n.extra.get("roofline") or {}
+    r = n.roofline or {}
     i, f = r.get("intensity"), r.get("achieved_flops")
     return isinstance(i, (int, float)) and isinstance(f, (int, float)) and i > 0 and f > 0
 
@@ -45,11 +45,11 @@ def _plottable(n: Node) -> bool:
 def chart_nodes(profile: Profile, top_ops: int = TOP_OPS) -> tuple[list[Node], list[Node]]:
     """(stages, top ops): stage nodes, and the ``top_ops`` longest classified ops that have no
     classified op above them (so an op and the op it dispatches to are not both shown)."""
-    stages = [s for s in profile.root.children if s.extra.get("roofline")]
+    stages = [s for s in profile.root.children if s.roofline]
     ops: list[Node] = []
 
     def walk(n: Node, covered: bool) -> None:
-        here = n.level == "op" and n.extra.get("bound") is not None
+        here = n.level == "op" and n.bound is not None
         if here and not covered:
             ops.append(n)
         for c in n.children:
@@ -78,7 +78,7 @@ def _near(a: tuple[float, float], b: tuple[float, float], decades: float = 0.3) 
 
 def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OPS) -> list[Path]:
     """Draw the chart to ``path`` (``.png`` also writes the ``.svg`` beside it); return the files written."""
-    mach = profile.extra.get("machine")
+    mach = profile.machine
     if not isinstance(mach, dict) or "peak_flops" not in mach:
         raise DataError(
             "profile has no roofline figures: classify it first "
@@ -93,7 +93,7 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
     stages, ops = chart_nodes(profile, top_ops)
     shown = [n for n in stages + ops if _plottable(n)]
     hidden = [n for n in stages + ops if not _plottable(n)]
-    intensities = [n.extra["roofline"]["intensity"] for n in shown]
+    intensities = [n.roofline["intensity"] for n in shown]
     ridge = mach.get("ridge_intensity") or 1.0
     x_lo = min([ridge / 1e3] + [i / 4 for i in intensities])
     x_hi = max([ridge * 50] + [i * 4 for i in intensities])
@@ -133,7 +133,7 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
     labelled: list[tuple[float, float]] = []
     crowded = 0
     for n in sorted(shown, key=lambda n: (n.level != "stage", -n.time_s)):
-        r = n.extra["roofline"]
+        r = n.roofline
         size = 30 + 900 * (n.time_s / tmax)
         marker = "o" if n.level == "stage" else "^"
         ax.scatter(
@@ -141,7 +141,7 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
             [r["achieved_flops"]],
             s=size,
             marker=marker,
-            color=BOUND_COLORS.get(n.extra.get("bound"), "#bcbd22"),
+            color=BOUND_COLORS.get(n.bound, "#bcbd22"),
             alpha=0.75,
             edgecolors="black",
             linewidths=0.6,
@@ -153,9 +153,9 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
             continue
         labelled.append(xy)
         frac = r.get("ceiling_fraction")
-        basis = " (unique bytes)" if n.extra.get("bound_basis") == "unique bytes" else ""
+        basis = " (unique bytes)" if n.bound_basis == "unique bytes" else ""
         text = _label(n) + (
-            f"\n{frac:.0%}{'?' if r.get('roof_suspect') else ''} of roof{basis}, {n.extra.get('bound')}" if frac is not None else ""
+            f"\n{frac:.0%}{'?' if r.get('roof_suspect') else ''} of roof{basis}, {n.bound}" if frac is not None else ""
         )
         ax.annotate(text, xy, xytext=(6, 6), textcoords="offset points", fontsize=7)
     for bound, color in BOUND_COLORS.items():
@@ -164,7 +164,7 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
     ax.scatter([], [], marker="o", color="white", edgecolors="black", label="stage (size: time)")
     ax.scatter([], [], marker="^", color="white", edgecolors="black", label="op")
     ax.set_xlim(x_lo, x_hi)
-    ys = [n.extra["roofline"]["achieved_flops"] for n in shown]
+    ys = [n.roofline["achieved_flops"] for n in shown]
     ax.set_ylim(min([peak / 1e5] + [y / 3 for y in ys]), peak * 3)
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("achieved FLOP/s")
@@ -180,19 +180,19 @@ def render_roofline(profile: Profile, path: str | Path, *, top_ops: int = TOP_OP
     if crowded:
         notes.append(f"{crowded} op label(s) omitted where points overlap")
     no_cost = [
-        _label(n) for n in hidden if (n.extra.get("roofline") or {}).get("achieved_bytes_per_s") is None
+        _label(n) for n in hidden if (n.roofline or {}).get("achieved_bytes_per_s") is None
     ]
     if no_cost:
         notes.append("no cost figures: " + ", ".join(no_cost))
     zero_flop = [
-        n for n in hidden if (n.extra.get("roofline") or {}).get("memory_fraction_requested") is not None
+        n for n in hidden if (n.roofline or {}).get("memory_fraction_requested") is not None
     ]
     for n in zero_flop[:MAX_NOTES]:
-        r = n.extra["roofline"]
+        r = n.roofline
         bw, frac = r.get("achieved_bytes_per_s"), r["memory_fraction_requested"]
         if bw is not None:
             notes.append(
-                f"{_label(n)} (0 FLOP): {si(bw, 'B/s')}, {frac:.0%}{'?' if r.get('roof_suspect') else ''} of {r.get('roof')} roof, {n.extra.get('bound')}"
+                f"{_label(n)} (0 FLOP): {si(bw, 'B/s')}, {frac:.0%}{'?' if r.get('roof_suspect') else ''} of {r.get('roof')} roof, {n.bound}"
             )
     if len(zero_flop) > MAX_NOTES:
         notes.append(f"{len(zero_flop) - MAX_NOTES} more with 0 FLOP")

@@ -91,7 +91,7 @@ def _num(v: Any) -> bool:
 
 def node_label(n: Any, depth: int) -> str:
     """The producer's display label (disambiguated among siblings), else the name (a deep module's last part)."""
-    label = n.extra.get("label")
+    label = n.label
     if isinstance(label, str) and label:
         return label
     return n.name.rsplit(".", 1)[-1] if n.level == "module" and depth > 2 else n.name
@@ -99,7 +99,7 @@ def node_label(n: Any, depth: int) -> str:
 
 def roof_fraction(n: Any) -> str:
     """The node's fraction of its roofline ceiling; marked ``?`` (never a plain number) when the roof is suspect."""
-    r = n.extra.get("roofline") or {}
+    r = n.roofline or {}
     frac = r.get("ceiling_fraction")
     if not _num(frac):
         return "-"
@@ -139,8 +139,8 @@ def _header(c: Console, prof: Any) -> None:
         + (f" \\[{_text(run['dtype_note'])}]" if run.get("dtype_note") else "")
         + f"  threads={_text(run.get('threads'))}  scale={_text(run.get('scale', '-'))}  workload={_text(run.get('workload', '-'))}"
     )
-    lat = root.extra.get("latency_s") or {}
-    thr = root.extra.get("throughput_samples_per_s")
+    lat = root.latency_s or {}
+    thr = root.throughput_samples_per_s
     c.print(
         f"step latency (uninstrumented) p50 {seconds(lat.get('p50'))}  p90 {seconds(lat.get('p90'))}  "
         f"p99 {seconds(lat.get('p99'))}  throughput {thr:,.0f} samples/s" if thr else "step latency: -"
@@ -176,8 +176,8 @@ class _TreeTable:
         nodes = list(prof.root.walk())
         self.depth, self.top, self.total = depth, top, prof.root.time_s or 1.0
         self.has_cost = any(n.flops is not None or n.bytes is not None for n in nodes)
-        self.has_bound = any(n.extra.get("bound") for n in nodes)
-        self.has_dtype = any((n.extra.get("roofline") or {}).get("roof_dtype") for n in nodes)
+        self.has_bound = any(n.bound for n in nodes)
+        self.has_dtype = any((n.roofline or {}).get("roof_dtype") for n in nodes)
         self.suspect: list[tuple[str, str]] = []  # (label, reason) of the suspect fractions shown
         self.kinds: set[str] = set()  # synthetic kinds shown
         self.table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
@@ -194,8 +194,8 @@ class _TreeTable:
         self.add(prof.root, 0, "")
 
     def cells(self, n: Any, d: int, prefix: str) -> list[str]:
-        p10, p90 = n.extra.get("time_s_p10"), n.extra.get("time_s_p90")
-        kind = n.extra.get("kind") if n.extra.get("kind") in SYNTHETIC else None
+        p10, p90 = n.time_s_p10, n.time_s_p90
+        kind = n.kind if n.kind in SYNTHETIC else None
         label = node_label(n, d) + ("*" if kind else "")
         row = [
             escape(prefix + label), n.level, seconds(n.time_s), f"{100 * n.time_s / self.total:5.1f}%",
@@ -203,12 +203,12 @@ class _TreeTable:
         ]
         if self.has_cost:
             row += [count(n.flops), si(n.bytes, "B"), f"{n.intensity:.2f}" if n.intensity is not None else "-"]
-        roof = n.extra.get("roofline") or {}
+        roof = n.roofline or {}
         if self.has_bound:
             frac = roof_fraction(n)
             if frac.endswith("?"):
                 self.suspect.append((node_label(n, d), str(roof.get("roof_suspect_reason") or "above the measured roof")))
-            row += [frac, n.extra.get("bound") or "-"]
+            row += [frac, n.bound or "-"]
         if self.has_dtype:
             row.append(_text(roof.get("roof_dtype") or "-"))
         if kind:
@@ -216,7 +216,7 @@ class _TreeTable:
         return row
 
     def add(self, n: Any, d: int, prefix: str) -> None:
-        synthetic = n.extra.get("kind") in SYNTHETIC
+        synthetic = n.kind in SYNTHETIC
         self.table.add_row(*self.cells(n, d, prefix), style="dim italic" if synthetic else None)
         if d >= self.depth:
             return
@@ -260,7 +260,7 @@ def schema_line(prof: Any) -> str:
 
 def print_rusage(c: Console, prof: Any) -> None:
     """Per stage, what the kernel counted per step (getrusage): page faults and context switches."""
-    stages = [n for n in prof.root.children if isinstance(n.extra.get("rusage"), dict)]
+    stages = [n for n in prof.root.children if isinstance(n.rusage, dict)]
     if not stages:
         return
     t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", title_justify="left",
@@ -269,7 +269,7 @@ def print_rusage(c: Console, prof: Any) -> None:
     for col in ("minor faults", "major faults", "vol. ctx sw", "invol. ctx sw"):
         t.add_column(col, justify="right")
     for n in stages:
-        r = n.extra["rusage"]
+        r = n.rusage
         t.add_row(escape(n.name), *(count(r.get(k)) for k in RUSAGE_KEYS))
     c.print(t)
 
@@ -278,8 +278,8 @@ RUSAGE_KEYS = ("minor_faults", "major_faults", "voluntary_ctx_switches", "involu
 
 
 def print_findings(c: Console, prof: Any) -> None:
-    """The analyses' findings (``profile.extra["findings"]``) as written, one line each."""
-    findings = [f for f in prof.extra.get("findings") or [] if isinstance(f, dict)]
+    """The analyses' findings (``profile.findings``) as written, one line each."""
+    findings = [f for f in prof.findings or [] if isinstance(f, dict)]
     if not findings:
         return
     c.print("[bold]Findings[/bold]")
@@ -295,7 +295,7 @@ def print_findings(c: Console, prof: Any) -> None:
 
 def print_ranks(c: Console, prof: Any) -> None:
     """A multi-rank profile's ranks: step, compute, communication and waiting per rank, and the imbalance."""
-    dist = prof.extra.get("distributed")
+    dist = prof.distributed
     if not isinstance(dist, dict):
         return
     c.print(f"[bold]{dist['world_size']} ranks[/bold] ({_text(dist['sharding'])}, {_text(dist['backend'])}); the tree "
@@ -343,7 +343,7 @@ def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -
             "[dim]times per step: interquartile means (central steps, so stages add up); stage times measured (timing pass), module/op times apportioned from the "
             "op pass within each stage (see docs/profiling.md)[/dim]"
         )
-    m = prof.extra.get("machine") or {}
+    m = prof.machine or {}
     if m:
         c.print(
             f"[dim]% roof: against {_text(m.get('host'))} measured {_text(m.get('measured_at'))} ({_text(m.get('mode'))}); "

@@ -194,7 +194,7 @@ def _changed(a: float | None, b: float | None) -> bool:
 
 
 def _spread(n: Node) -> tuple[float, float] | None:
-    lo, hi = n.extra.get("time_s_p10"), n.extra.get("time_s_p90")
+    lo, hi = n.time_s_p10, n.time_s_p90
     if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
         return (float(min(lo, hi)), float(max(lo, hi)))
     return None
@@ -348,7 +348,7 @@ def rank_notes(a: Profile, b: Profile) -> list[str]:
     compared are the critical paths)."""
     notes = []
     for side, prof in (("A", a), ("B", b)):
-        dist = prof.extra.get("distributed")
+        dist = prof.distributed
         if not isinstance(dist, dict):
             continue
         imb = dist.get("imbalance") or {}

@@ -27,7 +27,7 @@ _RANK_KEYS = ("time_s", "compute_s", "communication_s", "wait_s", "peer_wait_s",
 
 
 def _side(p: Profile) -> dict[str, Any]:
-    dist = p.extra.get("distributed")
+    dist = p.distributed
     if not isinstance(dist, dict):
         stages = {c.name: c.time_s for c in p.root.children}
         return {"world_size": 1, "sharding": None, "critical_rank": 0, "oversubscribed": False,
@@ -62,7 +62,7 @@ def _rank_stages(side: dict[str, Any], rank: int) -> dict[str, float] | None:
 
 
 def _imbalance(p: Profile) -> dict[str, float]:
-    imb = (p.extra.get("distributed") or {}).get("imbalance") or {}
+    imb = (p.distributed or {}).get("imbalance") or {}
     out = {f"stage {k}": v for k, v in (imb.get("by_stage") or {}).items()}
     out.update({f"total {k}": v for k, v in (imb.get("totals") or {}).items()})
     return out
@@ -70,7 +70,7 @@ def _imbalance(p: Profile) -> dict[str, float]:
 
 def rank_comparison(a: Profile, b: Profile) -> dict[str, Any] | None:
     """See the module docstring."""
-    if not (a.extra.get("distributed") or b.extra.get("distributed")):
+    if not (a.distributed or b.distributed):
         return None
     sa, sb = _side(a), _side(b)
     crit = _stage_rows({"run": a.root.time_s, **{c.name: c.time_s for c in a.root.children}},
@@ -87,7 +87,7 @@ def rank_comparison(a: Profile, b: Profile) -> dict[str, Any] | None:
         imbalance.append({"figure": k, "a": ia.get(k), "b": ib.get(k), "delta": d})
     waits = {}
     for key in ("max_wait_s", "mean_wait_s"):
-        va = ((a.extra.get("distributed") or {}).get("imbalance") or {}).get(key)
-        vb = ((b.extra.get("distributed") or {}).get("imbalance") or {}).get(key)
+        va = ((a.distributed or {}).get("imbalance") or {}).get(key)
+        vb = ((b.distributed or {}).get("imbalance") or {}).get(key)
         waits[key] = {"a": va, "b": vb, "delta_s": _delta(va, vb)[0]}
     return {"sides": {"A": sa, "B": sb}, "views": views, "imbalance": imbalance, "waits": waits}

@@ -7,15 +7,15 @@ wrote, in their own format:
 * node figures: ``flops``, ``bytes``, ``intensity`` and the cost model's extras
   (``bytes_read``, ``bytes_written``, ``cost_detail``, ``provenance``,
   ``uncovered``, ``partial``; :mod:`recstack.costmodel.attach`);
-* the roofline classifier's ``extra["bound"]``, ``bound_basis``,
-  ``bound_reason`` and ``extra["roofline"]`` per node, and the roofs in
-  ``profile.extra["machine"]`` (:func:`recstack.analysis.roofline.classify`);
-* ``profile.extra["cost_model"]`` (the :func:`~recstack.costmodel.attach_costs`
-  summary), ``["embedding_tables"]`` (:func:`recstack.zoo.embedding.table_stats`,
-  with backward and optimizer bytes in train mode), ``["memory"]``
-  (:mod:`recstack.profiling.memory`) and ``["counters"]``
+* the roofline classifier's ``bound``, ``bound_basis``,
+  ``bound_reason`` and ``roofline`` per node, and the roofs in
+  ``profile.machine`` (:func:`recstack.analysis.roofline.classify`);
+* ``profile.cost_model`` (the :func:`~recstack.costmodel.attach_costs`
+  summary), ``embedding_tables`` (:func:`recstack.zoo.embedding.table_stats`,
+  with backward and optimizer bytes in train mode), ``memory``
+  (:mod:`recstack.profiling.memory`) and ``counters``
   (:func:`recstack.profiling.counters_replay.attach_counters`);
-* ``profile.extra["findings"]`` (what the analyses concluded, in words:
+* ``profile.findings`` (what the analyses concluded, in words:
   ``{kind, stage, text, value}``), ``environment["contention"]`` (the
   contention watch's verdict and evidence), each node's display ``label`` and
   synthetic ``kind`` (``unattributed``, ``framework``), the roofline's
@@ -110,7 +110,7 @@ def node_payload(node: Node) -> dict[str, Any]:
 
 def node_label(node: Node) -> str | None:
     """The producer's display label of ``node`` (disambiguated among siblings), or None when it wrote none."""
-    label = node.extra.get("label")
+    label = node.label
     return label if isinstance(label, str) and label else None
 
 

@@ -51,6 +51,7 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("Node `counters` and `counters.stages.<stage>`", pm.StageCounters, "stage nodes, `counters`"),
     ("`...counters.topdown`", pm.TopDown, "stage counters"),
     ("Node `rusage`", pm.Rusage, "stage nodes"),
+    ("Node `bf16`", pm.Bf16Timing, "stage nodes of a bf16 run"),
     ("`cost_model`", pm.CostModel, "`cost_model`"),
     ("`cost_model.uncovered_ops[]`", pm.UncoveredOp, "`cost_model`"),
     ("`cost_model.unplaced[]`", pm.UnplacedCost, "`cost_model`"),

@@ -202,6 +202,18 @@ class Rusage(_M):
                                                producer="profiling.timing")
 
 
+class Bf16Timing(_M):
+    """A bf16 run's stage timed again in both dtypes, forward only, outside the timed passes (best step each)."""
+
+    bf16_s: Seconds = F("best forward step of the stage in bf16", unit="s", producer="analysis.dtype_compare")
+    fp32_s: Seconds = F("best forward step of the stage in fp32", unit="s", producer="analysis.dtype_compare")
+    ratio: Ratio = F("bf16_s / fp32_s (below 1: bf16 is faster)", producer="analysis.dtype_compare")
+    kernels: list[dict[str, Any]] = F("the oneDNN kernels that ran in the stage (empty: no oneDNN lines)",
+                                      producer="analysis.dtype_compare")
+    amx: bool = F("an AMX kernel ran", producer="analysis.dtype_compare")
+    avx512_bf16: bool = F("an AVX512-BF16 kernel ran", producer="analysis.dtype_compare")
+
+
 class Node(_M):
     """One node of the tree ``run -> stage -> module -> op (-> kernel)``; every figure is per step."""
 
@@ -266,6 +278,8 @@ class Node(_M):
                                        producer="analysis.pipeline")
     rusage: Rusage | None = F("page faults and context switches per step (stage)", None,
                               producer="profiling.timing")
+    bf16: Bf16Timing | None = F("a bf16 run: the stage's forward timed again in bf16 and fp32 (stage)", None,
+                                producer="analysis.dtype_compare")
     # module, op and kernel nodes
     label: str | None = F("display name, disambiguated among siblings that share a name", None,
                           producer="profiling.runner")

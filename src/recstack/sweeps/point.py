@@ -33,7 +33,7 @@ def summarise(prof: Any) -> dict[str, Any]:
     """The store's figures of one profile (:class:`recstack.schema.sweep_model.PointSummary`; the module
     docstring gives each formula)."""
     root = prof.root
-    lat = root.extra.get("latency_s") or {}
+    lat = root.latency_s or {}
     ov = prof.overhead or {}
     cont = (prof.environment or {}).get("contention") or {}
     pairs = ov.get("pairs") or 0
@@ -42,14 +42,14 @@ def summarise(prof: Any) -> dict[str, Any]:
     total = root.time_s or 0.0
     stages = []
     for st in root.children:
-        roof = st.extra.get("roofline") or {}
+        roof = st.roofline or {}
         stages.append({
             "stage": st.name,
             "time_s": st.time_s,
             "share": (st.time_s / total) if total > 0 else None,
             "flops": st.flops,
             "bytes": st.bytes,
-            "bound": st.extra.get("bound"),
+            "bound": st.bound,
             "roof_fraction": roof.get("ceiling_fraction"),
         })
     from recstack.schema.documents import check
@@ -59,7 +59,7 @@ def summarise(prof: Any) -> dict[str, Any]:
         "step_p50_s": lat.get("p50"),
         "step_p90_s": lat.get("p90"),
         "step_p99_s": lat.get("p99"),
-        "throughput": root.extra.get("throughput_samples_per_s"),
+        "throughput": root.throughput_samples_per_s,
         "overhead": ov.get("stage_pass_ratio"),
         "iters_run": prof.run.get("iters"),
         "timed_s": timed,

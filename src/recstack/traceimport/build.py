@@ -138,10 +138,10 @@ def _category_notes(c: Collector) -> list[str]:
 def _device_times(root: Node) -> None:
     """``device_time_s`` on every run, stage and module node: the device time its ops launched (per step)."""
     def total(n: Node) -> float:
-        own = n.extra.get("device_time_s", 0.0) if n.level == "op" else 0.0
+        own = (n.device_time_s or 0.0) if n.level == "op" else 0.0
         below = sum(total(k) for k in n.children if k.level != "kernel")
         if n.level != "op" and below > 0:
-            n.extra["device_time_s"] = below
+            n.device_time_s = below
         return own + below if n.level != "op" else own + below
 
     total(root)
@@ -153,12 +153,13 @@ def _corrections(root: Node, f: Folded) -> None:
         cut = f.cuts.get(key)
         if cut is None:
             return
-        node.extra.update(overhead_removed_s=sum(cut.cut_us) * 1e-6 / max(len(cut.cut_us), 1),
-                          overhead_events_per_step=cut.events, overhead_bound=cut.bound)
+        node.overhead_removed_s = sum(cut.cut_us) * 1e-6 / max(len(cut.cut_us), 1)
+        node.overhead_events_per_step = cut.events
+        node.overhead_bound = cut.bound
 
     for st in root.children:
         put(st, st.name)
-        caller = next((c for c in st.children if c.extra.get("kind") == "caller"), None)
+        caller = next((c for c in st.children if c.kind == "caller"), None)
         if caller is not None:
             put(caller, caller_key(st.name))
 
@@ -169,13 +170,13 @@ def _tree(rt: RankTrace, model_name: str) -> Node:
     root = build_tree(model_name, f.timing, f.folder, central=list(range(len(f.timing.timed))))
     for n in root.walk():
         if n.level == "module" and n.name.startswith(BACKWARD_OF):
-            n.extra["kind"] = "backward_of"
+            n.kind = "backward_of"
         elif n.level == "module":
             pl = f.smap.placements.get(n.name)
-            n.extra["module_type"] = f.types.get(n.name)
-            n.extra["rule"] = pl.rule if pl else None
+            n.module_type = f.types.get(n.name)
+            n.rule = pl.rule if pl else None
         elif n.level == "kernel":
-            n.extra["device_kind"] = f.device.kernel_kinds.get(n.name)
+            n.device_kind = f.device.kernel_kinds.get(n.name)
     _device_times(root)
     _corrections(root, f)
     assign_labels(root)
@@ -189,7 +190,7 @@ def import_trace(path: str | Path, *, rules: StageRules | None = None, step_rang
 
     ``correct_overhead``: remove the profiler's per-event cost, estimated from the trace, from the stage and
     step times (:mod:`recstack.traceimport.overhead`; ``overhead`` in the profile says what was removed).
-    A truncated file is imported as far as it is complete, with a warning (``Profile.extra["import"]``
+    A truncated file is imported as far as it is complete, with a warning (``Profile.import_``
     says how much was read). ``machine``: classify every node against it (roofline, bound classes).
     """
     from recstack.analysis.pipeline import analyse

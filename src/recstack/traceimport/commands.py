@@ -33,7 +33,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     machine = machine_arg(args.machine) if args.machine is not None else None
     prof = import_trace(args.trace, rules=rules, step_range=args.step_range, module_map=mmap, model=args.model,
                         machine=machine, correct_overhead=not args.raw_times)
-    info = prof.extra["import"]
+    info = prof.import_
     files = info["files"]
     partial = any(f["truncated"] for f in files)
     target = out

@@ -113,6 +113,6 @@ def price_tree(root: Node, folded: Folded) -> dict[str, Any]:
     summary = attach_priced_costs(root, priced)
     summary["formula_errors"] = errors
     for n in root.walk():
-        if n.level == "op" and n.extra.get("uncovered") and n.path not in folded.signature_counts:
-            n.extra["uncovered_reason"] = "no recorded shapes (record with record_shapes=True)"
+        if n.level == "op" and n.uncovered and n.path not in folded.signature_counts:
+            n.uncovered_reason = "no recorded shapes (record with record_shapes=True)"
     return summary
