@@ -318,7 +318,9 @@ def failing_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subpr
     }
     f = _write(d / "sweep.yaml", spec)
     store = d / "out" / "results.duckdb"
-    args = ["sweep", str(f), "-o", str(d / "out"), "--timeout", "20"]
+    # The killed run's points get a timeout no busy host reaches (it is killed while its last point hangs);
+    # the resumed run, which has only the hanging point left, a short one that the test waits out.
+    args = ["sweep", str(f), "-o", str(d / "out"), "--timeout", "300"]
     proc = subprocess.Popen([sys.executable, "-m", "recstack", *args], env=_env(d), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
@@ -344,7 +346,7 @@ def failing_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subpr
         if proc.poll() is None:
             proc.kill()
     assert _scan(store)["points"] == 4
-    return store, _recstack(*args, env=_env(d))
+    return store, _recstack(*args[:-1], "20", env=_env(d))
 
 
 def test_failures_are_recorded_and_the_sweep_goes_on(failing_sweep: tuple[Path, subprocess.CompletedProcess]) -> None:
