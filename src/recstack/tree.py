@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from recstack.outputs import atomic_write_text
-from recstack.schema.profile_model import LEVELS, MAX_TREE_DEPTH, SCHEMA, SCHEMA_VERSION  # noqa: F401 (re-exported)
-from recstack.schema.validate import check_profile, stats_version, time_statistic
+from recstack.schema.constants import LEVELS, MAX_TREE_DEPTH, SCHEMA, SCHEMA_VERSION  # noqa: F401 (re-exported)
+
+# The pydantic models (recstack.schema.validate) load when a profile is read, never to write one.
 
 NODE_KEYS = (
     "name",
@@ -119,6 +120,8 @@ class Profile:
 
         An older version is upgraded in memory; ``notes`` says so.
         """
+        from recstack.schema.validate import check_profile
+
         d, notes = check_profile(d, source)
         known = {"schema", "schema_version", "run_id", "run", "environment", "overhead", "ranks", "root"}
         return cls(
@@ -150,11 +153,15 @@ class Profile:
     @property
     def stats_version(self) -> int:
         """The schema version this profile's figures were measured under (older when upgraded)."""
+        from recstack.schema.validate import stats_version
+
         return stats_version(self.extra | {"schema_version": SCHEMA_VERSION})
 
     @property
     def time_statistic(self) -> str:
         """What the run and stage times are: ``interquartile mean`` (version 2) or ``median`` (old files)."""
+        from recstack.schema.validate import time_statistic
+
         return time_statistic(self.extra)
 
     def nodes(self) -> Iterator[Node]:

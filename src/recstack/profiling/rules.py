@@ -37,18 +37,13 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel, ConfigDict, Field
-
-from recstack.config.loading import load_yaml_file, parse_config
-from recstack.stage_names import FORWARD_STAGES
 
 if TYPE_CHECKING:  # torch loads when a model is inspected (the trace importer reads names only)
     from torch import nn
 
     from recstack.profiling.dataflow import Flow
+    from recstack.profiling.stage_rules import StageRule, StageRules, load_stage_rules  # noqa: F401
 
 
 _EMBEDDING_TYPES = (
@@ -111,25 +106,6 @@ _NAME_HINTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("head", ("over_arch", "top", "top_mlp", "head", "heads", "tower", "towers", "task", "output", "predict")),
     ("dense", ("dense_arch", "bottom", "bottom_mlp", "dense", "deep", "wide", "mlp")),
 )
-
-
-class StageRule(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    match: str = Field(min_length=1, description="glob on the module path, e.g. 'over_arch.*'")
-    stage: str
-
-    def model_post_init(self, _ctx: object) -> None:
-        if self.stage not in FORWARD_STAGES + ("other",):
-            raise ValueError(f"stage must be one of {', '.join(FORWARD_STAGES + ('other',))} (got {self.stage!r})")
-
-
-class StageRules(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    rules: list[StageRule] = Field(default_factory=list)
-
-
-def load_stage_rules(path: str | Path) -> StageRules:
-    return parse_config(StageRules, load_yaml_file(path), source=str(path))
 
 
 @dataclass
@@ -383,3 +359,13 @@ def hand_down_roots(smap: StageMap, ran: list[str] | set[str]) -> dict[str, Neve
         pl.root = False
         never[path] = NeverRanRoot(stage=pl.stage, rule=pl.rule, handed_to=heirs)
     return never
+
+
+def __getattr__(name: str) -> Any:
+    """``StageRule``, ``StageRules``, ``load_stage_rules``: the pydantic models load when first used (the
+    trace importer, given no rules file, never builds them: ~0.1 s of start-up)."""
+    if name in ("StageRule", "StageRules", "load_stage_rules"):
+        from recstack.profiling import stage_rules
+
+        return getattr(stage_rules, name)
+    raise AttributeError(f"module 'recstack.profiling.rules' has no attribute {name!r}")

@@ -12,13 +12,13 @@ from __future__ import annotations
 import fnmatch
 from array import array
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from recstack.config.loading import load_yaml_file, parse_config
 from recstack.traceimport.annotate import MODULE_RANGE, parse_range_name
 from recstack.traceimport.decode import Event
+
+if TYPE_CHECKING:
+    from recstack.traceimport.module_map import ModuleMap, ModuleMapEntry, load_module_map  # noqa: F401
 
 # Event kinds.
 OP, MODULE, NNMODULE, STEP, THROUGH, RUNTIME, PSEUDO_STAGE, SKIP, DEVICE, DEVICE_RANGE = range(10)
@@ -65,27 +65,6 @@ def device_kind(cat: str, name: str) -> int:
 # Ranges that open a training stage when they run outside every forward stage.
 PSEUDO_STAGES = (("autograd::engine::evaluate_function", "backward"), ("Optimizer.step#", "optimizer"),
                  ("Optimizer.zero_grad#", "optimizer"))
-
-
-class ModuleMapEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    match: str = Field(min_length=1, description="glob on a range name, e.g. 'nn.Module: MLP_1' or '## dense ##'")
-    path: str = Field(min_length=1, description="the module path that range stands for, e.g. 'over_arch'")
-    type: str | None = Field(None, description="the module's class name, for the stage type rules")
-
-
-class ModuleMap(BaseModel):
-    """``--module-map FILE``: ``modules: [{match, path, type}]``, first match wins."""
-
-    model_config = ConfigDict(extra="forbid")
-    modules: list[ModuleMapEntry] = Field(default_factory=list)
-
-    def lookup(self, name: str) -> ModuleMapEntry | None:
-        return next((m for m in self.modules if fnmatch.fnmatchcase(name, m.match)), None)
-
-
-def load_module_map(path: str | Path) -> ModuleMap:
-    return parse_config(ModuleMap, load_yaml_file(path), source=str(path))
 
 
 def pseudo_stage(name: str) -> str | None:
@@ -354,3 +333,12 @@ class Collector:
                 d[k2] = d.get(k2, 0) + v
         for k in ("events", "torch_events", "annotate_ranges", "nn_events", "mapped_ranges", "step_events"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
+
+
+def __getattr__(name: str) -> Any:
+    """``ModuleMap``, ``ModuleMapEntry``, ``load_module_map``: pydantic loads when ``--module-map`` is given."""
+    if name in ("ModuleMap", "ModuleMapEntry", "load_module_map"):
+        from recstack.traceimport import module_map
+
+        return getattr(module_map, name)
+    raise AttributeError(f"module 'recstack.traceimport.collect' has no attribute {name!r}")

@@ -24,12 +24,17 @@ def cmd_import(args: argparse.Namespace) -> int:
     out = check_writable(args.output, "-o")
     existed = out.exists()
     from recstack.analysis.commands import machine_arg
-    from recstack.profiling.rules import load_stage_rules
     from recstack.traceimport.build import import_trace
-    from recstack.traceimport.collect import load_module_map
 
-    rules = load_stage_rules(args.stage_rules) if args.stage_rules else None
-    mmap = load_module_map(args.module_map) if args.module_map else None
+    rules = mmap = None
+    if args.stage_rules:  # pydantic models: loaded only when a file is given
+        from recstack.profiling.stage_rules import load_stage_rules
+
+        rules = load_stage_rules(args.stage_rules)
+    if args.module_map:
+        from recstack.traceimport.module_map import load_module_map
+
+        mmap = load_module_map(args.module_map)
     machine = machine_arg(args.machine) if args.machine is not None else None
     prof = import_trace(args.trace, rules=rules, step_range=args.step_range, module_map=mmap, model=args.model,
                         machine=machine, correct_overhead=not args.raw_times)

@@ -17,10 +17,14 @@ import multiprocessing
 import os
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from recstack.errors import DataError
-from recstack.traceimport.collect import Collector, ModuleMap
+from recstack.traceimport.collect import Collector
 from recstack.traceimport.decode import Header, Truncation, header_of, plan_parts, stream_events, stream_part
+
+if TYPE_CHECKING:
+    from recstack.traceimport.module_map import ModuleMap
 
 MIN_PART = 64 << 20  # bytes of trace per part, at least (below, a fork costs more than it saves)
 MAX_PARTS = 8
