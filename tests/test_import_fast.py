@@ -211,3 +211,29 @@ def test_damage_inside_the_array_reads_as_one_pass_does(traces: dict[str, Path],
     one = outcome(parts=1)
     assert outcome(parts=3, min_part=path.stat().st_size // 5) == one
     assert not isinstance(one, str) and one[2] is not None  # one pass: a partial import up to the damage
+
+
+def test_a_saved_profile_is_json_dumps_indent_1_text(traces: dict[str, Path], tmp_path: Path) -> None:
+    prof = import_trace(traces["ops"])
+    prof.extra["text"] = "é \u2028 \"q\" \\ \n"  # escapes as json writes them
+    prof.extra["numbers"] = [1e-05, 1e16, -0.0, 2**70, 0.1 + 0.2, [], {}]
+    path = prof.save(tmp_path / "p.json")
+    assert path.read_text() == json.dumps(prof.to_dict(), indent=1, allow_nan=False) + "\n"
+    prof.extra["numbers"].append(math.nan)
+    with pytest.raises(ValueError):  # no NaN in a profile file, as before
+        prof.save(tmp_path / "nan.json")
+
+
+@pytest.mark.parametrize("key", ["[]", "[[32, 64], [64], []]", "[1e-05, -2, 1E5, 100000000000000000000000]", "[1.]",
+                                 "[.5]", "[01]", "[null]", "[NaN]", "['float', None]", "(1, 2)", "null", "x[1]"])
+def test_shape_keys_read_as_python_literals(key: str) -> None:
+    import ast
+
+    from recstack.profiling.assemble import eval_shape
+
+    try:
+        want = ast.literal_eval(key)
+    except (ValueError, SyntaxError):
+        want = key
+    got = eval_shape(key)
+    assert (type(got), repr(got)) == (type(want), repr(want))
