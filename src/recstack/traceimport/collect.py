@@ -121,6 +121,7 @@ class Collector:
         self.device_us = [0.0] * len(DEVICE_KINDS)  # device time by kind, summed from the raw events
         self.bad_times: dict[str, int] = {}  # "<side> event <duration|timestamp>: <fault>" -> events left out
         self.range_us: dict[str, float] = {}  # device-timeline ranges (gpu_user_annotation, ...): time per category
+        self._device_kinds: dict[int, int] = {}  # name id of a device event -> its kind (one per category and name)
 
     def path_id(self, path: str, type_name: str | None) -> int:
         pid = self.path_ids.get(path)
@@ -264,7 +265,9 @@ class Collector:
         c.k_nid.append(nid)
         c.k_dur.append(e.dur)
         c.k_ts.append(e.ts)
-        k = device_kind(norm_cat(e.cat), e.name)
+        k = self._device_kinds.get(nid)
+        if k is None:
+            k = self._device_kinds[nid] = device_kind(norm_cat(e.cat), e.name)
         c.k_kind.append(k)
         x = -1 if a is None else a.ext if a.ext is not None else a.ext_old if a.ext_old is not None else -1
         c.k_ext.append(x)
