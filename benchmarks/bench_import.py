@@ -37,10 +37,12 @@ with at least ``--min-events`` events (``"ph"`` keys in the decompressed text); 
 rounds after one unmeasured warm-up, recstack's CLI and HTA's parse alternating, each a fresh process
 (bytecode cached, in ``--out``/pycache, as an installed package has it): median wall s (min-max), CPU s of
 every process (user+sys, children included), peak RSS of the largest process, and HTA/recstack ratios
-(goal: wall >= 10x, >= 25x at 1M events, RSS <= 0.3x). Under 5 minutes for the six HolisticTraceAnalysis
+(goal: wall >= 10x, >= 25x at 1M events, RSS <= 0.3x). Under 5 minutes for the five HolisticTraceAnalysis
 test traces of 100k+ events: ``/tmp/corpus2`` (its tests/data, MIT) and ``mtia_rank_0.json.gz`` from the
 same repository (``git --git-dir=/work/.mirror/facebookresearch+HolisticTraceAnalysis/repo show
-HEAD:tests/data/mtia_trace_single_rank/mtia_rank_0.json.gz > /tmp/i27big/mtia_rank_0.json.gz``).
+HEAD:tests/data/mtia_trace_single_rank/mtia_rank_0.json.gz > /tmp/i27big/mtia_rank_0.json.gz``). The
+1M-event trace this script records (``--traces few --tools recstack`` records it): ``--real
+/tmp/bench-import/few/trace.json --real-repeats 1`` (HTA takes about a minute per run there).
 
     python benchmarks/bench_import.py --acceptance rmc1 [--acc-scale 0.05 --acc-batch 256]
         [--acc-threads 1 --acc-rounds 3]
@@ -318,7 +320,9 @@ def trace_events(path: Path) -> tuple[int, int]:
 
     n = size = 0
     tail = b""
-    with (gzip.open(path, "rb") if path.read_bytes()[:2] == b"\x1f\x8b" else path.open("rb")) as f:
+    with path.open("rb") as head:
+        gz = head.read(2) == b"\x1f\x8b"
+    with (gzip.open(path, "rb") if gz else path.open("rb")) as f:
         while block := f.read(16 << 20):
             n += (tail + block[:4]).count(b'"ph"') + block.count(b'"ph"') - block[:4].count(b'"ph"')
             size += len(block)
