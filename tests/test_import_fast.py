@@ -30,10 +30,12 @@ CHILD = """
 import json, sys
 from recstack.cli import main
 rc = main(["--quiet", "import", *sys.argv[1:]])
-# start-up the command does not need: torch, pydantic (schema and config models), yaml, other commands' parsers
+# start-up the command does not need: torch, pydantic (schema and config models), yaml, other commands' parsers,
+# numpy.ma (np.unique and np.percentile load it), multiprocessing (only a plain trace read in parts forks)
 heavy = ("torch", "pandas", "ray", "pydantic", "yaml")
 print(json.dumps({"rc": rc, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in heavy
-                                            or m in ("recstack.commands", "recstack.config.run"))}))
+                                            or m in ("recstack.commands", "recstack.config.run", "numpy.ma",
+                                                     "multiprocessing"))}))
 """
 
 
@@ -237,3 +239,17 @@ def test_shape_keys_read_as_python_literals(key: str) -> None:
         want = key
     got = eval_shape(key)
     assert (type(got), repr(got)) == (type(want), repr(want))
+
+
+def test_percentile_is_numpys_to_the_bit() -> None:
+    """stats.percentile works short lists out without numpy (start-up): the same float as np.percentile."""
+    import numpy as np
+
+    from recstack.profiling.stats import percentile
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 5, 8, 13, 40):
+        for xs in (rng.random(n) * 1e-3, rng.integers(0, 4, n).astype(float), rng.lognormal(0, 3, n)):
+            for q in (0, 1, 10, 12.5, 25, 33.3, 50, 75, 90, 99, 100):
+                assert repr(percentile(xs.tolist(), q)) == repr(float(np.percentile(xs, q)))
+    assert percentile([], 50) == 0.0

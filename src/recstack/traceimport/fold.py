@@ -412,7 +412,8 @@ class _Sweep:
         nid = np.frombuffer(c.cols.nid, dtype=np.int32)
         is_bwd = np.array([k == PSEUDO_STAGE for k in c.kinds] or [False], dtype=bool)[nid] if len(nid) else \
             np.zeros(0, dtype=bool)
-        wanted = np.unique(seq[is_bwd & (seq >= 0)])
+        # a set, not np.unique: that loads numpy.ma (~20 ms of start-up) to ask whether the array is masked
+        wanted = np.fromiter(set(seq[is_bwd & (seq >= 0)].tolist()), dtype=np.int64)
         seq = np.where(np.isin(seq, wanted), seq, -1) if len(wanted) else np.full(len(seq), -1, dtype=np.int64)
         return ext, seq
 
