@@ -29,6 +29,21 @@ times each phase of one import in one process (decode, collect in one pass and i
 
 runs the old tree's ``recstack import`` and this one's alternately on one trace (old/new ratio per pair).
 
+    python benchmarks/bench_import.py --real /tmp/corpus2 /tmp/i27big/mtia_rank_0.json.gz \
+        --hta-python /tmp/hta-venv/bin/python [--min-events 100000 --real-repeats 3]
+
+the speed table on real traces (issue 27): every trace file (``.json``/``.json.gz``) under the paths given
+with at least ``--min-events`` events (``"ph"`` keys in the decompressed text); per trace, ``--real-repeats``
+rounds after one unmeasured warm-up, recstack's CLI and HTA's parse alternating, each a fresh process
+(bytecode cached, in ``--out``/pycache, as an installed package has it): median wall s (min-max), CPU s of
+every process (user+sys, children included), peak RSS of the largest process, and HTA/recstack ratios
+(goal: wall >= 10x, >= 25x at 1M events, RSS <= 0.3x). Under 5 minutes for the five HolisticTraceAnalysis
+test traces of 100k+ events: ``/tmp/corpus2`` (its tests/data, MIT) and ``mtia_rank_0.json.gz`` from the
+same repository (``git --git-dir=/work/.mirror/facebookresearch+HolisticTraceAnalysis/repo show
+HEAD:tests/data/mtia_trace_single_rank/mtia_rank_0.json.gz > /tmp/i27big/mtia_rank_0.json.gz``). The
+1M-event trace this script records (``--traces few --tools recstack`` records it): ``--real
+/tmp/bench-import/few/trace.json --real-repeats 1`` (HTA takes about a minute per run there).
+
     python benchmarks/bench_import.py --acceptance rmc1 [--acc-scale 0.05 --acc-batch 256]
         [--acc-threads 1 --acc-rounds 3]
 
@@ -299,6 +314,86 @@ def ab(trace: Path, old_src: Path, repeats: int, out: Path) -> None:
           f"range {min(ratios):.2f}-{max(ratios):.2f}); profiles: {same}")
 
 
+def trace_events(path: Path) -> tuple[int, int]:
+    """(events, decompressed bytes) of a trace file: ``"ph"`` keys counted in its (gunzipped) text."""
+    import gzip
+
+    n = size = 0
+    tail = b""
+    with path.open("rb") as head:
+        gz = head.read(2) == b"\x1f\x8b"
+    with (gzip.open(path, "rb") if gz else path.open("rb")) as f:
+        while block := f.read(16 << 20):
+            n += (tail + block[:4]).count(b'"ph"') + block.count(b'"ph"') - block[:4].count(b'"ph"')
+            size += len(block)
+            tail = block[-4:]
+    return n, size
+
+
+def _spread(values: list[float]) -> str:
+    import statistics
+
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def _cols(ms: list[dict]) -> str:
+    """wall s, CPU s (median (min-max)) and the largest peak RSS of one tool's runs."""
+    if not ms:
+        return "- | - | -"
+    return (f"{_spread([m['wall_s'] for m in ms])} | {_spread([m['cpu_s'] for m in ms])} | "
+            f"{max(m['peak_rss_bytes'] for m in ms) / 1e6:,.0f}")
+
+
+def _ratio(hta: list[dict], rec: list[dict], key: str) -> str:
+    """HTA's median ``key`` over recstack's."""
+    import statistics
+
+    if not hta:
+        return "-"
+    return f"{statistics.median(m[key] for m in hta) / statistics.median(m[key] for m in rec):.1f}x"
+
+
+def real(paths: list[Path], hta_python: str | None, min_events: int, repeats: int, out: Path) -> None:
+    """recstack import against HTA's parse on real trace files (see the module docstring)."""
+    import shutil
+
+    files = sorted({f for p in paths for f in ([p] if p.is_file() else p.rglob("*"))
+                    if f.is_file() and f.name.endswith((".json", ".json.gz")) and not f.name.endswith(".golden.json")})
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"), PYTHONPYCACHEPREFIX=str(out / "pycache"))
+    print(f"host: {os.cpu_count()} CPUs, load {' '.join(f'{x:.1f}' for x in os.getloadavg())}; {repeats} rounds per "
+          "trace after a warm-up, tools alternating; wall and CPU s: median (min-max); CPU: user+sys of every process;"
+          " RSS: the largest process's peak", flush=True)
+    print("| trace | events | MB (gz MB) | recstack wall s | recstack CPU s | recstack RSS MB | HTA wall s | HTA CPU s | "
+          "HTA RSS MB | HTA/recstack wall | CPU | RSS (recstack/HTA) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for f in files:
+        events, size = trace_events(f)
+        if events < min_events:
+            continue
+        folder = out / "real" / f.name.split(".")[0]  # HTA parses every trace of a folder: this one alone
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        (folder / f.name).symlink_to(f.resolve())
+        cmds = {"recstack": [sys.executable, "-m", "recstack", "--quiet", "import", str(f), "-o",
+                             str(out / "profiles" / f"{folder.name}.json")]}
+        if hta_python:
+            cmds["hta"] = [hta_python, "-c", HTA, str(folder)]
+        (out / "profiles").mkdir(parents=True, exist_ok=True)
+        runs: dict[str, list[dict]] = {k: [] for k in cmds}
+        for i in range(repeats + 1):
+            for tool in (list(cmds) if i % 2 == 0 else list(cmds)[::-1]):
+                m = measure(cmds[tool], env, 900)
+                if m["rc"] != 0:
+                    raise SystemExit(f"{tool} on {f}: rc {m['rc']}: {m['stderr'][-500:]}")
+                if i:  # round 0 warms the page cache and the bytecode cache
+                    runs[tool].append(m)
+        r, h = runs["recstack"], runs.get("hta", [])
+        rss = (f"{max(m['peak_rss_bytes'] for m in r) / max(m['peak_rss_bytes'] for m in h):.2f}x" if h else "-")
+        print(f"| {f.name} | {events:,} | {size / 1e6:,.0f} ({f.stat().st_size / 1e6:,.1f}) | {_cols(r)} | {_cols(h)} | "
+              f"{_ratio(h, r, 'wall_s')} | {_ratio(h, r, 'cpu_s')} | {rss} |", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("/tmp/bench-import"))
@@ -319,6 +414,10 @@ def main() -> int:
                     help="old (OLD_SRC, a src/ folder of another checkout) vs new recstack import, alternating")
     ap.add_argument("--ab-trace", type=Path, default=Path("/tmp/bench-import/few/trace.json"))
     ap.add_argument("--repeats", type=int, default=3, help="--ab pairs")
+    ap.add_argument("--real", type=Path, nargs="+", default=None, metavar="PATH",
+                    help="real trace files or folders: the recstack/HTA table (see the module docstring)")
+    ap.add_argument("--min-events", type=int, default=100_000, help="--real: traces with fewer events are skipped")
+    ap.add_argument("--real-repeats", type=int, default=3, help="--real: measured rounds per trace")
     ap.add_argument("--acceptance", default=None, metavar="MODEL", help="compare live and imported stage shares")
     ap.add_argument("--acc-scale", type=float, default=0.05)
     ap.add_argument("--acc-batch", type=int, default=256)
@@ -331,6 +430,9 @@ def main() -> int:
         return 0
     if args.ab:
         ab(args.ab_trace, args.ab, args.repeats, args.out / "profiles")
+        return 0
+    if args.real:
+        real(args.real, args.hta_python, args.min_events, args.real_repeats, args.out)
         return 0
     if args.acceptance:
         acceptance(args.acceptance, args.acc_scale, args.acc_batch, args.out, args.acc_threads, args.acc_rounds)

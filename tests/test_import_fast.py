@@ -30,7 +30,12 @@ CHILD = """
 import json, sys
 from recstack.cli import main
 rc = main(["--quiet", "import", *sys.argv[1:]])
-print(json.dumps({"rc": rc, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "pandas", "ray"))}))
+# start-up the command does not need: torch, pydantic (schema and config models), yaml, other commands' parsers,
+# numpy.ma (np.unique and np.percentile load it), multiprocessing (only a plain trace read in parts forks)
+heavy = ("torch", "pandas", "ray", "pydantic", "yaml")
+print(json.dumps({"rc": rc, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in heavy
+                                            or m in ("recstack.commands", "recstack.config.run", "numpy.ma",
+                                                     "multiprocessing"))}))
 """
 
 
@@ -93,7 +98,7 @@ def test_cli_imports_no_torch_and_prices_as_the_torch_path(traces: dict[str, Pat
                        text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO / "src")))
     assert r.returncode == 0, r.stderr
     child = json.loads(r.stdout.strip().splitlines()[-1])
-    assert child == {"rc": 0, "heavy": []}, "recstack import loaded torch (or another heavy package)"
+    assert child == {"rc": 0, "heavy": []}, "recstack import loaded torch, pydantic or other commands' modules"
     cli = json.loads(out.read_text())
     live = json.loads(json.dumps(import_trace(traces[name]).to_dict()))  # torch loaded: its dispatcher decides
     assert "torch" in sys.modules
@@ -208,3 +213,43 @@ def test_damage_inside_the_array_reads_as_one_pass_does(traces: dict[str, Path],
     one = outcome(parts=1)
     assert outcome(parts=3, min_part=path.stat().st_size // 5) == one
     assert not isinstance(one, str) and one[2] is not None  # one pass: a partial import up to the damage
+
+
+def test_a_saved_profile_is_json_dumps_indent_1_text(traces: dict[str, Path], tmp_path: Path) -> None:
+    prof = import_trace(traces["ops"])
+    prof.extra["text"] = "é \u2028 \"q\" \\ \n"  # escapes as json writes them
+    prof.extra["numbers"] = [1e-05, 1e16, -0.0, 2**70, 0.1 + 0.2, [], {}]
+    path = prof.save(tmp_path / "p.json")
+    assert path.read_text() == json.dumps(prof.to_dict(), indent=1, allow_nan=False) + "\n"
+    prof.extra["numbers"].append(math.nan)
+    with pytest.raises(ValueError):  # no NaN in a profile file, as before
+        prof.save(tmp_path / "nan.json")
+
+
+@pytest.mark.parametrize("key", ["[]", "[[32, 64], [64], []]", "[1e-05, -2, 1E5, 100000000000000000000000]", "[1.]",
+                                 "[.5]", "[01]", "[null]", "[NaN]", "['float', None]", "(1, 2)", "null", "x[1]"])
+def test_shape_keys_read_as_python_literals(key: str) -> None:
+    import ast
+
+    from recstack.profiling.assemble import eval_shape
+
+    try:
+        want = ast.literal_eval(key)
+    except (ValueError, SyntaxError):
+        want = key
+    got = eval_shape(key)
+    assert (type(got), repr(got)) == (type(want), repr(want))
+
+
+def test_percentile_is_numpys_to_the_bit() -> None:
+    """stats.percentile works short lists out without numpy (start-up): the same float as np.percentile."""
+    import numpy as np
+
+    from recstack.profiling.stats import percentile
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 3, 5, 8, 13, 40):
+        for xs in (rng.random(n) * 1e-3, rng.integers(0, 4, n).astype(float), rng.lognormal(0, 3, n)):
+            for q in (0, 1, 10, 12.5, 25, 33.3, 50, 75, 90, 99, 100):
+                assert repr(percentile(xs.tolist(), q)) == repr(float(np.percentile(xs, q)))
+    assert percentile([], 50) == 0.0

@@ -108,7 +108,13 @@ def _add_zoo(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_zoo_show)
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Commands run from their own sub-parser alone (``recstack import ...`` builds no other command's parser:
+# those import every command module and pydantic's RunConfig, ~0.2 s of start-up per imported trace).
+ALONE = {"import": "recstack.traceimport.commands"}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; for a ``command`` in :data:`ALONE`, with that command's sub-parser only."""
     from recstack import __version__
 
     parser = Parser(
@@ -119,13 +125,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors (before or after COMMAND)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr (before or after COMMAND)")
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
-    _add_zoo(sub)
-    from recstack.workload.commands import register as register_workload
+    if command in ALONE:
+        import importlib
 
-    register_workload(sub)
-    from recstack.commands import register_all
+        importlib.import_module(ALONE[command]).register(sub)
+    else:
+        _add_zoo(sub)
+        from recstack.workload.commands import register as register_workload
 
-    register_all(sub)
+        register_workload(sub)
+        from recstack.commands import register_all
+
+        register_all(sub)
     for p in _leaf_parsers(parser):
         _finish_help(p)
     return parser
@@ -271,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv, quiet = _split_flag(argv, "--quiet")
     try:
         with _sigterm_raises(), _warnings_as_lines():
-            args = build_parser().parse_args(argv)
+            args = build_parser(argv[0] if argv else None).parse_args(argv)
             if quiet:
                 from recstack.render.progress import configure
 

@@ -10,11 +10,15 @@ import argparse
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from recstack.config.run import RunConfig, field_range
 from recstack.errors import ConfigError
-from recstack.zoo.config import ZOO_IDS
+
+if TYPE_CHECKING:
+    from recstack.config.run import RunConfig
+
+# RunConfig (pydantic) and the zoo load when a command's arguments need them, not with the parser
+# class: `recstack import` builds its parser without them (~0.1 s of start-up per trace).
 
 
 class Parser(argparse.ArgumentParser):
@@ -41,7 +45,7 @@ class DeprecatedAlias(argparse.Action):
 
 def config_type(field: str, flag: str) -> Callable[[str], Any]:
     """argparse type: a number checked by RunConfig's rule for ``field`` (one rule everywhere), named ``flag``."""
-    from recstack.config.run import check_field
+    from recstack.config.run import RunConfig, check_field
 
     kind = RunConfig.model_fields[field].annotation
     as_int = kind in (int, int | None)
@@ -101,6 +105,8 @@ def cli_name(field: str) -> str:
 
 
 def _cli_meta(field: str) -> dict[str, Any] | None:
+    from recstack.config.run import RunConfig
+
     extra = RunConfig.model_fields[field].json_schema_extra or {}
     cli = extra.get("cli", {}) if isinstance(extra, dict) else {}
     return None if cli is False else dict(cli)
@@ -126,6 +132,8 @@ def _parse_as(kind: Any, flag: str) -> Any:
 
 def cli_default(field: str) -> Any:
     """The default the CLI shows and uses: the field's, unless its ``cli`` metadata says otherwise."""
+    from recstack.config.run import RunConfig
+
     meta = _cli_meta(field) or {}
     return meta["default"] if "default" in meta else RunConfig.model_fields[field].default
 
@@ -137,6 +145,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, unused: frozenset[str] = 
     ``unused``: fields the command does not use: not offered (argparse refuses the flag), and refused
     in a ``--config`` YAML by :func:`run_config_from_args`, instead of being silently ignored.
     """
+    from recstack.config.run import RunConfig, field_range
+    from recstack.zoo.config import ZOO_IDS
+
     parser.set_defaults(_unused_run_fields=unused)
     for name, info in RunConfig.model_fields.items():
         meta = _cli_meta(name)
@@ -170,6 +181,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, unused: frozenset[str] = 
 
 def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     """The RunConfig of a parsed command line: CLI defaults, then ``--config`` YAML, then the flags given."""
+    from recstack.config.run import RunConfig
+    from recstack.zoo.config import ZOO_IDS
+
     given = {n: getattr(args, n) for n in RunConfig.model_fields if hasattr(args, n)}
     base = {n: cli_default(n) for n in RunConfig.model_fields if "default" in (_cli_meta(n) or {})}
     if getattr(args, "config", None):

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from recstack.outputs import atomic_write_text
-from recstack.schema.profile_model import LEVELS, MAX_TREE_DEPTH, SCHEMA, SCHEMA_VERSION  # noqa: F401 (re-exported)
+from recstack.schema.constants import LEVELS, MAX_TREE_DEPTH, SCHEMA, SCHEMA_VERSION  # noqa: F401 (re-exported)
 from recstack.schema.sections import NodeSections, ProfileSections
-from recstack.schema.validate import check_profile, stats_version, time_statistic
+
+# The pydantic models (recstack.schema.validate) load when a profile is read, never to write one.
 
 NODE_KEYS = (
     "name",
@@ -123,6 +124,8 @@ class Profile(ProfileSections):
 
         An older version is upgraded in memory; ``notes`` says so.
         """
+        from recstack.schema.validate import check_profile
+
         d, notes = check_profile(d, source)
         known = {"schema", "schema_version", "run_id", "run", "environment", "overhead", "ranks", "root"}
         return cls(
@@ -138,7 +141,12 @@ class Profile(ProfileSections):
 
     def save(self, path: str | Path) -> Path:
         """Write the profile JSON atomically (a temporary file renamed over ``path``)."""
-        return atomic_write_text(path, json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n")
+        import msgspec
+
+        # The same text as json.dumps(indent=1), ~9x faster: json's C encoder writes compact text (its indenting
+        # encoder is pure Python: 0.19 s for a 3 MB profile), msgspec indents it, every value's text kept.
+        text = msgspec.json.format(json.dumps(self.to_dict(), allow_nan=False).encode(), indent=1).decode()
+        return atomic_write_text(path, text + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
@@ -154,11 +162,15 @@ class Profile(ProfileSections):
     @property
     def stats_version(self) -> int:
         """The schema version this profile's figures were measured under (older when upgraded)."""
+        from recstack.schema.validate import stats_version
+
         return stats_version(self.extra | {"schema_version": SCHEMA_VERSION})
 
     @property
     def time_statistic(self) -> str:
         """What the run and stage times are: ``interquartile mean`` (version 2) or ``median`` (old files)."""
+        from recstack.schema.validate import time_statistic
+
         return time_statistic(self.extra)
 
     def nodes(self) -> Iterator[Node]:

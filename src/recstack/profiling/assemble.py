@@ -34,6 +34,8 @@ tell them apart (:func:`assign_labels`).
 from __future__ import annotations
 
 import ast
+import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -49,7 +51,17 @@ UNATTRIBUTED = "[unattributed]"
 FRAMEWORK = "[python/framework between ops]"
 
 
+_NUMBER_LISTS = re.compile(r"\[[0-9eE.,+\-\s\[\]]*\]")  # lists of numbers: the same value as JSON and as Python
+
+
 def eval_shape(key: str) -> Any:
+    """A shape key's value: ``str()`` of lists of numbers read as JSON (~20x faster than ``ast.literal_eval``,
+    which compiles it: 4,000 keys cost 0.1 s); other literals as Python's; else the text itself."""
+    if _NUMBER_LISTS.fullmatch(key):
+        try:
+            return json.loads(key)
+        except ValueError:  # not JSON (``[1.]``, ``[01]``): Python's reading decides
+            pass
     try:
         return ast.literal_eval(key)
     except (ValueError, SyntaxError):

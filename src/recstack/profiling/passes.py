@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # torch loads when a pass runs, not with the module (the trace importer needs none)
     from torch import nn
 
+    from recstack.profiling.stage_rules import StageRules
+
 from recstack.profiling.native_stderr import quiet_native
 from recstack.profiling.oppass import STAGE, STEP, Folder, install_range_hooks, profiler_range
 from recstack.profiling.regions import Regions
-from recstack.profiling.rules import NeverRanRoot, StageMap, StageRules, detect_stages, hand_down_roots
+from recstack.profiling.rules import NeverRanRoot, StageMap, detect_stages, hand_down_roots
 from recstack.profiling.timing import ForwardWrappers, StageTimer, _Region, install_stage_hooks
 
 

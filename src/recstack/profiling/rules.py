@@ -37,19 +37,17 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from recstack.config.loading import load_yaml_file, parse_config
-from recstack.stage_names import FORWARD_STAGES
 from recstack.zoo import archs
 
 if TYPE_CHECKING:  # torch loads when a model is inspected (the trace importer reads names only)
+    from pathlib import Path
+
     from torch import nn
 
     from recstack.profiling.dataflow import Flow
+    from recstack.profiling.stage_rules import StageRule, StageRules, load_stage_rules  # noqa: F401
 
 
 _EMBEDDING_TYPES = (
@@ -108,29 +106,16 @@ _NAME_HINTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-class StageRule(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    match: str = Field(min_length=1, description="glob on the module path, e.g. 'over_arch.*'")
-    stage: str
-
-    def model_post_init(self, _ctx: object) -> None:
-        if self.stage not in FORWARD_STAGES + ("other",):
-            raise ValueError(f"stage must be one of {', '.join(FORWARD_STAGES + ('other',))} (got {self.stage!r})")
-
-
-class StageRules(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    rules: list[StageRule] = Field(default_factory=list)
-
-
-def load_stage_rules(path: str | Path) -> StageRules:
-    return parse_config(StageRules, load_yaml_file(path), source=str(path))
-
-
 def rules_of(source: str | Path | dict[str, Any] | StageRules | None) -> StageRules | None:
     """A run's stage rules (``RunConfig.stage_rules``): a YAML file, inline rules (a dict), loaded rules or
-    none; the one place they are resolved, errors naming the file (or ``stage_rules``) and the field."""
-    if source is None or isinstance(source, StageRules):
+    none; the one place they are resolved, errors naming the file (or ``stage_rules``) and the field. The
+    pydantic models (:mod:`recstack.profiling.stage_rules`) load only when there are rules to read."""
+    if source is None:
+        return None
+    from recstack.config.loading import parse_config
+    from recstack.profiling.stage_rules import StageRules, load_stage_rules
+
+    if isinstance(source, StageRules):
         return source
     if isinstance(source, dict):
         return parse_config(StageRules, source, source="stage_rules")
@@ -388,3 +373,13 @@ def hand_down_roots(smap: StageMap, ran: list[str] | set[str]) -> dict[str, Neve
         pl.root = False
         never[path] = NeverRanRoot(stage=pl.stage, rule=pl.rule, handed_to=heirs)
     return never
+
+
+def __getattr__(name: str) -> Any:
+    """``StageRule``, ``StageRules``, ``load_stage_rules``: the pydantic models load when first used (the
+    trace importer, given no rules file, never builds them: ~0.1 s of start-up)."""
+    if name in ("StageRule", "StageRules", "load_stage_rules"):
+        from recstack.profiling import stage_rules
+
+        return getattr(stage_rules, name)
+    raise AttributeError(f"module 'recstack.profiling.rules' has no attribute {name!r}")

@@ -24,11 +24,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA = "recstack.profile"
-SCHEMA_VERSION = 2
+from recstack.schema.constants import LEVELS, MAX_TREE_DEPTH, SCHEMA, SCHEMA_VERSION  # noqa: F401 (re-exported)
+
 _DI = "distributed"  # producer of the multi-rank sections (recstack.distributed)
-LEVELS = ("run", "stage", "module", "op", "kernel")
-MAX_TREE_DEPTH = 64  # nodes below the root; deeper trees are refused (Python's JSON parser fails near 2,500)
 
 # Value types: JSON numbers (an integer is a valid float), finite, and >= 0 where a negative is nonsense.
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]

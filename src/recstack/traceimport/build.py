@@ -13,19 +13,22 @@ import uuid
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recstack.errors import DataError
 from recstack.profiling.assemble import assign_labels, build_tree
-from recstack.profiling.rules import StageRules
 from recstack.profiling.timing import caller_key
-from recstack.traceimport.collect import DEVICE_KINDS, KNOWN_CATS, Collector, ModuleMap, norm_cat
+from recstack.traceimport.collect import DEVICE_KINDS, KNOWN_CATS, Collector, norm_cat
 from recstack.traceimport.decode import Header, Truncation
 from recstack.traceimport.device import step_figures
 from recstack.traceimport.fold import BACKWARD_OF, Folded, fold
 from recstack.traceimport.parallel import collect_trace
 from recstack.tree import Node, Profile
 from recstack.version import __version__
+
+if TYPE_CHECKING:  # pydantic models: loaded only when a rules or module-map file is given
+    from recstack.profiling.stage_rules import StageRules
+    from recstack.traceimport.module_map import ModuleMap
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 OVERHEAD_UNKNOWN = ("unknown: imported from a torch.profiler trace with no wrapper op to estimate the profiler's "

@@ -12,13 +12,13 @@ from __future__ import annotations
 import fnmatch
 from array import array
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from recstack.config.loading import load_yaml_file, parse_config
 from recstack.traceimport.annotate import MODULE_RANGE, parse_range_name
 from recstack.traceimport.decode import Event
+
+if TYPE_CHECKING:
+    from recstack.traceimport.module_map import ModuleMap, ModuleMapEntry, load_module_map  # noqa: F401
 
 # Event kinds.
 OP, MODULE, NNMODULE, STEP, THROUGH, RUNTIME, PSEUDO_STAGE, SKIP, DEVICE, DEVICE_RANGE = range(10)
@@ -65,27 +65,6 @@ def device_kind(cat: str, name: str) -> int:
 # Ranges that open a training stage when they run outside every forward stage.
 PSEUDO_STAGES = (("autograd::engine::evaluate_function", "backward"), ("Optimizer.step#", "optimizer"),
                  ("Optimizer.zero_grad#", "optimizer"))
-
-
-class ModuleMapEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    match: str = Field(min_length=1, description="glob on a range name, e.g. 'nn.Module: MLP_1' or '## dense ##'")
-    path: str = Field(min_length=1, description="the module path that range stands for, e.g. 'over_arch'")
-    type: str | None = Field(None, description="the module's class name, for the stage type rules")
-
-
-class ModuleMap(BaseModel):
-    """``--module-map FILE``: ``modules: [{match, path, type}]``, first match wins."""
-
-    model_config = ConfigDict(extra="forbid")
-    modules: list[ModuleMapEntry] = Field(default_factory=list)
-
-    def lookup(self, name: str) -> ModuleMapEntry | None:
-        return next((m for m in self.modules if fnmatch.fnmatchcase(name, m.match)), None)
-
-
-def load_module_map(path: str | Path) -> ModuleMap:
-    return parse_config(ModuleMap, load_yaml_file(path), source=str(path))
 
 
 def pseudo_stage(name: str) -> str | None:
@@ -142,6 +121,8 @@ class Collector:
         self.device_us = [0.0] * len(DEVICE_KINDS)  # device time by kind, summed from the raw events
         self.bad_times: dict[str, int] = {}  # "<side> event <duration|timestamp>: <fault>" -> events left out
         self.range_us: dict[str, float] = {}  # device-timeline ranges (gpu_user_annotation, ...): time per category
+        self._device_kinds: dict[int, int] = {}  # name id of a device event -> its kind (one per category and name)
+        self._cat_info: dict[str, tuple[dict[str, tuple[int, int]], bool, list[int], str]] = {}  # see _category
 
     def path_id(self, path: str, type_name: str | None) -> int:
         pid = self.path_ids.get(path)
@@ -188,36 +169,45 @@ class Collector:
         self.kinds.append(kind)
         return kind, nid
 
+    def _category(self, cat: str) -> tuple[dict[str, tuple[int, int]], bool, list[int], str]:
+        """Per category as spelled: its (name -> (kind, name id)) dict, whether torch.profiler writes it, its
+        event count, its normalised spelling (worked out once: events switch category every other event)."""
+        names = self._by_cat.setdefault(cat, {})
+        low = norm_cat(cat)
+        info = self._cat_info[cat] = (names, low in TORCH_CATS, self.categories.setdefault(cat, [0]), low)
+        return info
+
     def add(self, events: list[Event]) -> None:
         c = self.cols
-        ts_a, end_a, thr_a, nid_a, aux_a, ty_a, ext_a = c.ts.append, c.end.append, c.thr.append, c.nid.append, \
-            c.aux.append, c.ty.append, c.ext.append
-        seq_a = c.seq.append
-        by_cat, threads, shapes, types, cats = self._by_cat, self.threads, self.shapes, self.types, self.categories
+        # Host columns gather in lists (a list's append costs half an array's) and go into the arrays at the end.
+        cols: tuple[list, ...] = ([], [], [], [], [], [], [], [])
+        ts_a, end_a, thr_a, nid_a, aux_a, ty_a, ext_a, seq_a = (col.append for col in cols)
+        cat_info, threads, shapes, types = self._cat_info, self.threads, self.shapes, self.types
+        device_kinds, device_us = self._device_kinds, self.device_us
         self.events += len(events)
-        last_cat, names = None, {}
+        last_cat, names, low, count, is_torch = None, {}, "", [0], False
         last_pid, last_tid, th = None, None, -1
         torch_events = 0
         for e in events:
-            if e.ph != "X":
-                if e.ph == "M" and e.name == "thread_name" and e.args is not None and e.args.name:
+            ph = e.ph
+            if ph != "X":
+                if ph == "f":
+                    if type(e.id) is int and e.cat in FLOW_CATS:
+                        c.f_ts.append(e.ts)
+                        c.f_id.append(e.id)
+                elif ph == "M" and e.name == "thread_name" and e.args is not None and e.args.name:
                     self.thread_names[(e.pid, e.tid)] = e.args.name
-                elif e.ph == "f" and type(e.id) is int and e.cat in FLOW_CATS:
-                    c.f_ts.append(e.ts)
-                    c.f_id.append(e.id)
                 continue
             cat = e.cat
-            if cat != last_cat:  # events come in runs of one category: one dict per category
-                names = by_cat.get(cat)
-                if names is None:
-                    names = by_cat[cat] = {}
+            if cat != last_cat:
+                info = cat_info.get(cat) or self._category(cat)
+                names, is_torch, count, low = info
                 last_cat = cat
-                is_torch = norm_cat(cat) in TORCH_CATS
-                count = cats.setdefault(cat, [0])
             count[0] += 1
-            info = names.get(e.name)
+            name = e.name
+            info = names.get(name)
             if info is None:
-                info = names[e.name] = self._classify(cat, e.name)
+                info = names[name] = self._classify(cat, name)
             kind, nid = info
             torch_events += is_torch
             if kind == SKIP:
@@ -226,8 +216,25 @@ class Collector:
             if not (0.0 <= dur <= MAX_DUR_US and 0.0 <= t <= MAX_TS_US):
                 self._bad_time(kind, t, dur)
                 continue
-            if kind == DEVICE or kind == DEVICE_RANGE:
-                self._device(e, kind, nid)
+            a = e.args
+            if kind == DEVICE:  # a kernel, copy or set: the device columns
+                k = device_kinds.get(nid)
+                if k is None:
+                    k = device_kinds[nid] = device_kind(low, name)
+                if a is None:
+                    c.k_corr.append(-1)
+                    c.k_ext.append(-1)
+                else:
+                    c.k_corr.append(-1 if a.correlation is None else a.correlation)
+                    c.k_ext.append(a.ext if a.ext is not None else a.ext_old if a.ext_old is not None else -1)
+                c.k_nid.append(nid)
+                c.k_dur.append(dur)
+                c.k_ts.append(t)
+                c.k_kind.append(k)
+                device_us[k] += dur
+                continue
+            if kind == DEVICE_RANGE:  # a device-timeline range: counted
+                self.range_us[low] = self.range_us.get(low, 0.0) + dur
                 continue
             if e.tid != last_tid or e.pid != last_pid:
                 last_pid, last_tid = e.pid, e.tid
@@ -238,11 +245,12 @@ class Collector:
             end_a(t + dur)
             thr_a(th)
             nid_a(nid)
-            a = e.args
             if kind == OP:
                 aux = ty = x = -1
-                seq_a(-1 if a is None or a.seq is None else a.seq)
-                if a is not None:
+                if a is None:
+                    seq_a(-1)
+                else:
+                    seq_a(-1 if a.seq is None else a.seq)
                     x = a.ext if a.ext is not None else a.ext_old if a.ext_old is not None else -1
                     raw_t = bytes(a.input_type)
                     if raw_t:
@@ -251,7 +259,7 @@ class Collector:
                             ty = types[raw_t] = len(types)
                     raw = bytes(a.input_dims)
                     if raw:  # a call signature: dims and types together (the cost model prices it)
-                        raw += SIG_SEP + raw_t + SIG_SEP + bytes(a.concrete)
+                        raw = SIG_SEP.join((raw, raw_t, bytes(a.concrete)))
                         aux = shapes.get(raw, -1)
                         if aux < 0:
                             aux = shapes[raw] = len(shapes)
@@ -259,11 +267,11 @@ class Collector:
                 ty_a(ty)
                 ext_a(x)
                 continue
-            if kind == MODULE:
+            if kind == RUNTIME:
+                aux = a.correlation if a is not None and a.correlation is not None else -1
+            elif kind == MODULE:
                 aux = self.name_path[nid]
                 self.annotate_ranges += 1
-            elif kind == RUNTIME:
-                aux = a.correlation if a is not None and a.correlation is not None else -1
             else:
                 aux = -1
                 self.nn_events += kind == NNMODULE
@@ -273,23 +281,8 @@ class Collector:
             ext_a(-1)
             seq_a(-1 if kind != PSEUDO_STAGE or a is None or a.seq is None else a.seq)
         self.torch_events += torch_events
-
-    def _device(self, e: Event, kind: int, nid: int) -> None:
-        """A device event (kernel, copy, set) into the device columns; a device-timeline range counted."""
-        if kind == DEVICE_RANGE:
-            cat = norm_cat(e.cat)
-            self.range_us[cat] = self.range_us.get(cat, 0.0) + e.dur
-            return
-        c, a = self.cols, e.args
-        c.k_corr.append(a.correlation if a is not None and a.correlation is not None else -1)
-        c.k_nid.append(nid)
-        c.k_dur.append(e.dur)
-        c.k_ts.append(e.ts)
-        k = device_kind(norm_cat(e.cat), e.name)
-        c.k_kind.append(k)
-        x = -1 if a is None else a.ext if a.ext is not None else a.ext_old if a.ext_old is not None else -1
-        c.k_ext.append(x)
-        self.device_us[k] += e.dur
+        for arr, col in zip((c.ts, c.end, c.thr, c.nid, c.aux, c.ty, c.ext, c.seq), cols, strict=True):
+            arr.fromlist(col)
 
     def _bad_time(self, kind: int, t: float, dur: float) -> None:
         """Count an event whose start or duration cannot be a time (never turned into one), by side and fault."""
@@ -354,3 +347,12 @@ class Collector:
                 d[k2] = d.get(k2, 0) + v
         for k in ("events", "torch_events", "annotate_ranges", "nn_events", "mapped_ranges", "step_events"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
+
+
+def __getattr__(name: str) -> Any:
+    """``ModuleMap``, ``ModuleMapEntry``, ``load_module_map``: pydantic loads when ``--module-map`` is given."""
+    if name in ("ModuleMap", "ModuleMapEntry", "load_module_map"):
+        from recstack.traceimport import module_map
+
+        return getattr(module_map, name)
+    raise AttributeError(f"module 'recstack.traceimport.collect' has no attribute {name!r}")

@@ -26,10 +26,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     from recstack.analysis.commands import machine_arg
     from recstack.profiling.rules import rules_of
     from recstack.traceimport.build import import_trace
-    from recstack.traceimport.collect import load_module_map
 
-    rules = rules_of(args.stage_rules or None)
-    mmap = load_module_map(args.module_map) if args.module_map else None
+    rules = rules_of(args.stage_rules or None)  # pydantic models: loaded only when a file is given
+    mmap = None
+    if args.module_map:
+        from recstack.traceimport.module_map import load_module_map
+
+        mmap = load_module_map(args.module_map)
     machine = machine_arg(args.machine) if args.machine is not None else None
     prof = import_trace(args.trace, rules=rules, step_range=args.step_range, module_map=mmap, model=args.model,
                         machine=machine, correct_overhead=not args.raw_times)

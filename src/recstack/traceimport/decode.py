@@ -34,8 +34,11 @@ import msgspec
 
 from recstack.errors import DataError
 
-CHUNK = 8 << 20  # bytes decoded per msgspec call
-BLOCK = 16 << 20  # bytes read per file read
+# Small enough that the window, the chunk copied out of it and its events stay in the CPU's caches and
+# reuse freed memory (8 MiB chunks in a 24 MiB window cost ~50% more than the decoding, in page faults and
+# copies: 0.30 s against 0.20 s for the 54 MB of a 216k-event gzipped trace).
+CHUNK = 1 << 20  # bytes decoded per msgspec call
+BLOCK = 2 << 20  # bytes read per file read
 MAX_HEADER = 64 << 20  # a file with no ``traceEvents`` in its first 64 MiB is not a trace
 MAX_EVENT = 64 << 20  # the longest text with no event boundary the reader holds (bounds a gzip bomb's memory)
 NONFINITE_AS = b"1.7976931348623155e308"  # what a NaN / Infinity token reads as (collect.NONFINITE)

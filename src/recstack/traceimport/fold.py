@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
@@ -31,7 +32,6 @@ from recstack.profiling.oppass import FLOAT_DTYPES, MAX_SHAPES, Folder, RawNode
 from recstack.profiling.passes import TimingResult
 from recstack.profiling.rules import (
     StageMap,
-    StageRules,
     detect_stages_by_name,
     hand_down_roots,
 )
@@ -53,6 +53,9 @@ from recstack.traceimport.collect import (
     pseudo_stage,
 )
 from recstack.traceimport.device import step_figures
+
+if TYPE_CHECKING:
+    from recstack.profiling.stage_rules import StageRules
 
 SWEEP_BLOCK = 1 << 20  # events turned into Python objects at a time
 NOT_FORWARD = (*TRAIN_STAGES, "communication", "other")
@@ -409,7 +412,8 @@ class _Sweep:
         nid = np.frombuffer(c.cols.nid, dtype=np.int32)
         is_bwd = np.array([k == PSEUDO_STAGE for k in c.kinds] or [False], dtype=bool)[nid] if len(nid) else \
             np.zeros(0, dtype=bool)
-        wanted = np.unique(seq[is_bwd & (seq >= 0)])
+        # a set, not np.unique: that loads numpy.ma (~20 ms of start-up) to ask whether the array is masked
+        wanted = np.fromiter(set(seq[is_bwd & (seq >= 0)].tolist()), dtype=np.int64)
         seq = np.where(np.isin(seq, wanted), seq, -1) if len(wanted) else np.full(len(seq), -1, dtype=np.int64)
         return ext, seq
 

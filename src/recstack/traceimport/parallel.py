@@ -13,14 +13,17 @@ pass then reads as far as the events are complete, or reports the bad field, as 
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from recstack.errors import DataError
-from recstack.traceimport.collect import Collector, ModuleMap
+from recstack.traceimport.collect import Collector
 from recstack.traceimport.decode import Header, Truncation, header_of, plan_parts, stream_events, stream_part
+
+if TYPE_CHECKING:
+    from recstack.traceimport.module_map import ModuleMap
 
 MIN_PART = 64 << 20  # bytes of trace per part, at least (below, a fork costs more than it saves)
 MAX_PARTS = 8
@@ -32,14 +35,19 @@ def parts_for(path: Path) -> int:
     return max(1, min(cores, MAX_PARTS, path.stat().st_size // MIN_PART))
 
 
+def _can_fork() -> bool:
+    import multiprocessing  # here: ~10 ms of start-up that a one-pass import (every gzipped trace) never needs
+
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
 def collect_trace(path: Path, step_range: str | None, module_map: ModuleMap | None, parts: int | None = None,
                   min_part: int = MIN_PART) -> tuple[Collector, Header, Truncation | None]:
     """The trace's events collected (in ``parts`` parts of ``min_part`` bytes at least; default
     :func:`parts_for`), its header, any truncation."""
     n = parts_for(path) if parts is None else parts
-    fork = "fork" in multiprocessing.get_all_start_methods()
-    starts = plan_parts(path, n, min_part) if n > 1 and fork else []
-    if len(starts) >= 2:
+    starts = plan_parts(path, n, min_part) if n > 1 else []  # [] for a gzipped trace: read in one pass
+    if len(starts) >= 2 and _can_fork():
         try:
             return _in_parts(path, starts, step_range, module_map)
         except DataError:
@@ -52,6 +60,8 @@ def collect_trace(path: Path, step_range: str | None, module_map: ModuleMap | No
 def _in_parts(path: Path, starts: list[int], step_range: str | None,
               module_map: ModuleMap | None) -> tuple[Collector, Header, Truncation | None]:
     """Collect the parts beginning at ``starts``: the first here, the others in forked children."""
+    import multiprocessing
+
     c = Collector(step_range=step_range, module_map=module_map)
     ctx = multiprocessing.get_context("fork")
     children = []
