@@ -78,6 +78,10 @@ def test_profile_memory_records_stage_peaks(memory_profile: Path) -> None:
         mem = stages[name]["memory_peak"]
         assert mem["device"] == "cpu" and mem["peak_bytes"] > 0
         assert mem["predicted_peak_bytes"] > 0  # a zoo model: the prediction beside the measurement
+    # training: the dense and head stages' Linear layers save their inputs for backward; backward saves nothing
+    assert stages["dense"]["memory_peak"]["saved_for_backward_bytes"] > 0
+    assert stages["head"]["memory_peak"]["saved_for_backward_bytes"] > 0
+    assert stages["backward"]["memory_peak"]["saved_for_backward_bytes"] == 0
     # the embedding stage's output, the pooled embeddings (batch x dim fp32 per table), is live at its end
     tables = resolve_config("rmc1", 0.001, None).resolved_tables()
     assert stages["embedding"]["memory_peak"]["peak_bytes"] >= 32 * sum(t.dim for t in tables) * 4

@@ -261,7 +261,7 @@ def memory_pass(model: nn.Module, step: Step, batch: Any, roots: dict[str, str],
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from recstack.profiling.stage_memory import stage_peaks
+    from recstack.profiling.stage_memory import mark_saved_tensors, stage_peaks
 
     optimizer = getattr(step, "optimizer", None)
     if optimizer is not None:  # the last step's gradients freed before the step starts, as the footprint model has it
@@ -272,8 +272,10 @@ def memory_pass(model: nn.Module, step: Step, batch: Any, roots: dict[str, str],
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         start = torch.cuda.memory_allocated()
+    held = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()] if t.device.type != "meta"}
+    saved = mark_saved_tensors(held) if step.train else contextlib.nullcontext()
     with _ranges_installed(model, roots, opaque, regions), \
-            quiet_native(profile(activities=acts, profile_memory=True)) as prof:
+            quiet_native(profile(activities=acts, profile_memory=True)) as prof, saved:
         step.run(batch, (lambda s: profiler_range(STAGE + s)) if step.train else None)
         if sync:
             sync()

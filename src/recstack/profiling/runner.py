@@ -416,7 +416,7 @@ def _attach_stage_memory(root: Node, measured: dict[str, Any]) -> None:
         fig = measured["stages"].get(st.name)
         if fig is not None:
             set_stage_memory(st, {"peak_bytes": fig["peak_bytes"], "allocated_bytes": fig["allocated_bytes"],
-                                  "device": measured["device"]})
+                                  "saved_for_backward_bytes": fig.get("saved_bytes"), "device": measured["device"]})
 
 
 def _multi_rank() -> bool:

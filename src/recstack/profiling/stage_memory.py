@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+SAVED = "recstack.saved::"  # a zero-length range per tensor autograd saves: its storage's bytes (the memory pass)
+
 
 def stage_peaks(events: list[Any], prefix: str, device: str = "cpu") -> tuple[int, dict[str, dict[str, int]]]:
     """From one step's torch.profiler events (``profile_memory=True``): the step's peak of live bytes above its start,
-    and per ``prefix``-named range (``prefix + stage``) ``{"peak_bytes", "allocated_bytes", "end_bytes"}``.
+    and per ``prefix``-named range (``prefix + stage``) ``{"peak_bytes", "allocated_bytes", "end_bytes"}`` and,
+    where the step marked the tensors autograd saved (:data:`SAVED` ranges), ``"saved_bytes"``: their sum inside it.
 
     The memory events of ``device``'s allocator are summed in order (a free is a negative event); the level on
     entering a range counts as part of its peak (what the stage holds from the start). A stage entered more than
@@ -26,6 +29,8 @@ def stage_peaks(events: list[Any], prefix: str, device: str = "cpu") -> tuple[in
         running += n
         times.append(t)
         level.append(running)
+    saved = sorted((e.start_ns(), int(e.name()[len(SAVED):])) for e in events if e.name().startswith(SAVED))
+    saved_at = [t for t, _n in saved]
     out: dict[str, dict[str, int]] = {}
     for e in events:
         if not e.name().startswith(prefix):
@@ -38,6 +43,9 @@ def stage_peaks(events: list[Any], prefix: str, device: str = "cpu") -> tuple[in
         st["peak_bytes"] = max(st["peak_bytes"], max(peak, 0))
         st["allocated_bytes"] += alloc
         st["end_bytes"] = max(level[hi - 1] if hi else 0, 0)
+        lo, hi = bisect.bisect_left(saved_at, e.start_ns()), bisect.bisect_right(saved_at, e.end_ns())
+        if saved:
+            st["saved_bytes"] = st.get("saved_bytes", 0) + sum(n for _t, n in saved[lo:hi])
     return max([0, *level]), out
 
 
@@ -54,3 +62,25 @@ def stage_memory(node: Any) -> Any:
 
     raw = node.extra.get("memory_peak")
     return None if raw is None else StageMemory.model_validate(raw)
+
+
+def mark_saved_tensors(exclude: set[int]) -> Any:
+    """A ``torch.autograd.graph.saved_tensors_hooks`` context that marks each storage autograd saves for backward
+    once (a :data:`SAVED` range named by its bytes), storages in ``exclude`` (parameters, buffers) not."""
+    import torch
+
+    seen = set(exclude)
+
+    def pack(t: Any) -> Any:
+        try:
+            storage = t.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # sparse and other storage-less tensors: not marked
+            return t
+        key = storage.data_ptr()
+        if key and key not in seen and t.device.type != "meta":
+            seen.add(key)
+            with torch.autograd.profiler.record_function(f"{SAVED}{storage.nbytes()}"):
+                pass
+        return t
+
+    return torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)

@@ -288,11 +288,11 @@ def print_stage_memory(c: Console, prof: Any) -> None:
     t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", title_justify="left",
               title=f"memory pass: peak live bytes per stage above the step's start ({rows[0][1].device} allocator; "
               "docs/memory.md)")
-    for col in ("stage", "peak (measured)", "predicted", "allocated"):
+    for col in ("stage", "peak (measured)", "predicted", "allocated", "saved for backward"):
         t.add_column(col, justify="left" if col == "stage" else "right")
     for name, m in rows:
-        pred = "-" if m.predicted_peak_bytes is None else binary(m.predicted_peak_bytes)
-        t.add_row(escape(name), binary(m.peak_bytes), pred, binary(m.allocated_bytes))
+        pred, saved = ("-" if v is None else binary(v) for v in (m.predicted_peak_bytes, m.saved_for_backward_bytes))
+        t.add_row(escape(name), binary(m.peak_bytes), pred, binary(m.allocated_bytes), saved)
     c.print(t)
 
 

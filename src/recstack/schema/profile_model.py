@@ -176,6 +176,10 @@ class StageMemory(_M):
                           producer="profiling.memory")
     allocated_bytes: Bytes = F("bytes the stage allocated (every allocation summed, frees not subtracted)",
                                unit="bytes", producer="profiling.memory")
+    saved_for_backward_bytes: Bytes | None = F(
+        "training: bytes of the tensors autograd saved for backward while the stage ran (each storage once, "
+        "parameters and buffers not, a batch tensor saved as it is counted too)", None, unit="bytes",
+        producer="profiling.memory")
     device: Literal["cpu", "cuda"] = F("the allocator measured: ``cpu`` (CPU allocator) or ``cuda`` (the caching "
                                        "allocator's allocations, not its reserve)", producer="profiling.memory")
     predicted_peak_bytes: Bytes | None = F("zoo models: the footprint model's prediction of the same figure "
