@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
+import recstack
 from recstack.cli import main
 from recstack.config.run import RunConfig
 from recstack.profiling.stage_memory import stage_peaks
@@ -55,6 +57,33 @@ def test_stage_memory_schema() -> None:
                 {"peak_bytes": "1", "allocated_bytes": 0, "device": "cpu"}):
         with pytest.raises(ValueError):
             StageMemory.model_validate(bad)
+
+
+class _Wide(nn.Module):
+    """An embedding bag, then a wide Linear and its ReLU: sizes the physics pins down."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.embedding = nn.EmbeddingBag(1000, 64, mode="sum")
+        self.mlp = nn.Sequential(nn.Linear(64, width), nn.ReLU(), nn.Linear(width, 1))
+
+    def forward(self, ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.embedding(ids, offsets)).squeeze(-1)
+
+
+def test_memory_pass_on_your_own_model() -> None:
+    b, width = 64, 4096
+    batches = [recstack.Batch((torch.randint(0, 1000, (b * 4,)), torch.arange(0, b * 4, 4)), torch.rand(b))
+               for _ in range(2)]
+    prof = recstack.profile(_Wide(width), batches, mode="train", memory=True, iters=2, warmup=2, op_iters=1,
+                            cost_model=False, counters=False)
+    mem = {st.name: st.extra["memory_peak"] for st in prof.root.children if "memory_peak" in st.extra}
+    out = b * width * 4  # one fp32 activation of the wide layer
+    # the ReLU's output is allocated while the Linear's output, its input, is live: two of them at once
+    assert mem["dense"]["peak_bytes"] >= 2 * out
+    assert mem["dense"]["saved_for_backward_bytes"] >= out  # the ReLU saves its output (the second Linear's input)
+    assert mem["embedding"]["peak_bytes"] >= b * 64 * 4  # its pooled output
+    assert "predicted_peak_bytes" not in mem["dense"]  # no zoo model, no prediction
 
 
 @pytest.fixture(scope="module")
