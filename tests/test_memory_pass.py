@@ -134,3 +134,9 @@ def test_memory_measure_beside_prediction(capsys: pytest.CaptureFixture[str]) ->
     assert by["embedding"]["measured_dynamic_bytes"] >= 16 * 8 * 32 * 4
     assert all(s["measured_dynamic_bytes"] > 0 for s in doc["stages"])
     assert "measured" in render(doc).splitlines()[1]
+
+
+def test_memory_pass_with_ranks_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profile", "rmc1", "--scale", "0.001", "--nproc", "2", "--memory", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --memory: ") and "Traceback" not in err

@@ -35,6 +35,9 @@ def profile_config(config: RunConfig, *, trace: str | Path | None = None,
     (one more untimed step: each stage's allocator peak, beside the prediction for zoo models; one process)."""
     parts = resolve(config)
     factory = parts.source.kind == "factory"
+    if config.nproc > 1 and memory:
+        raise ConfigError("the memory pass runs in one process; drop --nproc, or predict the ranks with "
+                          "recstack memory --nproc", field="--memory")
     if config.nproc > 1:  # ranks under torchrun and DistributedModelParallel
         from recstack.distributed.ranks import profile_ranks
 
