@@ -2,7 +2,8 @@
 # Exercise every CUDA path of recstack end to end on one GPU, in at most 8 minutes:
 # profile a zoo model on cuda (kernels under ops; inference, train, bf16), the GPU roofs of
 # `recstack machine`, gather on device, the roofline against the GPU roofs, and `recstack compile`
-# with inductor on cuda (regional dense/head: graphs, numerics, per-stage eager vs compiled).
+# with inductor on cuda (regional dense/head: graphs, numerics, per-stage eager vs compiled), and the memory
+# pass on the CUDA allocator (`recstack memory --measure --device cuda`: each stage's peak beside the prediction).
 # Prints one `PASS|FAIL <path>: <figures>` line per path and exits 1 if any failed.
 # Without a GPU (or with CUDA_VISIBLE_DEVICES empty or -1) it prints `no GPU: skipped` and exits 0.
 #

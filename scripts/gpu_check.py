@@ -252,6 +252,22 @@ def check_serve_split(out: Path) -> None:
            f"{r['completed']}/{r['requests']} completed")
 
 
+def check_memory_pass(out: Path) -> None:
+    """``recstack memory --measure`` on cuda: the memory pass (``profile --memory``'s) over the CUDA allocator's
+    events, each stage's peak beside the prediction, and the step's torch.cuda.memory_stats peaks."""
+    proc = _cli(["memory", "rmc1", "--scale", "0.01", "--batch-size", "1024", "--mode", "train", "--device", "cuda",
+                 "--limit", "64GiB", "--measure", "--json", "-o", str(out / "memory.json")], timeout=300)
+    if proc.returncode != 0:
+        report("memory-pass-cuda", False, _tail(proc))
+        return
+    doc = json.loads(proc.stdout)
+    measured = {s["stage"]: s.get("measured_dynamic_bytes") for s in doc["stages"]}
+    ok = doc["provenance"] == "predicted and measured" and all((v or 0) > 0 for v in measured.values())
+    report("memory-pass-cuda", ok, ", ".join(f"{k} {_si(float(v or 0), 'B')} (predicted "
+                                             f"{_si(float(s['dynamic_bytes']), 'B')})"
+                                             for s in doc["stages"] for k, v in [(s["stage"], measured[s["stage"]])]))
+
+
 def main() -> int:
     import torch
 
@@ -269,6 +285,7 @@ def main() -> int:
             ("profile-cuda-bf16", lambda: check_profile("profile-cuda-bf16", out, ["--dtype", "bf16"], {})),
             ("gpu-roofs", lambda: check_gpu_roofs(out)),
             ("serve-split-cuda", lambda: check_serve_split(out)),
+            ("memory-pass-cuda", lambda: check_memory_pass(out)),
             ("compile-inductor-cuda", lambda: check_compile_inductor(out)),
         ]
         done: dict[str, Any] = {}

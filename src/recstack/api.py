@@ -44,6 +44,7 @@ def profile(
     trace: str | Path | None = None,
     cost_model: bool = True,
     counters: bool = True,
+    memory: bool = False,
     **overrides: Any,
 ) -> Profile:
     """Profile any nn.Module (zoo, TorchRec or your own) on batches from ``inputs``.
@@ -61,7 +62,8 @@ def profile(
     given, is read from the first batch, with a warning when it cannot be);
     ``machine``: a machine dict or file (``recstack machine``) to classify every
     node against, ``"auto"`` for this host's cached measurement if there is one.
-    ``trace``: also write the op pass's Chrome trace there.
+    ``trace``: also write the op pass's Chrome trace there. ``memory``: also run the memory pass (one more
+    untimed step: each stage's allocator peak, ``memory_peak`` on the stage nodes; docs/memory.md).
     """
     if "batch_size" in overrides and overrides["batch_size"] is None:
         del overrides["batch_size"]  # None: read it from the first batch (as when not given)
@@ -70,9 +72,9 @@ def profile(
         raise ConfigError(f"must be a torch.nn.Module (got {type(model).__name__}); for a zoo id use profile_zoo",
                           field="model")
     _check_keywords(loss_fn=loss_fn, num_batches=num_batches, run_info=run_info, trace=trace,
-                    cost_model=cost_model, counters=counters)
+                    cost_model=cost_model, counters=counters, memory=memory)
     return session.profile_module(model, inputs, cfg, loss_fn=loss_fn, num_batches=num_batches, run_info=run_info,
-                                  trace=trace, cost_model=cost_model, counters=counters)
+                                  trace=trace, cost_model=cost_model, counters=counters, memory=memory)
 
 
 def profile_zoo(
@@ -84,6 +86,7 @@ def profile_zoo(
     trace: str | Path | None = None,
     cost_model: bool = True,
     counters: bool = True,
+    memory: bool = False,
     **overrides: Any,
 ) -> Profile:
     """Build a zoo model (id or YAML) and a workload (preset or spec YAML), then profile them.
@@ -96,9 +99,9 @@ def profile_zoo(
     if cfg.model is None:
         raise ConfigError("give a zoo id (rmc1 ... dien, dlrmv2 ... hstu) or a model YAML file", field="model")
     _check_keywords(num_batches=num_batches, run_info=run_info, trace=trace, cost_model=cost_model,
-                    counters=counters)
+                    counters=counters, memory=memory)
     return session.profile_zoo(cfg, num_batches=num_batches, run_info=run_info, trace=trace, cost_model=cost_model,
-                               counters=counters)
+                               counters=counters, memory=memory)
 
 
 def _check_keywords(**kw: Any) -> None:
@@ -112,7 +115,7 @@ def _check_keywords(**kw: Any) -> None:
         raise ConfigError(f"must be a dict (got {type(kw['run_info']).__name__})", field="run_info")
     if kw["trace"] is not None and not isinstance(kw["trace"], (str, Path)):
         raise ConfigError(f"must be a file path (got {type(kw['trace']).__name__})", field="trace")
-    for name in ("cost_model", "counters"):
+    for name in ("cost_model", "counters", "memory"):
         if not isinstance(kw[name], bool):
             raise ConfigError(f"must be True or False (got {kw[name]!r})", field=name)
 

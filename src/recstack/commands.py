@@ -66,7 +66,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from recstack.session import profile_config
 
     try:
-        prof = profile_config(cfg, trace=args.trace)
+        prof = profile_config(cfg, trace=args.trace, memory=args.memory)
     except ConfigError as exc:
         if exc.field in RunConfig.model_fields and exc.source is None:
             raise ConfigError(exc.detail, field=cli_name(exc.field)) from exc  # the flag the user typed
@@ -168,6 +168,8 @@ def _add_profile_args(p: argparse.ArgumentParser) -> None:
                    help="load the run options from YAML (RunConfig fields); flags given override them")
     p.add_argument("-o", "--output", default=None, help="write the profile JSON here")
     p.add_argument("--trace", default=None, help="write a Chrome/Perfetto trace here")
+    p.add_argument("--memory", action="store_true", help="also run the memory pass: one more untimed step under "
+                   "torch.profiler's memory events, each stage's allocator peak (docs/memory.md)")
     p.add_argument("--depth", type=int_at_least("--depth", 0), default=3, help="tree depth to print")
     p.add_argument("--top", type=int_at_least("--top", 1), default=8, help="children shown per node")
     p.add_argument("--strict", action="store_true",

@@ -37,9 +37,11 @@ def _size(n: float) -> str:
     return binary(n)
 
 
-def analyse(cfg: Any, limit: int, *, cache_hit: float | None = None, cache_batches: int = 4) -> dict[str, Any]:
+def analyse(cfg: Any, limit: int, *, cache_hit: float | None = None, cache_batches: int = 4,
+            measure: bool = False) -> dict[str, Any]:
     """The ``recstack.memory`` document of run options ``cfg`` against ``limit`` bytes (``cache_hit``: also
-    size each table's cache for that hit rate over ``cache_batches`` batches of the workload)."""
+    size each table's cache for that hit rate over ``cache_batches`` batches of the workload; ``measure``: also
+    build the model and measure each stage in the memory pass, after the timed prediction)."""
     import torch  # noqa: F401  (imported before the clock starts: the analysis is timed, not torch's import)
 
     from recstack.memory.search import largest_batch
@@ -92,9 +94,27 @@ def analyse(cfg: Any, limit: int, *, cache_hit: float | None = None, cache_batch
     if cfg.nproc > 1:
         doc.notes.append("the largest batch and scale are searched with --nproc 1 only")
     doc.elapsed_s = round(time.perf_counter() - start, 4)  # the prediction and its searches
+    if measure:
+        _add_measured(doc, cfg)
     if cache_hit is not None:
         doc.cache = _cache(cfg, model_cfg, cache_hit, cache_batches, opts)
     return doc.model_dump(by_alias=True)
+
+
+def _add_measured(doc: Any, cfg: Any) -> None:
+    """Each stage's measured dynamic peak beside the prediction (the memory pass of ``recstack profile --memory``)."""
+    from recstack.memory.measure import measured_stages
+
+    if cfg.nproc > 1:
+        raise ConfigError("--measure runs one process; drop --nproc or measure the ranks with recstack profile",
+                          field="--measure")
+    measured = measured_stages(cfg)
+    for st in doc.stages:
+        fig = measured["stages"].get(st.stage)
+        st.measured_dynamic_bytes = None if fig is None else int(fig["peak_bytes"])
+    doc.provenance = "predicted and measured"
+    doc.notes.append(f"measured: one step of the model built for real, {measured['device']} allocator "
+                     "(torch.profiler memory events), peak above the step's start per stage")
 
 
 def _cache(cfg: Any, model_cfg: Any, target: float, batches: int, opts: dict[str, Any]) -> dict[str, Any]:
@@ -121,13 +141,18 @@ def _largest_scale(shape: Any, limit: int, cfg: Any, model_cfg: Any, opts: dict[
 
 
 def render(doc: dict[str, Any]) -> str:
+    measured = doc.get("provenance") == "predicted and measured"
     lines = [
         f"recstack memory: {doc['model']} ({doc['backend']} backend, {doc['mode']}, optimizer {doc['optimizer']}, "
-        f"tables {doc['table_dtype']}), batch {doc['batch_size']}, scale {doc['scale']:g} (predicted, nothing allocated)",
-        f"{'stage':20s} {'peak':>12s} {'of it per step':>15s}",
+        f"tables {doc['table_dtype']}), batch {doc['batch_size']}, scale {doc['scale']:g}"
+        + (" (predicted; measured: the per-step part, one step built for real)" if measured
+           else " (predicted, nothing allocated)"),
+        f"{'stage':20s} {'peak':>12s} {'of it per step':>15s}" + (f" {'measured':>12s}" if measured else ""),
     ]
     for st in doc["stages"]:
-        lines.append(f"{st['stage']:20s} {_size(st['peak_bytes']):>12s} {_size(st['dynamic_bytes']):>15s}")
+        got = st.get("measured_dynamic_bytes")
+        lines.append(f"{st['stage']:20s} {_size(st['peak_bytes']):>12s} {_size(st['dynamic_bytes']):>15s}"
+                     + ((f" {'-' if got is None else _size(got):>12s}") if measured else ""))
     verdict = "fits" if doc["fits"] else "does NOT fit"
     lines += [
         f"peak {_size(doc['peak_bytes'])} in {doc['peak_stage']}: {verdict} in {_size(doc['limit_bytes'])}",
@@ -167,7 +192,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     out = check_writable(args.output, "-o/--output") if args.output else None
     cfg = run_config_from_args(args)
     try:
-        doc = analyse(cfg, limit, cache_hit=args.cache_hit, cache_batches=args.cache_batches)
+        doc = analyse(cfg, limit, cache_hit=args.cache_hit, cache_batches=args.cache_batches, measure=args.measure)
     except ConfigError as exc:
         if exc.field in RunConfig.model_fields and exc.source is None:
             raise ConfigError(exc.detail, field=cli_name(exc.field)) from exc
@@ -205,6 +230,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "simulated over --cache-batches batches of the workload")
     p.add_argument("--cache-batches", type=int_at_least("--cache-batches", 1), default=4,
                    help="batches of the workload the cache simulation replays (default 4)")
+    p.add_argument("--measure", action="store_true", help="also build the model and measure each stage's per-step "
+                   "peak in recstack profile --memory's memory pass, beside the prediction")
     p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("-o", "--output", default=None, help="also write the JSON result here")

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from recstack.profiling.stage_memory import stage_peaks
 from recstack.zoo.footprint.stages import stage_of_child
 
 PHASES = ("loss", "backward", "optimizer")
@@ -114,29 +115,6 @@ def _hooks(model: nn.Module) -> list[Any]:
     return handles
 
 
-def _peaks(events: list[Any]) -> tuple[int, dict[str, int], dict[str, int]]:
-    """The running sum's peak over the step, and inside each ``stage:`` range."""
-    mem = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
-    ranges = [(e.name().split(":", 1)[1], e.start_ns(), e.end_ns()) for e in events if e.name().startswith("stage:")]
-    times, level, peak, running = [], [], 0, 0
-    for t, n in mem:
-        running += n
-        times.append(t)
-        level.append(running)
-        peak = max(peak, running)
-    stages: dict[str, int] = {}
-    ends: dict[str, int] = {}
-    for name, start, end in ranges:
-        # the level on entry counts too: what the stage holds from the start
-        before = [lv for t, lv in zip(times, level, strict=True) if t < start]
-        inside = [lv for t, lv in zip(times, level, strict=True) if start <= t <= end]
-        best = max([before[-1] if before else 0, *inside])
-        stages[name] = max(stages.get(name, 0), best)
-        after = [lv for t, lv in zip(times, level, strict=True) if t <= end]
-        ends[name] = after[-1] if after else 0
-    return peak, stages, ends
-
-
 def _drop_kept_inputs(model: nn.Module) -> None:
     """FBGEMM's training kernel keeps the last step's indices and offsets until the next forward replaces them:
     dropped before the measured step, so that its baseline holds no step data (the step's own are counted)."""
@@ -214,6 +192,31 @@ def measure(model: str, *, backend: str = "torch", mode: str = "inference", opti
     if step.optimizer is not None:
         with contextlib.suppress(Exception):
             step.optimizer.zero_grad(set_to_none=True)
-    peak, stages, ends = _peaks(events)
+    peak, figures = stage_peaks(events, "stage:")
+    stages = {k: v["peak_bytes"] for k, v in figures.items()}
+    ends = {k: v["end_bytes"] for k, v in figures.items()}
     params, buffers, state = resident(net, step.optimizer)
     return Measured(params, buffers, state, batch_bytes(batch), peak, stages, ends)
+
+
+def measured_stages(cfg: Any) -> dict[str, Any]:
+    """``recstack memory --measure``: the run options ``cfg``'s zoo model built for real and ``recstack profile
+    --memory``'s memory pass run on it (the profiler's step, stage roots discovered in two warm-up steps, no timed
+    pass): ``{"device", "step_peak_bytes", "stages": {stage: {"peak_bytes", ...}}}``
+    (:func:`recstack.profiling.passes.memory_pass`)."""
+    from recstack.calls import to_device
+    from recstack.profiling.passes import memory_pass, warm_up_and_discover
+    from recstack.profiling.runner import ProfileOptions
+    from recstack.profiling.runner import Step as ProfileStep
+    from recstack.session import build_zoo
+    from recstack.workload import bind
+
+    net, spec = build_zoo(cfg)
+    bound = bind(spec, net.features(), net.num_dense, net.num_tasks)
+    batches = [bound.batch(cfg.batch_size, i) for i in range(2)]
+    if cfg.resolved_device() == "cuda":
+        net.to("cuda")
+        batches = [to_device(b, "cuda") for b in batches]
+    step = ProfileStep(net, ProfileOptions(cfg), None)
+    found = warm_up_and_discover(net, step, batches, 2, None)
+    return memory_pass(net, step, batches[0], found.roots, None, regions=found.regions(None))

@@ -8,8 +8,9 @@ the Profile tree. None of them generates input inside a timed region.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -222,27 +223,72 @@ def op_pass(
 
     folder = Folder()
     steps_s: list[float] = []
-    undo = _no_regions if regions is None else regions.install(model, *_stage_ranges())  # first, as in timing_pass
-    try:
-        range_wrappers = install_range_hooks(model, roots, opaque)
-        try:
-            with quiet_native(profile(activities=acts, record_shapes=True)) as prof:
-                for i in range(op_iters):
-                    batch = batches[i % n]
-                    t0 = time.perf_counter_ns()
-                    with profiler_range(f"{STEP}{i}"):
-                        step.run(batch, op_region if step.train else None)
-                    if sync:
-                        sync()
-                    steps_s.append((time.perf_counter_ns() - t0) * 1e-9)
-        finally:
-            range_wrappers.remove()
-    finally:
-        undo()
+    with _ranges_installed(model, roots, opaque, regions), \
+            quiet_native(profile(activities=acts, record_shapes=True)) as prof:
+        for i in range(op_iters):
+            batch = batches[i % n]
+            t0 = time.perf_counter_ns()
+            with profiler_range(f"{STEP}{i}"):
+                step.run(batch, op_region if step.train else None)
+            if sync:
+                sync()
+            steps_s.append((time.perf_counter_ns() - t0) * 1e-9)
     folder.fold(prof.events())
     if export_trace is not None:
         export_trace(prof)
     return OpPassResult(folder=folder, steps_s=steps_s)
+
+
+@contextlib.contextmanager
+def _ranges_installed(model: nn.Module, roots: dict[str, str], opaque: frozenset[str],
+                      regions: Regions | None) -> Iterator[None]:
+    """The op pass's stage and module ranges around the stage roots (and ``regions``), removed on leaving."""
+    undo = _no_regions if regions is None else regions.install(model, *_stage_ranges())  # first, as in timing_pass
+    try:
+        range_wrappers = install_range_hooks(model, roots, opaque)
+        try:
+            yield
+        finally:
+            range_wrappers.remove()
+    finally:
+        undo()
+
+
+def memory_pass(model: nn.Module, step: Step, batch: Any, roots: dict[str, str], sync: Callable[[], None] | None,
+                opaque: frozenset[str] = frozenset(), regions: Regions | None = None) -> dict[str, Any]:
+    """One step (never a timed one) under torch.profiler's memory events with the op pass's stage ranges:
+    ``{"device", "step_peak_bytes", "stages": {stage: {"peak_bytes", "allocated_bytes", "end_bytes"}}}`` from the
+    allocator of the model's device (:func:`recstack.profiling.memory.stage_peaks`); on CUDA also the step's
+    ``torch.cuda.memory_stats`` peaks (allocated and reserved), reset at the step's start."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from recstack.profiling.stage_memory import mark_saved_tensors, stage_peaks
+
+    optimizer = getattr(step, "optimizer", None)
+    if optimizer is not None:  # the last step's gradients freed before the step starts, as the footprint model has it
+        optimizer.zero_grad(set_to_none=True)
+    on_cuda = any(p.is_cuda for p in model.parameters())
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+    if on_cuda:  # untested here (no GPU): exercised by scripts/gpu-check.sh
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        start = torch.cuda.memory_allocated()
+    held = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()] if t.device.type != "meta"}
+    saved = mark_saved_tensors(held) if step.train else contextlib.nullcontext()
+    with _ranges_installed(model, roots, opaque, regions), \
+            quiet_native(profile(activities=acts, profile_memory=True)) as prof, saved:
+        step.run(batch, (lambda s: profiler_range(STAGE + s)) if step.train else None)
+        if sync:
+            sync()
+    device = "cuda" if on_cuda else "cpu"
+    peak, stages = stage_peaks(list(prof.profiler.kineto_results.events()), STAGE, device)
+    out: dict[str, Any] = {"device": device, "step_peak_bytes": peak, "stages": stages}
+    if on_cuda:
+        stats = torch.cuda.memory_stats()
+        out["cuda_peak_allocated_above_start_bytes"] = int(stats.get("allocated_bytes.all.peak", 0)) - int(start)
+        out["cuda_peak_reserved_bytes"] = int(stats.get("reserved_bytes.all.peak", 0))
+    return out
 
 
 OP_PASS_RATIO_LIMIT = 3.0

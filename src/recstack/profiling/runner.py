@@ -47,6 +47,7 @@ from recstack.profiling.passes import (
     Regions,
     TimingResult,
     checked_op_pass,
+    memory_pass,
     op_pass,
     timing_pass,
     warm_up_and_discover,
@@ -79,6 +80,7 @@ class ProfileOptions:
         op_pass: bool = True,
         cost_model: bool = True,
         counters: bool = True,
+        memory: bool = False,
         compile_hook: Callable[..., Any] | None = None,
         regions: Regions | None = None,
         **fields: Any,
@@ -92,6 +94,7 @@ class ProfileOptions:
         self.op_pass = op_pass
         self.cost_model = cost_model
         self.counters = counters
+        self.memory = memory  # the memory pass: one more untimed step under the allocator's eye (profile --memory)
         # Applies ``config.compile`` after discovery (recstack.compilation.profiling.compile_for_profile,
         # passed in by the session so that profiling does not import compilation).
         self.compile_hook = compile_hook
@@ -267,6 +270,12 @@ def _profile(
             opaque=compiled.opaque if compiled is not None else frozenset(), regions=regions), median(timing.plain),
             remeasure=not multi)
     extra = _embedding_and_memory(model, step, batches[0], found.smap, opts)
+    stage_memory = None
+    if opts.memory:  # after the timed passes, never inside them
+        progress.advance("memory pass", measuring=True)
+        stage_memory = memory_pass(model, step, batches[0], roots, sync,
+                                   opaque=compiled.opaque if compiled is not None else frozenset(), regions=regions)
+        extra["memory"]["memory_pass"] = {k: v for k, v in stage_memory.items() if k != "stages"}
     if compiled is not None:
         opts.run_info["compile"] = compiled.finish()
     wall = time.perf_counter() - wall0
@@ -280,6 +289,8 @@ def _profile(
         res = extra["memory"]["resident_by_stage"].get(st.name)
         if res:
             st.resident_bytes = res
+    if stage_memory is not None:
+        _attach_stage_memory(root, stage_memory)
     bs = batch_size or infer_batch_size(batches[0])
     if bs is None:
         _warn(opts, unknown_batch_size(batches[0]))
@@ -395,6 +406,17 @@ def _run_metadata(
     for k, v in opts.run_info.items():
         run.setdefault(k, v)
     return run
+
+
+def _attach_stage_memory(root: Node, measured: dict[str, Any]) -> None:
+    """Each stage node's memory-pass figures (a stage the pass did not see gets none)."""
+    from recstack.profiling.stage_memory import set_stage_memory
+
+    for st in root.children:
+        fig = measured["stages"].get(st.name)
+        if fig is not None:
+            set_stage_memory(st, {"peak_bytes": fig["peak_bytes"], "allocated_bytes": fig["allocated_bytes"],
+                                  "saved_for_backward_bytes": fig.get("saved_bytes"), "device": measured["device"]})
 
 
 def _multi_rank() -> bool:

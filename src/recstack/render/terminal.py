@@ -277,6 +277,25 @@ def print_rusage(c: Console, prof: Any) -> None:
 RUSAGE_KEYS = ("minor_faults", "major_faults", "voluntary_ctx_switches", "involuntary_ctx_switches")
 
 
+def print_stage_memory(c: Console, prof: Any) -> None:
+    """Per stage, the memory pass's allocator peak (measured) beside the footprint model's (predicted)."""
+    from recstack.schema.profile_model import StageMemory  # the renderer reads the field; profiling writes it
+
+    rows = [(n.name, StageMemory.model_validate(n.memory_peak)) for n in prof.root.children
+            if n.memory_peak is not None]
+    if not rows:
+        return
+    t = Table(show_edge=False, pad_edge=False, box=None, header_style="bold", title_justify="left",
+              title=f"memory pass: peak live bytes per stage above the step's start ({rows[0][1].device} allocator; "
+              "docs/memory.md)")
+    for col in ("stage", "peak (measured)", "predicted", "allocated", "saved for backward"):
+        t.add_column(col, justify="left" if col == "stage" else "right")
+    for name, m in rows:
+        pred, saved = ("-" if v is None else binary(v) for v in (m.predicted_peak_bytes, m.saved_for_backward_bytes))
+        t.add_row(escape(name), binary(m.peak_bytes), pred, binary(m.allocated_bytes), saved)
+    c.print(t)
+
+
 def print_findings(c: Console, prof: Any) -> None:
     """The analyses' findings (``profile.findings``) as written, one line each."""
     findings = [f for f in prof.findings or [] if isinstance(f, dict)]
@@ -353,5 +372,6 @@ def profile_tree(prof: Any, *, depth: int = 3, top: int = 8, file: Any = None) -
         c.print(f"roofline note: {_text(note)}")
     c.print(f"[dim]{schema_line(prof)}[/dim]")
     print_rusage(c, prof)
+    print_stage_memory(c, prof)
     print_ranks(c, prof)
     print_findings(c, prof)

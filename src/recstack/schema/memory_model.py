@@ -26,6 +26,9 @@ class StagePeak(_Doc):
     stage: str = Field(description="stage name (feature_processing, embedding, ..., backward, optimizer)")
     peak_bytes: Bytes = Field(description="predicted live bytes at this stage's peak: resident + inputs + dynamic")
     dynamic_bytes: Bytes = Field(description="the step's share of the peak: activations, indices, gradients, buffers")
+    measured_dynamic_bytes: Bytes | None = Field(None, description="--measure: the memory pass's peak of live "
+                                                 "allocator bytes inside the stage above the step's start (the "
+                                                 "measured dynamic_bytes; recstack profile --memory's figure)")
 
 
 class ConsumerDoc(_Doc):
@@ -46,7 +49,9 @@ class RankDoc(_Doc):
 class MemoryDocument(_Doc):
     schema_: Literal["recstack.memory"] = Field(SCHEMA, alias="schema")
     version: Literal[1] = SCHEMA_VERSION
-    provenance: Literal["predicted"] = Field("predicted", description="from the config alone; nothing allocated")
+    provenance: Literal["predicted", "predicted and measured"] = Field(
+        "predicted", description="from the config alone, nothing allocated; with --measure the model is also built "
+        "and one step measured (measured_dynamic_bytes)")
     model: str
     backend: str
     mode: str

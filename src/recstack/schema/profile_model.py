@@ -164,6 +164,27 @@ class ResidentBytes(_M):
                                      producer="profiling.memory")
 
 
+class StageMemory(_M):
+    """Allocator-level memory of one stage in the memory pass (``recstack profile --memory``): one extra step,
+    never a timed one, under torch.profiler's memory events (every allocation and free, in order)."""
+
+    peak_bytes: Bytes = F("peak of live allocator bytes inside the stage, above what was live when the step "
+                          "began (the model, optimizer state and batch are not in it; the stage's "
+                          "temporaries, outputs and what earlier stages still hold are)", unit="bytes",
+                          producer="profiling.memory")
+    allocated_bytes: Bytes = F("bytes the stage allocated (every allocation summed, frees not subtracted)",
+                               unit="bytes", producer="profiling.memory")
+    saved_for_backward_bytes: Bytes | None = F(
+        "training: bytes of the tensors autograd saved for backward while the stage ran (each storage once, "
+        "parameters and buffers not, a batch tensor saved as it is counted too)", None, unit="bytes",
+        producer="profiling.memory")
+    device: Literal["cpu", "cuda"] = F("the allocator measured: ``cpu`` (CPU allocator) or ``cuda`` (the caching "
+                                       "allocator's allocations, not its reserve)", producer="profiling.memory")
+    predicted_peak_bytes: Bytes | None = F("zoo models: the footprint model's prediction of the same figure "
+                                           "(recstack.zoo.footprint, the stage's dynamic bytes)", None,
+                                           unit="bytes", producer="session.run")
+
+
 class TopDown(_M):
     """Top-down level 1 fractions of pipeline slots."""
 
@@ -272,6 +293,8 @@ class Node(_M):
                                               producer="distributed.communication")
     resident_bytes: ResidentBytes | None = F("bytes resident for the stage (stage)", None, unit="bytes",
                                              producer="profiling.runner")
+    memory_peak: StageMemory | None = F("allocator-level memory of the stage, measured in the memory pass "
+                                        "(stage; ``recstack profile --memory``)", None, producer="profiling.memory")
     counters: StageCounters | None = F("hardware counters of the stage, from ``counters.stages`` (stage)", None,
                                        producer="analysis.pipeline")
     rusage: Rusage | None = F("page faults and context switches per step (stage)", None,
@@ -725,6 +748,20 @@ class PeakStep(_M):
     basis: str | None = F("how the peak was taken", None, producer="profiling.memory")
 
 
+class MemoryPass(_M):
+    """The memory pass's step-level figures (``profile --memory``; the stages' are on the stage nodes)."""
+
+    device: Literal["cpu", "cuda"] = F("the allocator measured", producer="profiling.passes")
+    step_peak_bytes: Bytes = F("peak of live allocator bytes over the step, above its start", unit="bytes",
+                               producer="profiling.passes")
+    cuda_peak_allocated_above_start_bytes: Bytes | None = F(
+        "CUDA: torch.cuda.memory_stats' allocated peak of the step, above its start", None, unit="bytes",
+        producer="profiling.passes")
+    cuda_peak_reserved_bytes: Bytes | None = F("CUDA: the caching allocator's reserved peak of the step (its "
+                                               "cache and fragmentation included)", None, unit="bytes",
+                                               producer="profiling.passes")
+
+
 class Memory(_M):
     """Memory of the run (``memory``)."""
 
@@ -732,6 +769,8 @@ class Memory(_M):
                                                     producer="profiling.memory")
     peak_step: PeakStep = F("peak process memory of one step (measured)", producer="profiling.memory")
     provenance: dict[str, str] | None = F("figure -> computed / measured", None, producer="profiling.runner")
+    memory_pass: MemoryPass | None = F("the memory pass (``profile --memory``): the step's allocator peak", None,
+                                       producer="profiling.runner")
 
 
 class ComputeRoof(_M):

@@ -113,6 +113,7 @@ class NodeSections:
     bound_basis: Section[Literal["requested bytes", "unique bytes"]] = Section()
     bound_reason: Section[str] = Section()
     roofline: Section[Dict] = Section()
+    memory_peak: Section[Dict] = Section()  # a stage's memory-pass figures (schema StageMemory)
     bf16: Section[Dict] = Section()  # a bf16 stage's timing against fp32 (analysis.dtype_compare)
 
     def drop(self, *keys: str) -> None:

@@ -29,11 +29,15 @@ QUERY_BATCHES = 16  # batches pre-generated for workload_batches query (sizes va
 
 
 def profile_config(config: RunConfig, *, trace: str | Path | None = None,
-                   run_info: dict[str, Any] | None = None) -> Profile:
+                   run_info: dict[str, Any] | None = None, memory: bool = False) -> Profile:
     """Profile what ``config.model`` names: a zoo id or YAML, or ``package.module:factory``; ranks when
-    ``config.nproc > 1``. Every file the config names is checked first."""
+    ``config.nproc > 1``. Every file the config names is checked first. ``memory``: run the memory pass too
+    (one more untimed step: each stage's allocator peak, beside the prediction for zoo models; one process)."""
     parts = resolve(config)
     factory = parts.source.kind == "factory"
+    if config.nproc > 1 and memory:
+        raise ConfigError("the memory pass runs in one process; drop --nproc, or predict the ranks with "
+                          "recstack memory --nproc", field="--memory")
     if config.nproc > 1:  # ranks under torchrun and DistributedModelParallel
         from recstack.distributed.ranks import profile_ranks
 
@@ -43,8 +47,8 @@ def profile_config(config: RunConfig, *, trace: str | Path | None = None,
         config = config.updated(batch_size=config.batch_size)  # the factory's batch size is the run's
         model, batch_fn = call_factory(load_factory(name), name, config.batch_size, config.seed)
         info = {"model": name, "backend": "user", **(run_info or {})}
-        return profile_module(model, batch_fn, config, parts, run_info=info, trace=trace)
-    return profile_zoo(config, parts, trace=trace, run_info=run_info)
+        return profile_module(model, batch_fn, config, parts, run_info=info, trace=trace, memory=memory)
+    return profile_zoo(config, parts, trace=trace, run_info=run_info, memory=memory)
 
 
 def profile_zoo(cfg: RunConfig, parts: Parts | None = None, **run: Any) -> Profile:
@@ -71,7 +75,7 @@ def profile_built_zoo(
     **run: Any,
 ) -> Profile:
     """Profile a zoo model built by :func:`build_zoo` on the workload ``spec`` with the run options of ``cfg``
-    (``run``: ``num_batches``, ``trace``, ``cost_model``, ``counters``)."""
+    (``run``: ``num_batches``, ``trace``, ``cost_model``, ``counters``, ``memory``)."""
     from recstack.workload import bind
 
     bound = bind(spec, net.features(), net.num_dense, net.num_tasks)
@@ -85,7 +89,26 @@ def profile_built_zoo(
         "workload_config": bound.describe(),
     }
     info.update(run_info or {})
-    return profile_module(net, bound, cfg, parts, run_info=info, users_model=False, **run)
+    prof = profile_module(net, bound, cfg, parts, run_info=info, users_model=False, **run)
+    if run.get("memory"):
+        _predicted_stage_memory(prof, net, spec, cfg)
+    return prof
+
+
+def _predicted_stage_memory(prof: Profile, net: Any, spec: Any, cfg: RunConfig) -> None:
+    """Beside each measured stage peak, the footprint model's prediction of it (the stage's dynamic bytes)."""
+    from recstack.profiling.stage_memory import set_stage_memory, stage_memory
+    from recstack.zoo.footprint.predict import predict, shape_of
+
+    try:
+        pred = predict(shape_of(net.cfg, spec), batch_size=cfg.batch_size, backend=cfg.backend, mode=cfg.mode,
+                       optimizer=cfg.optimizer, table_dtype=cfg.table_dtype, device=cfg.resolved_device())
+    except ConfigError:  # a combination the footprint model does not cover: measured only
+        return
+    for st in prof.root.children:
+        measured = stage_memory(st)
+        if measured is not None and st.name in pred.stage_dynamic:
+            set_stage_memory(st, {**measured.model_dump(), "predicted_peak_bytes": int(pred.stage_dynamic[st.name])})
 
 
 def profile_module(model: nn.Module, inputs: Any, cfg: RunConfig, parts: Parts | None = None, *,
@@ -94,7 +117,7 @@ def profile_module(model: nn.Module, inputs: Any, cfg: RunConfig, parts: Parts |
                    users_model: bool = True, **collectors: bool) -> Profile:
     """Profile ``model`` on batches from ``inputs`` (see :func:`recstack.profile`); ``users_model``: errors in
     its code are the user's (:class:`~recstack.errors.UserCodeError`), its batch size read from the batch;
-    ``collectors``: ``cost_model`` and ``counters`` (each True when not given)."""
+    ``collectors``: ``cost_model`` and ``counters`` (each True when not given), ``memory`` (False)."""
     parts = parts or resolve(cfg)
     batches = _batches(inputs, cfg, num_batches)
     if cfg.resolved_device() == "cuda":  # validated: cuda is available

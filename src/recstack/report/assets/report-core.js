@@ -179,6 +179,8 @@ const REPORT = (() => {
       if (n.extra.uncovered) rows.push(["cost", "uncovered: " + (n.extra.uncovered_reason || "no formula")]);
       if (n.extra.cost_in_parent) rows.push(["cost", "counted at the enclosing op"]);
       rows.push(...ctx.roofRows(n));
+      const mem = n.extra.memory_peak;  // the memory pass (profile --memory): measured, and predicted for zoo models
+      if (mem && isNum(mem.peak_bytes)) rows.push(["memory peak", U.bytes(mem.peak_bytes) + " measured (" + mem.device + " allocator, above the step's start)" + (isNum(mem.predicted_peak_bytes) ? ", " + U.bytes(mem.predicted_peak_bytes) + " predicted" : "") + (isNum(mem.saved_for_backward_bytes) ? "; " + U.bytes(mem.saved_for_backward_bytes) + " saved for backward" : "")]);
       if (n.extra.module_type) rows.push(["module type", String(n.extra.module_type)]);
       if (isNum(n.extra.distinct_shapes)) rows.push(["distinct shapes", String(n.extra.distinct_shapes)]);
       if (n.label && n.label !== n.name) rows.push(["name", n.name]);

@@ -35,6 +35,12 @@ REPORT.section("stages", (ctx) => {
         { key: "faults", label: "faults / step", num: true, title: "minor / major page faults per step (getrusage, mean over the central steps); first touches of fresh buffers show as minor faults", get: (n) => (rusage(n) ? rusage(n).minor_faults : null), fmt: (n) => pair(n, "minor_faults", "major_faults") },
         { key: "ctxsw", label: "ctx switches / step", num: true, title: "voluntary / involuntary context switches per step (getrusage, mean over the central steps); involuntary ones mean the process was preempted", get: (n) => (rusage(n) ? rusage(n).involuntary_ctx_switches : null), fmt: (n) => pair(n, "voluntary_ctx_switches", "involuntary_ctx_switches") });
     }
+    const mem = (n) => (n.extra.memory_peak && typeof n.extra.memory_peak === "object" ? n.extra.memory_peak : null);
+    if (stages.some(mem)) {
+      cols.push(
+        { key: "mem", label: "memory peak", num: true, title: "peak of live allocator bytes inside the stage, above the step's start (the memory pass, one untimed step; docs/memory.md)", get: (n) => (mem(n) ? mem(n).peak_bytes : null), fmt: (n) => (mem(n) ? ctx.fig(U.bytes(mem(n).peak_bytes), "measured") : "-") },
+        { key: "mempred", label: "predicted", num: true, title: "the footprint model's prediction of the same figure (zoo models)", get: (n) => (mem(n) ? mem(n).predicted_peak_bytes : null), fmt: (n) => (mem(n) && isNum(mem(n).predicted_peak_bytes) ? ctx.fig(U.bytes(mem(n).predicted_peak_bytes), "predicted") : "-") });
+    }
     if (stages.some((n) => n.extra.note)) cols.push({ key: "note", label: "note", get: (n) => n.extra.note || "", sort: false, fmt: (n) => el("span", { class: "small muted", text: n.extra.note || "" }) });
     const p10note = "p10/p90 over the timed steps show the run-to-run spread.";
     const suspects = stages.filter(ctx.suspect);
