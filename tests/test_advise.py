@@ -152,22 +152,25 @@ def test_a_newer_or_damaged_store_is_refused_before_measuring(tmp_path: Path) ->
         assert "Traceback" not in got.stderr
 
 
-def test_training_levers_compare_the_loss_after_n_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_training_levers_compare_the_loss_after_n_steps(rmc1_profile: Path) -> None:
+    from recstack.advisor import measure
     from recstack.advisor.loss import LOSS_STEPS, loss_gate
 
-    (tmp_path / "advmodel.py").write_text(FACTORY)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    doc = recstack.advise("advmodel:make", batch_size=16, mode="train", levers=["option"], rounds=2,
-                          advise_iters=4, **FAST)
-    by = {r["name"]: r for r in doc["ranking"]}
-    same, lossy = by["slow=False"]["loss"], by["approx=True"]["loss"]
-    # the slow path's products are discarded: the same arithmetic, seeds and batches give the very same loss
-    assert same["steps"] == LOSS_STEPS and same["rel_dev"] == 0.0 and same["what_if"] == same["base"]
-    assert lossy["base"] == same["base"] and not by["approx=True"]["recommended"]  # one baseline for all
+    cfg = RunConfig(model="rmc1", scale=0.0005, batch_size=32, mode="train", **FAST)
+    a, b = (measure.build(measure.Arm(n, cfg), capture=True) for n in ("a", "b"))
+    assert a.loss == b.loss and a.loss_steps == LOSS_STEPS  # same seed, same batches: the very same loss
+    doc = recstack.advise(config=cfg, levers=["dtype", "fused_optimizer"], tolerance=1e-9,
+                          from_profile=rmc1_profile, rounds=2, advise_iters=4)
+    tried = [r for r in doc["ranking"] if r["kind"] in ("dtype", "fused_optimizer")]
+    assert tried, doc["not_tried"]
+    for r in tried:  # both arms trained the same steps; bf16's loss differs from fp32's: never advised at 1e-9
+        assert r["loss"]["steps"] == LOSS_STEPS and r["loss"]["base"] == a.loss, r
+        assert not r["recommended"] and (r["kind"] != "dtype" or r["loss"]["rel_dev"] > 1e-9)
     # a lever beyond the tolerance on the loss alone is never advised, whatever its speed
-    kept, why = loss_gate((True, "faster beyond noise"), {**same, "rel_dev": 0.05}, 1e-2)
+    loss = {"steps": LOSS_STEPS, "base": 1.0, "what_if": 1.05, "rel_dev": 0.05}
+    kept, why = loss_gate((True, "faster beyond noise"), loss, 1e-2)
     assert not kept and f"after {LOSS_STEPS} steps deviates 0.05" in why
-    assert loss_gate((True, "faster"), same, 1e-2) == (True, "faster")
+    assert loss_gate((True, "faster"), {**loss, "rel_dev": 0.0}, 1e-2) == (True, "faster")
 
 
 def test_compile_levers_bars_are_the_compile_analysis_stage_medians_per_sample() -> None:
