@@ -23,7 +23,7 @@ from recstack.schema.advice_model import AdviceDocument
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report import _open, browser  # noqa: E402, F401  (the headless Chromium of the report tests)
+from test_report import EVIL, _open, browser  # noqa: E402, F401  (the headless Chromium of the report tests)
 
 FACTORY = textwrap.dedent('''
     import torch
@@ -121,6 +121,13 @@ def test_advice_page_renders_the_ranked_levers_and_their_stage_bars(browser, fac
     for card, r in zip(cards, drawn, strict=True):  # the step and every timed stage, before and after
         for which in ("before", "after"):
             assert len(card.find_elements(By.CSS_SELECTOR, f"rect.bar.{which}")) == 1 + len(r["stage_times"]) > 1
+    # strings from the host (process names in the notes, a lever's reason) stay text: no markup, no script
+    from recstack.report.advice import write_advice_html
+
+    doc["notes"].append(EVIL)
+    doc["ranking"][0]["reason"] = EVIL
+    _open(browser, write_advice_html(doc, d / "evil.html"))
+    assert EVIL in browser.find_element(By.ID, "notes").text and EVIL in browser.find_element(By.ID, "ranking").text
 
 
 def test_every_what_if_is_a_row_of_the_stores_advice_table(factory_run) -> None:

@@ -1,5 +1,6 @@
 """``recstack advise MODEL|factory [run options] [--goal ...] [--levers ...] [--budget MIN] [--json] [-o FILE]
-[--apply-to RUN.yaml] [--from PROFILE.json] [--strict]`` and :func:`advise` (``recstack.advise``).
+[--apply-to RUN.yaml] [--report PAGE.html] [--store STORE] [--from PROFILE.json] [--strict]`` and :func:`advise`
+(``recstack.advise``).
 
 Profile (or read ``--from``), list the levers the stages suggest (:mod:`.levers`), measure each against the
 baseline in alternating rounds in this process (:mod:`.measure`), measure the non-conflicting winners
@@ -291,7 +292,6 @@ def _result(lever: Lever, base: Any, arm: Any, tolerance: float, floor_dev: floa
     if loss_within(loss, tolerance) is False:
         within = False
     memory = {"baseline_bytes": base.resident_bytes, "what_if_bytes": arm.resident_bytes}
-
     return {"name": lever.name, "kind": lever.kind, "stage": lever.stage, "change": lever.change,
             "options": lever.options, "exact_change": lever.describe(), "why": lever.why, "step": step,
             "stage_result": stage, "deviation": dev, "within_tolerance": within, "build_s": round(arm.build_s, 3),
