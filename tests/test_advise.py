@@ -22,6 +22,8 @@ from recstack.errors import ConfigError, ContendedRunError
 from recstack.schema.advice_model import AdviceDocument
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+sys.path.insert(0, str(Path(__file__).parent))
+from test_report import EVIL, _open, browser  # noqa: E402, F401  (the headless Chromium of the report tests)
 
 FACTORY = textwrap.dedent('''
     import torch
@@ -62,25 +64,26 @@ FACTORY = textwrap.dedent('''
 FAST = {"iters": 4, "warmup": 2, "op_iters": 1}
 
 
-@pytest.fixture
-def factory_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "advmodel.py").write_text(FACTORY)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return tmp_path
+@pytest.fixture(scope="module")
+def factory_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """One CLI run on the factory with every output: -o, --apply-to, --report and --store."""
+    d = tmp_path_factory.mktemp("advfactory")
+    (d / "advmodel.py").write_text(FACTORY)
+    got = _cli("advmodel:make", "--batch-size", "16", "--levers", "option", "--advise-iters", "48", "--rounds", "12",
+               "-o", "advice.json", "--apply-to", "run.yaml", "--report", "advice.html", "--store", "results.duckdb",
+               *[f"--{k.replace('_', '-')}={v}" for k, v in FAST.items()], cwd=d)
+    return d, got
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     return subprocess.run([sys.executable, "-m", "recstack", "--quiet", "advise", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=600)
 
 
-def test_factory_lever_built_to_win_is_recommended_and_the_lossy_one_never(factory_dir: Path) -> None:
-    out = factory_dir / "advice.json"
-    run = factory_dir / "run.yaml"
-    got = _cli("advmodel:make", "--batch-size", "16", "--levers", "option", "--advise-iters", "48", "--rounds", "12", "-o", str(out),
-               "--apply-to", str(run), *[f"--{k.replace('_', '-')}={v}" for k, v in FAST.items()], cwd=factory_dir)
+def test_factory_lever_built_to_win_is_recommended_and_the_lossy_one_never(factory_run) -> None:
+    factory_dir, got = factory_run
+    out, run = factory_dir / "advice.json", factory_dir / "run.yaml"
     assert got.returncode == 0, got.stderr
     doc = AdviceDocument.model_validate(json.loads(out.read_text())).model_dump(by_alias=True)
     by = {r["name"]: r for r in doc["ranking"]}
@@ -102,6 +105,91 @@ def test_factory_lever_built_to_win_is_recommended_and_the_lossy_one_never(facto
     assert doc["winner_options"] and all(f"{k}={v!r}" in run.read_text() for k, v in doc["winner_options"].items())
 
 
+def test_advice_page_renders_the_ranked_levers_and_their_stage_bars(browser, factory_run) -> None:  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    d, got = factory_run
+    assert got.returncode == 0, got.stderr
+    doc = json.loads((d / "advice.json").read_text())
+    _open(browser, d / "advice.html")  # no JS error, no console error, rendered, no image fetched
+    rows = browser.find_elements(By.CSS_SELECTOR, "#ranking tbody tr")
+    assert [r.get_attribute("data-name") for r in rows] == [r["name"] for r in doc["ranking"]]
+    assert browser.find_element(By.ID, "winner").text == f"winner: {doc['winner']}"
+    drawn = [r for r in doc["ranking"] if r["recommended"] or r["kind"] == "combination"]
+    cards = browser.find_elements(By.CSS_SELECTOR, "#bars .lever-bars")
+    assert [c.get_attribute("data-name") for c in cards] == [r["name"] for r in drawn] and drawn
+    for card, r in zip(cards, drawn, strict=True):  # the step and every timed stage, before and after
+        for which in ("before", "after"):
+            assert len(card.find_elements(By.CSS_SELECTOR, f"rect.bar.{which}")) == 1 + len(r["stage_times"]) > 1
+    # strings from the host (process names in the notes, a lever's reason) stay text: no markup, no script
+    from recstack.report.advice import write_advice_html
+
+    doc["notes"].append(EVIL)
+    doc["ranking"][0]["reason"] = EVIL
+    _open(browser, write_advice_html(doc, d / "evil.html"))
+    assert EVIL in browser.find_element(By.ID, "notes").text and EVIL in browser.find_element(By.ID, "ranking").text
+
+
+def test_every_what_if_is_a_row_of_the_stores_advice_table(factory_run) -> None:
+    d, got = factory_run
+    assert got.returncode == 0, got.stderr
+    doc = json.loads((d / "advice.json").read_text())
+    rows = recstack.results.load(d / "results.duckdb", "advice").sort_values("rank")
+    assert list(rows["name"]) == [r["name"] for r in doc["ranking"]] and list(rows["winner"]).count(True) == 1
+    top = rows.iloc[0]
+    assert top["name"] == doc["winner"] and top["step_speedup"] == doc["ranking"][0]["step"]["speedup"]
+    assert json.loads(top["options"]) == doc["winner_options"] and top["model"] == "advmodel:make"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    shown = subprocess.run([sys.executable, "-m", "recstack", "results", str(d / "results.duckdb"), "--table",
+                            "advice"], env=env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and doc["winner"] in shown.stdout, shown.stderr
+
+
+def test_a_newer_or_damaged_store_is_refused_before_measuring(tmp_path: Path) -> None:
+    from recstack.store import db
+
+    newer = tmp_path / "newer.duckdb"
+    db.migrate(newer)
+    with db.connect(newer) as con:
+        con.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+    (tmp_path / "junk.duckdb").write_bytes(b"not a duckdb file" * 64)
+    for store, says in (("newer.duckdb", "newer than this recstack"), ("junk.duckdb", "junk.duckdb")):
+        got = _cli("rmc1", "--store", store, cwd=tmp_path)
+        assert got.returncode == 2 and got.stderr.startswith("error:") and says in got.stderr, got.stderr
+        assert "Traceback" not in got.stderr
+
+
+def test_training_levers_compare_the_loss_after_n_steps(rmc1_profile: Path) -> None:
+    from recstack.advisor import measure
+    from recstack.advisor.loss import LOSS_STEPS, loss_gate
+
+    cfg = RunConfig(model="rmc1", scale=0.0005, batch_size=32, mode="train", **FAST)
+    a, b = (measure.build(measure.Arm(n, cfg), capture=True) for n in ("a", "b"))
+    assert a.loss == b.loss and a.loss_steps == LOSS_STEPS  # same seed, same batches: the very same loss
+    doc = recstack.advise(config=cfg, levers=["dtype", "fused_optimizer"], tolerance=1e-9,
+                          from_profile=rmc1_profile, rounds=2, advise_iters=4)
+    tried = [r for r in doc["ranking"] if r["kind"] in ("dtype", "fused_optimizer")]
+    assert tried, doc["not_tried"]
+    for r in tried:  # both arms trained the same steps; bf16's loss differs from fp32's: never advised at 1e-9
+        assert r["loss"]["steps"] == LOSS_STEPS and r["loss"]["base"] == a.loss, r
+        assert not r["recommended"] and (r["kind"] != "dtype" or r["loss"]["rel_dev"] > 1e-9)
+    # a lever beyond the tolerance on the loss alone is never advised, whatever its speed
+    loss = {"steps": LOSS_STEPS, "base": 1.0, "what_if": 1.05, "rel_dev": 0.05}
+    kept, why = loss_gate((True, "faster beyond noise"), loss, 1e-2)
+    assert not kept and f"after {LOSS_STEPS} steps deviates 0.05" in why
+    assert loss_gate((True, "faster"), {**loss, "rel_dev": 0.0}, 1e-2) == (True, "faster")
+
+
+def test_compile_levers_bars_are_the_compile_analysis_stage_medians_per_sample() -> None:
+    from recstack.advisor.stagebars import compile_stage_times
+
+    stages = {"run": {"eager_s": 3.0, "compiled_s": 2.0, "speedup": 1.5},  # the step: drawn from the step result
+              "dense": {"eager_s": 2.0, "compiled_s": 1.0, "speedup": 2.0},
+              "head": {"eager_s": 1.0, "compiled_s": None, "speedup": None, "unavailable": "inside a region"}}
+    assert compile_stage_times(stages, 4) == {"dense": {"base_s": 0.5, "what_if_s": 0.25},
+                                              "head": {"base_s": 0.25, "what_if_s": None}}
+
+
 @pytest.fixture(scope="module")
 def rmc1_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("advise") / "rmc1.json"
@@ -115,6 +203,7 @@ def test_dtype_levers_are_never_advised_above_the_tolerance(rmc1_profile: Path) 
     tried = [r for r in doc["ranking"] if r["kind"] in ("dtype", "table_dtype")]
     assert tried, doc["not_tried"]
     for r in tried:  # bf16 and fp16/int8 tables change the arithmetic: every deviation exceeds 1e-9
+        assert r["loss"] is None  # inference: no loss to compare
         assert not r["recommended"] and r["within_tolerance"] is False and r["deviation"]["max_rel"] > 1e-9, r
     assert doc["winner"] is None
     AdviceDocument.model_validate(doc)

@@ -1,5 +1,6 @@
 """``recstack advise MODEL|factory [run options] [--goal ...] [--levers ...] [--budget MIN] [--json] [-o FILE]
-[--apply-to RUN.yaml] [--from PROFILE.json] [--strict]`` and :func:`advise` (``recstack.advise``).
+[--apply-to RUN.yaml] [--report PAGE.html] [--store STORE] [--from PROFILE.json] [--strict]`` and :func:`advise`
+(``recstack.advise``).
 
 Profile (or read ``--from``), list the levers the stages suggest (:mod:`.levers`), measure each against the
 baseline in alternating rounds in this process (:mod:`.measure`), measure the non-conflicting winners
@@ -231,6 +232,7 @@ def _compile_result(lever: Lever, cfg: RunConfig, deadline: float | None,
     """The compile analysis's search (:func:`recstack.compilation.recommend.recommend`: per-stage and
     whole-model candidates against eager in its own alternating rounds, numerics checked, losing regions
     pruned, the winner re-measured) as one lever; half the time left under ``--budget``, else 5 minutes."""
+    from recstack.advisor.stagebars import compile_stage_times
     from recstack.compilation.model import load
     from recstack.compilation.recommend import holds_up, recommend
     from recstack.errors import RecstackError
@@ -257,7 +259,8 @@ def _compile_result(lever: Lever, cfg: RunConfig, deadline: float | None,
             "why": lever.why, "step": step, "stage_result": {**step, "speedup": stage_sp},
             "deviation": None, "within_tolerance": chosen.get("numerics_ok"), "build_s": round(rec["elapsed_s"], 3),
             "recommended": good, "reason": reason, "members": [],
-            "resident": {"baseline_bytes": None, "what_if_bytes": None}}
+            "resident": {"baseline_bytes": None, "what_if_bytes": None},
+            "stage_times": compile_stage_times(chosen.get("stages"), cfg.batch_size)}
 
 
 def _measure_combination(lever: Lever, cfg: RunConfig, tolerance: float, rounds: int, iters: int,
@@ -281,12 +284,19 @@ def _result(lever: Lever, base: Any, arm: Any, tolerance: float, floor_dev: floa
     stage = step if lever.stage == "step" else measure.stage_compare(base, arm, lever.stage)
     dev = measure.deviation(base, arm) if lever.numeric else None
     within = None if dev is None else dev["max_rel"] <= tolerance
-    recommended, reason = _judge(step, lever, dev, within, tolerance, floor_dev)
+    from recstack.advisor.loss import loss_cost, loss_gate, loss_within
+    from recstack.advisor.stagebars import stage_times
+
+    loss = loss_cost(base, arm) if lever.numeric else None
+    recommended, reason = loss_gate(_judge(step, lever, dev, within, tolerance, floor_dev), loss, tolerance)
+    if loss_within(loss, tolerance) is False:
+        within = False
     memory = {"baseline_bytes": base.resident_bytes, "what_if_bytes": arm.resident_bytes}
     return {"name": lever.name, "kind": lever.kind, "stage": lever.stage, "change": lever.change,
             "options": lever.options, "exact_change": lever.describe(), "why": lever.why, "step": step,
             "stage_result": stage, "deviation": dev, "within_tolerance": within, "build_s": round(arm.build_s, 3),
-            "recommended": recommended, "reason": reason, "members": [], "resident": memory}
+            "recommended": recommended, "reason": reason, "members": [], "resident": memory,
+            "stage_times": stage_times(base, arm), "loss": loss}
 
 
 def _judge(step: dict[str, Any], lever: Lever, dev: dict[str, Any] | None, within: bool | None,
@@ -321,6 +331,8 @@ def render(doc: dict[str, Any]) -> str:
         cost = f"build {r['build_s']:.1f}s"
         if r["deviation"]:
             cost += f", dev {r['deviation']['max_rel']:.1e}"
+        if r.get("loss"):
+            cost += f", loss dev {r['loss']['rel_dev'] if r['loss']['rel_dev'] is not None else float('inf'):.1e}"
         mem = r["resident"]
         if mem["baseline_bytes"] and mem["what_if_bytes"] != mem["baseline_bytes"]:
             cost += f", mem {mem['what_if_bytes'] / mem['baseline_bytes']:.2f}x"
@@ -361,6 +373,11 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
     out = check_writable(args.output, "-o/--output") if args.output else None
     apply_to = check_writable(args.apply_to, "--apply-to") if args.apply_to else None
+    report = check_writable(args.report, "--report") if args.report else None
+    if args.store:
+        from recstack.advisor.store import check_store_arg
+
+        check_store_arg(args.store)  # a foreign, newer or damaged store: exit 2 before anything is measured
     if args.from_profile and not Path(args.from_profile).is_file():  # before torch is imported
         raise ConfigError(f"{args.from_profile}: no such file; give a profile JSON written by `recstack profile -o`",
                           field="--from")
@@ -379,10 +396,23 @@ def cmd_advise(args: argparse.Namespace) -> int:
     print(text if args.json else render(doc))
     if apply_to is not None:
         print(write_apply(doc, apply_to), file=sys.stderr if args.json else sys.stdout)
+    _write_extras(doc, report, args.store, sys.stderr if args.json else sys.stdout)
     if out is not None and not args.json:
         print(f"advice written to {out}")
     sys.stdout.flush()
     return 0
+
+
+def _write_extras(doc: dict[str, Any], report: Path | None, store: str | None, to: Any) -> None:
+    """``--report``: the advice page; ``--store``: every what-if as a row of the store's ``advice`` table."""
+    if report is not None:
+        from recstack.report.advice import write_advice_html
+
+        print(f"advice page written to {write_advice_html(doc, report)}", file=to)
+    if store:
+        from recstack.advisor.store import write_advice
+
+        print(f"{write_advice(doc, store)} what-ifs written to {store} (table advice)", file=to)
 
 
 def _levers_arg(text: str) -> list[str]:
@@ -423,6 +453,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the advice as JSON")
     p.add_argument("-o", "--output", default=None, help="also write the JSON advice here")
     p.add_argument("--apply-to", default=None, metavar="RUN.yaml", help="write the winner's RunConfig YAML here")
+    p.add_argument("--report", default=None, metavar="advice.html",
+                   help="write an offline HTML page: the ranked table and before/after stage bars")
+    p.add_argument("--store", default=None, metavar="STORE",
+                   help="append every what-if to this results store's advice table (created or migrated)")
     p.set_defaults(func=cmd_advise)
 
 

@@ -42,6 +42,8 @@ class Arm:
     step_samples: list[float] = field(default_factory=list)  # seconds per sample, per timed step
     stage_samples: dict[str, list[float]] = field(default_factory=dict)
     outputs: dict[str, torch.Tensor] | None = None
+    loss: float | None = None  # training: the loss after loss_steps steps (recstack.advisor.loss)
+    loss_steps: int = 0
 
     @property
     def batch_size(self) -> int:
@@ -99,6 +101,9 @@ def build(arm: Arm, capture: bool) -> Arm:
         if capture:
             got = numerics.capture(arm.setup.step, arm.setup.batches[:1])
             arm.outputs = {k: v for k, v in got.items() if ".out" in k}
+            from recstack.advisor.loss import record_loss
+
+            record_loss(arm)
     arm.build_s = time.perf_counter() - t0
     return arm
 

@@ -13,6 +13,9 @@ SERVING_COLUMNS = ("search_id", "probe", "kind", "model", "max_batch", "workers"
 COMPILE_COLUMNS = ("search_id", "candidate", "kind", "model", "mode", "name", "eligible", "why", "run_speedup",
                    "eager_run_s", "compiled_run_s", "recompiles", "graph_breaks", "fallbacks", "numerics_ok")
 
+ADVICE_COLUMNS = ("advice_id", "rank", "model", "mode", "goal", "name", "lever_kind", "stage", "recommended", "winner",
+                  "step_speedup", "step_ci_low", "step_ci_high", "verdict", "deviation_max_rel", "contended")
+
 
 def _config(d: dict[str, Any] | None) -> str:
     if not d:
@@ -70,9 +73,10 @@ def best_table(rows: list[dict[str, Any]]) -> None:
 
 
 def points_table(df: Any, table: str = "points") -> str:
-    """A plain-text table of a store's table (the main columns of ``points``, ``serving`` and ``compile``, every column
+    """A plain-text table of a store's table (the main columns of ``points``, ``serving``, ``compile`` and ``advice``, every column
     of the others; CSV and Parquet give every column)."""
-    main = {"points": POINT_COLUMNS, "serving": SERVING_COLUMNS, "compile": COMPILE_COLUMNS}.get(table)
+    main = {"points": POINT_COLUMNS, "serving": SERVING_COLUMNS, "compile": COMPILE_COLUMNS,
+            "advice": ADVICE_COLUMNS}.get(table)
     cols = [c for c in main if c in df.columns] if main else list(df.columns)
     view = df[cols].copy()
     for c in ("step_p50_s", "step_p99_s", "time_s", "p50_s", "p99_s", "target_s", "eager_run_s", "compiled_run_s"):

@@ -16,7 +16,7 @@ from recstack.results.best import best
 
 
 def load(store: str | Path, table: str = "points") -> Any:
-    """A table of the store (``points``, ``stages``, ``sweeps`` or ``serving``) as a pandas DataFrame."""
+    """A table of the store (``points``, ``stages``, ``sweeps``, ``serving``, ``compile`` or ``advice``) as a pandas DataFrame."""
     from recstack.store.db import read_table
 
     return read_table(store, table)

@@ -25,6 +25,14 @@ class Deviation(_Doc):
     compared: int = Field(ge=0, description="output tensors compared")
 
 
+class LossCost(_Doc):
+    steps: int = Field(ge=1, description="training steps after the build, same seed and batches for both arms")
+    base: float = Field(description="the baseline's loss at the last of those steps")
+    what_if: float | None = Field(description="the what-if's loss at the last of those steps (null: not finite)")
+    rel_dev: float | None = Field(ge=0, description="|what_if - base| / |base|; above the tolerance or null "
+                                  "(diverged): never recommended")
+
+
 class Comparison(_Doc):
     speedup: float | None = Field(description="baseline median / what-if median (per sample)")
     interval: list[float] | None = Field(description="[low, high] 95 % interval of the speedup")
@@ -39,6 +47,11 @@ class Resident(_Doc):
     what_if_bytes: int | None = Field(ge=0)
 
 
+class StageTimes(_Doc):
+    base_s: float | None = Field(description="the baseline's median s per sample of the stage in the same rounds")
+    what_if_s: float | None = Field(description="the what-if's median s per sample of the stage")
+
+
 class LeverResult(_Doc):
     name: str
     kind: str
@@ -51,11 +64,16 @@ class LeverResult(_Doc):
     stage_result: Comparison
     deviation: Deviation | None = None
     within_tolerance: bool | None = None
+    loss: LossCost | None = Field(None, description="training, levers that change the arithmetic: the loss after "
+                                  "N steps, baseline and what-if")
     build_s: float = Field(ge=0, description="build, warm-up and stage discovery of the what-if (s)")
     recommended: bool
     reason: str = Field(description="why recommended or not")
     members: list[str] = Field(default_factory=list, description="for the combination: its levers")
     resident: Resident = Field(description="resident bytes of the model (parameters, buffers, tables)")
+    stage_times: dict[str, StageTimes] = Field(
+        default_factory=dict, description="every timed stage, before and after (the advice page's bars); for "
+        "the compile lever the compile analysis's eager and compiled medians")
 
 
 class NotTriedDoc(_Doc):

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from recstack.errors import DataError
-from recstack.store.migrations import COMPILE_COLUMNS, POINT_COLUMNS, SERVING_COLUMNS
+from recstack.store.migrations import ADVICE_COLUMNS, COMPILE_COLUMNS, POINT_COLUMNS, SERVING_COLUMNS
 
 FIX = "restore the store from a copy, or give another store"
 
 # table -> the schema version that added it
-TABLE_VERSIONS = {"points": 1, "stages": 1, "sweeps": 1, "serving": 2, "compile": 3}
+TABLE_VERSIONS = {"points": 1, "stages": 1, "sweeps": 1, "serving": 2, "compile": 3, "advice": 4}
 
 STAGE_COLUMNS = {"point_id": "VARCHAR", "stage": "VARCHAR", "time_s": "DOUBLE", "share": "DOUBLE",
                  "flops": "DOUBLE", "bytes": "DOUBLE", "bound": "VARCHAR", "roof_fraction": "DOUBLE"}
@@ -44,11 +44,13 @@ COLUMNS: dict[str, dict[str, str]] = {
     "sweeps": SWEEP_COLUMNS,
     "serving": dict(SERVING_COLUMNS),
     "compile": dict(COMPILE_COLUMNS),
+    "advice": dict(ADVICE_COLUMNS),
 }
 
 # table -> columns every row must fill (what the store is keyed and grouped by)
 KEYS = {"meta": ("key",), "points": ("point_id", "config_hash", "status", "model"), "stages": ("point_id", "stage"),
-        "sweeps": ("sweep_id",), "serving": ("search_id", "kind"), "compile": ("search_id", "kind")}
+        "sweeps": ("sweep_id",), "serving": ("search_id", "kind"), "compile": ("search_id", "kind"),
+        "advice": ("advice_id", "name")}
 
 _KINDS = {
     "number": ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",

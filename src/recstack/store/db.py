@@ -223,7 +223,7 @@ def done_points(path: str | Path) -> dict[str, str]:
         return dict(con.execute("SELECT point_id, status FROM points").fetchall())
 
 
-TABLES = ("points", "stages", "sweeps", "serving", "compile")
+TABLES = ("points", "stages", "sweeps", "serving", "compile", "advice")
 
 
 def read_table(path: str | Path, table: str = "points") -> Any:

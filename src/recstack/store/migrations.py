@@ -18,6 +18,7 @@ columns of every table).
 * 1: ``points``, ``stages``, ``sweeps`` (``recstack sweep``).
 * 2: ``serving`` (``recstack serve --search --store``: one row per probe).
 * 3: ``compile`` (``recstack compile --recommend --store``: one row per candidate config).
+* 4: ``advice`` (``recstack advise --store``: one row per measured what-if and combination).
 
 The ``points`` table's RunConfig columns follow :class:`~recstack.config.run.RunConfig`:
 a field added to RunConfig later becomes a nullable column when a store is
@@ -124,8 +125,54 @@ COMPILE_COLUMNS: list[tuple[str, str]] = columns(CompileRow)  # recstack.schema.
 
 register(3, "compile", "CREATE TABLE compile (" + ", ".join(f"{n} {t}" for n, t in COMPILE_COLUMNS) + ")")
 
-# A table a later migration adds -> its columns, so that reading it from an older store gives no rows.
-LATER_TABLES: dict[str, list[tuple[str, str]]] = {"serving": SERVING_COLUMNS, "compile": COMPILE_COLUMNS}
+ADVICE_COLUMNS: list[tuple[str, str]] = [
+    ("advice_id", "VARCHAR"),  # one ``recstack advise`` run
+    ("name", "VARCHAR"),  # the lever (e.g. batch_size=1024), or the combination (a + b)
+    ("created_at", "TIMESTAMP"),
+    ("host", "VARCHAR"),
+    ("recstack_version", "VARCHAR"),
+    ("model", "VARCHAR"),
+    ("mode", "VARCHAR"),
+    ("goal", "VARCHAR"),  # throughput | latency
+    ("config_key", "VARCHAR"),  # the baseline's RunConfig.key()
+    ("run_config", "JSON"),  # the baseline RunConfig
+    ("what_if_config", "JSON"),  # the baseline with the lever's change: what reproduces it
+    ("rank", "INTEGER"),  # 1: top of the ranking
+    ("lever_kind", "VARCHAR"),  # backend, dtype, ..., combination
+    ("stage", "VARCHAR"),  # the stage it targets (step: the whole step)
+    ("change", "JSON"),  # RunConfig fields the lever sets
+    ("options", "JSON"),  # factory keyword options it sets
+    ("exact_change", "VARCHAR"),
+    ("recommended", "BOOLEAN"),
+    ("winner", "BOOLEAN"),
+    ("reason", "VARCHAR"),
+    ("step_speedup", "DOUBLE"),  # baseline / what-if median time per sample, same rounds
+    ("step_ci_low", "DOUBLE"),
+    ("step_ci_high", "DOUBLE"),
+    ("verdict", "VARCHAR"),  # improvement | regression | noise | unmeasured
+    ("base_s", "DOUBLE"),  # median s per sample (goal latency: per step)
+    ("what_if_s", "DOUBLE"),
+    ("stage_speedup", "DOUBLE"),
+    ("deviation_max_abs", "DOUBLE"),
+    ("deviation_max_rel", "DOUBLE"),
+    ("within_tolerance", "BOOLEAN"),
+    ("tolerance", "DOUBLE"),
+    ("loss_steps", "INTEGER"),  # training dtype levers: the loss after this many steps, fp32 and the lever
+    ("loss_base", "DOUBLE"),
+    ("loss_what_if", "DOUBLE"),
+    ("loss_rel_dev", "DOUBLE"),
+    ("build_s", "DOUBLE"),
+    ("baseline_bytes", "BIGINT"),
+    ("what_if_bytes", "BIGINT"),
+    ("contended", "BOOLEAN"),
+    ("result_json", "JSON"),  # the lever's whole result in the advice document
+]
 
-__all__ = ["COMPILE_COLUMNS", "LATER_TABLES", "MIGRATIONS", "POINT_COLUMNS", "SERVING_COLUMNS", "SERVING_TABLE", "Migration", "column_type",
+register(4, "advice", "CREATE TABLE advice (" + ", ".join(f"{n} {t}" for n, t in ADVICE_COLUMNS) + ")")
+
+# A table a later migration adds -> its columns, so that reading it from an older store gives no rows.
+LATER_TABLES: dict[str, list[tuple[str, str]]] = {"serving": SERVING_COLUMNS, "compile": COMPILE_COLUMNS,
+                                                  "advice": ADVICE_COLUMNS}
+
+__all__ = ["ADVICE_COLUMNS", "COMPILE_COLUMNS", "LATER_TABLES", "MIGRATIONS", "POINT_COLUMNS", "SERVING_COLUMNS", "SERVING_TABLE", "Migration", "column_type",
            "latest", "register", "run_config_columns"]

@@ -255,10 +255,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON: one object per model")
     p.set_defaults(func=cmd_best)
 
-    p = sub.add_parser("results", help="a results store's points (or stages, sweeps, serving, compile) as a table, CSV or Parquet")
+    p = sub.add_parser("results", help="a results store's points (or stages, sweeps, serving, compile, advice) as a table, CSV or Parquet")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--format", choices=["table", "csv", "parquet"], default="table")
-    p.add_argument("--table", choices=["points", "stages", "sweeps", "serving", "compile"], default="points")
+    p.add_argument("--table", choices=["points", "stages", "sweeps", "serving", "compile", "advice"], default="points")
     p.add_argument("-o", "--output", default=None, help="write here (parquet: required)")
     p.set_defaults(func=cmd_results)
 
