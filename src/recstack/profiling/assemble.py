@@ -37,10 +37,10 @@ import ast
 from collections.abc import Iterable
 from typing import Any
 
+from recstack.profiling.modelcode import AFTER, MODEL_CODE
 from recstack.profiling.oppass import Folder, RawNode
 from recstack.profiling.passes import TimingResult
 from recstack.profiling.stats import bootstrap_ci, central_mean, central_steps, median, percentile
-from recstack.profiling.modelcode import AFTER, MODEL_CODE
 from recstack.profiling.timing import CALLER, caller_key, split_caller_key
 from recstack.stage_names import FORWARD_STAGES
 from recstack.tree import Node
@@ -180,18 +180,17 @@ def _fill(node: Node, raw: RawNode | None, folder: Folder, note: str) -> None:
 
 def split_model_code(stage_samples: dict[str, list[float]], folder: Folder, central: list[int]
                      ) -> tuple[dict[str, list[float]], dict[str, dict[str, float]]]:
-    """``stage_samples`` with each interval's moved share (op pass: ``folder.moved_us`` over
-    ``folder.interval_us``) taken out of its caller code (or ``other``) and put under the key
-    ``<stage>/[model code]``; and per stage, the seconds per step it took from each interval."""
+    """``stage_samples`` with each interval's moved share (op pass: :meth:`Folder.moved_fractions`) taken out
+    of its caller code (or ``other``) and put under the key ``<stage>/[model code]``; and per stage, the
+    seconds per step it took from each interval."""
     out = dict(stage_samples)
     moved_from: dict[str, dict[str, float]] = {}
-    for (interval, stage), us in sorted(folder.moved_us.items()):
-        total = folder.interval_us.get(interval, 0.0)
+    for (interval, stage), frac in folder.moved_fractions().items():
         src_key = "other" if interval == AFTER else caller_key(interval)
         src = stage_samples.get(src_key)
-        if total <= 0 or not src:
+        if not src:
             continue
-        moved = [min(1.0, us / total) * v for v in src]
+        moved = [min(1.0, frac) * v for v in src]
         out[src_key] = [max(0.0, a - m) for a, m in zip(out[src_key], moved, strict=True)]
         key = f"{stage}/{MODEL_CODE}"
         out[key] = _per_step_sum(out.get(key, []), moved)

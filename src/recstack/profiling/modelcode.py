@@ -104,7 +104,6 @@ def _evidence_stage(op: OpRecord) -> str | None:
 
 def plan_model_code(flow: Flow, roots: dict[str, str], methods: list[StageMethod], train: bool) -> ModelCodePlan:
     """The model's own ops per interval, each with its stage (module docstring), from the trace's log."""
-    from recstack.profiling.dataflow import OpRecord
 
     by_method = {(m.path, m.method): m.stage for m in methods}
     ops: list[OpRecord] = []

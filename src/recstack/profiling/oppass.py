@@ -185,8 +185,7 @@ class Folder:
 
     With a :class:`~recstack.profiling.modelcode.ModelCodePlan`, an op outside every stage whose planned
     stage is not its interval's goes to ``model_code[stage]`` instead, and its share of the interval
-    (from the end of the event before it) is summed in ``moved_us[(interval, stage)]``; ``interval_us``
-    sums each interval's length (:mod:`recstack.profiling.modelcode`).
+    (from the end of the event before it) counts in :meth:`moved_fractions` (:mod:`recstack.profiling.modelcode`).
     """
 
     def __init__(self, plan: ModelCodePlan | None = None) -> None:
@@ -194,8 +193,8 @@ class Folder:
         self.callers: dict[str, RawNode] = {}  # stage -> ops run outside every stage just before its root
         self.matcher = Matcher(plan) if plan is not None and plan.moves() else None
         self.model_code: dict[str, RawNode] = {}  # stage -> the model's own ops that are its work
-        self.moved_us: dict[tuple[str, str], float] = {}  # (interval, stage) -> summed shares moved
-        self.interval_us: dict[str, float] = {}  # interval -> summed length
+        self.moved_us: list[dict[tuple[str, str], float]] = []  # per step: (interval, stage) -> shares moved
+        self.interval_us: list[dict[str, float]] = []  # per step: interval -> summed length
         self.seq_stage: dict[int, str] = {}
         self.steps = 0
         self.unparented_us = 0.0
@@ -233,6 +232,8 @@ class Folder:
         start = step.time_range.start
         if self.matcher is not None:
             self.matcher.reset()
+        self.moved_us.append({})
+        self.interval_us.append({})
         for e in _outside_sequence(step.cpu_children):
             if e.name.startswith(STAGE):
                 self._flush(pending, e.name[len(STAGE) :], start, e.time_range.start)
@@ -246,20 +247,30 @@ class Folder:
     def _flush(self, ops: list[Any], interval: str, start: float, end: float) -> None:
         """The ops outside every stage before a stage range (``interval``: its stage) or after the last one
         (:data:`AFTER`): the interval's caller code (or ``other``), or the ``[model code]`` of their stage."""
-        self.interval_us[interval] = self.interval_us.get(interval, 0.0) + max(0.0, end - start)
+        lengths, moved = self.interval_us[-1], self.moved_us[-1]
+        lengths[interval] = lengths.get(interval, 0.0) + max(0.0, end - start)
         prev = start
         for op in ops:
             stage = self.matcher.stage_of(interval, op) if self.matcher is not None else None
             share, prev = max(0.0, op.time_range.end - prev), max(prev, op.time_range.end)
             if stage is not None and stage != interval:
                 node = self.model_code.setdefault(stage, RawNode(MODEL_CODE, "module", stage))
-                self.moved_us[(interval, stage)] = self.moved_us.get((interval, stage), 0.0) + share
+                moved[(interval, stage)] = moved.get((interval, stage), 0.0) + share
                 self._visit(op, node, stage, in_backward=False)
             elif interval == AFTER:
                 self._visit(op, self.root, None, in_backward=False)
             else:
                 self._visit(op, self.callers.setdefault(interval, RawNode(CALLER, "module", interval)), interval,
                             in_backward=False)
+
+    def moved_fractions(self) -> dict[tuple[str, str], float]:
+        """(interval, stage) -> the fraction of the interval's time that is that stage's model code: the median
+        over the op-pass steps (a step preempted inside the interval does not decide it)."""
+        from recstack.profiling.stats import median
+
+        keys = {k for step in self.moved_us for k in step}
+        return {k: median([m.get(k, 0.0) / n[k[0]] for m, n in zip(self.moved_us, self.interval_us, strict=True)
+                           if n.get(k[0], 0.0) > 0]) for k in sorted(keys)}
 
     def _visit(self, evt: Any, ctx: RawNode, stage: str | None, *, in_backward: bool) -> None:
         name: str = evt.name
