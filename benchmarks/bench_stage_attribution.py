@@ -53,7 +53,7 @@ MANY_TABLES = "public.deepctr-deepfm-52"
 def build(name: str, batch: int) -> tuple[torch.nn.Module, Any]:
     """The model and one batch (the reference builders read the module's batch size ``B``)."""
     if name == MANY_TABLES:
-        model, make = MODELS["deepctr-deepfm"][1](batch=batch)
+        model, make = MODELS["deepctr-deepfm"][1](batch=batch, tables=52)
         return model, make(0)
     _reference_models.B = batch
     return _reference_models.BUILDERS[name]()
