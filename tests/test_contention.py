@@ -337,6 +337,33 @@ def test_stage_timer_charges_page_faults_to_the_stage_that_touched_memory():
     assert set(step) <= {"touch", caller_key("touch"), "other"}
 
 
+def test_caller_code_faults_count_in_its_stage_and_timed_steps_take_no_getrusage():
+    """The model's own code before a root counts in that root's stage (the stage node's time includes it too);
+    the timing pass's timed steps take no getrusage, only its counter steps after them."""
+    from recstack.profiling.passes import COUNTER_STEPS, timing_pass
+    from recstack.profiling.runner import ProfileOptions, Step
+
+    timer = StageTimer()
+    timer.start()
+    region = mmap.mmap(-1, 32 << 20)  # touched by the caller code, before the root is entered
+    view = np.frombuffer(region, dtype=np.uint8)
+    view[:: mmap.PAGESIZE] = 1
+    timer.enter("touch")
+    timer.exit()
+    del view
+    region.close()
+    timer.stop()
+    assert timer.rusage_steps[0]["touch"][0] > 0 and caller_key("touch") not in timer.rusage_steps[0]
+    assert caller_key("touch") in timer.acc  # its time is still the stage's caller code
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    step = Step(model, ProfileOptions(mode="inference"), None)
+    res = timing_pass(model, step, [(torch.ones(2, 4),)], {"0": "dense"}, COUNTER_STEPS + 2, None)
+    assert len(res.timed) == COUNTER_STEPS + 2 and len(res.counter_steps) == COUNTER_STEPS
+    assert res.timer is not None and len(res.timer.rusage_steps) == COUNTER_STEPS
+    assert set(res.timer.rusage_steps[0]) <= {"dense", "other"}
+
+
 def test_stage_rusage_is_the_central_step_mean():
     steps = [{"a": [10, 0, 1, 2]}, {"a": [20, 0, 3, 4], "other": [1, 0, 0, 0]}, {"a": [900, 5, 0, 0]}]
     agg = stage_rusage(steps, central=[0, 1])

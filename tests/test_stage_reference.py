@@ -315,3 +315,99 @@ def test_fields_in_one_table_by_offsets_are_features_not_a_sequence():
     smap = _stages_of(OneTableFields(), (torch.randint(0, 10, (8, 4)),))
     assert smap.stage_of("table") == "embedding" and smap.stage_of("pairs") == "interaction"
     assert "sequence" not in {pl.stage for pl in smap.placements.values()}
+
+
+# -- the model's own code, attributed by its dataflow (issue 28: "not to the next stage's caller code") ------------
+class ForwardFM(torch.nn.Module):
+    """A DeepFM whose FM, final sum and sigmoid are written in its own forward, between and after its modules."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables = torch.nn.ModuleList(torch.nn.Embedding(30, 4) for _ in range(4))
+        self.deep = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU())
+        self.out = torch.nn.Linear(8, 1)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        e = torch.stack([t(ids[:, k]) for k, t in enumerate(self.tables)], 1)
+        fm = 0.5 * (e.sum(1).pow(2) - (e * e).sum(1)).sum(1, keepdim=True)  # before the deep MLP's root
+        return torch.sigmoid(self.out(self.deep(e.flatten(1))) + fm)
+
+
+def _plan(model, batch, train=False):
+    from recstack.profiling.passes import warm_up_and_discover
+    from recstack.profiling.runner import ProfileOptions, Step, call_model
+
+    step = Step(model, ProfileOptions(mode="train" if train else "inference"), None)
+    return warm_up_and_discover(model, step, [batch], 2, None, forward=lambda b: call_model(model, b))
+
+
+def test_ops_in_forward_get_the_stage_of_what_they_compute():
+    """Each op of the model's own code gets a stage from its dataflow: slicing IDs for a lookup is embedding
+    (what reads it), the FM is interaction though it runs before dense's root, the final sum and sigmoid
+    are head (what wrote their inputs)."""
+    found = _plan(ForwardFM(), (torch.randint(0, 30, (8, 4)),))
+    plan = found.model_code.intervals
+    assert {p.stage for p in plan["embedding"]} == {"embedding"}  # ids[:, k]: read by the lookups
+    fm = {p.name: p.stage for p in plan["dense"]}
+    assert fm["aten::pow"] == fm["aten::mul"] == fm["aten::sub"] == "interaction"
+    assert fm["aten::view"] == "dense"  # e.flatten(1) feeds the deep MLP: dense's own caller code
+    assert [(p.name, p.stage) for p in plan["other"]] == [("aten::add", "head"), ("aten::sigmoid", "head")]
+    assert found.model_code.evidence["interaction"]["evidence"]["op"] in ("aten::pow", "aten::mul")
+    assert found.model_code.evidence["interaction"]["moved_from"] == ["dense"]
+
+
+def _walk_ops(node, under=()):
+    for c in node.children:
+        yield (*under, c.name), c
+        yield from _walk_ops(c, (*under, c.name))
+
+
+def test_fm_written_in_forward_is_the_interactions_model_code_not_denses_caller_code():
+    """The FM in forward ran as dense's [caller code] and the final sum and sigmoid as `other`; by dataflow they
+    are interaction's and head's [model code], and `run.model_code` and --explain-stages say why."""
+    import recstack
+    from recstack.render.stages import explain_stages
+
+    ids = torch.randint(0, 30, (64, 4))
+    prof = recstack.profile(ForwardFM(), lambda i: (ids,), mode="inference", iters=3, warmup=2, op_iters=1,
+                            num_batches=1, counters=False, cost_model=False)
+    where = {path: n for path, n in _walk_ops(prof.root) if n.level == "op"}
+    pows = [p for p in where if p[-1] == "aten::pow"]
+    assert pows == [("interaction", "[model code]", "aten::pow")], pows
+    assert {p[:2] for p in where if p[-1] == "aten::sigmoid"} == {("head", "[model code]")}
+    assert not [p for p in where if p[0] == "other" and p[-1] != "[python/framework between ops]"]
+    inter = next(s for s in prof.root.children if s.name == "interaction")
+    code = next(c for c in inter.children if c.name == "[model code]")
+    assert code.extra["kind"] == "model_code" and set(code.extra["moved_from"]) == {"dense"}
+    assert prof.run["model_code"]["head"]["moved_from"] == ["other"]
+    assert abs(sum(s.time_s for s in prof.root.children) - prof.root.time_s) < 1e-9 * max(1.0, prof.root.time_s)
+    text = explain_stages(prof.run)
+    assert "moved to the stage its ops compute" in text and "  interaction  [from dense]: " in text
+
+
+class ForwardTwoTowers(torch.nn.Module):
+    """Two towers that meet only in a product written in forward: no module of the interaction."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.user = torch.nn.Sequential(torch.nn.Embedding(30, 4), torch.nn.Linear(4, 8))
+        self.item = torch.nn.Sequential(torch.nn.Embedding(30, 4), torch.nn.Linear(4, 8))
+
+    def forward(self, u: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid((self.user(u) * self.item(i)).sum(1))
+
+
+def test_towers_meeting_in_forward_make_an_interaction_stage_in_training():
+    """In training the forward's tail runs before the loss region: the towers' product moves from loss's caller
+    code to interaction's [model code], and its backward is the interaction's too."""
+    import recstack
+
+    u, i = torch.randint(0, 30, (16,)), torch.randint(0, 30, (16,))
+    prof = recstack.profile(ForwardTwoTowers(), lambda _: (u, i), mode="train", iters=3, warmup=2, op_iters=1,
+                            num_batches=1, counters=False, cost_model=False, loss_fn=lambda out, b: out.sum())
+    stages = {s.name: s for s in prof.root.children}
+    assert [c.name for c in stages["interaction"].children] == ["[model code]"]
+    assert prof.run["model_code"]["interaction"]["moved_from"] == ["loss"]
+    names = {p[-1] for p, _ in _walk_ops(stages["interaction"])}
+    assert {"aten::mul", "aten::sum", "aten::sigmoid"} <= names
+    assert "interaction" in {c.name for c in stages["backward"].children}

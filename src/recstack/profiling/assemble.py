@@ -39,10 +39,11 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from recstack.profiling.modelcode import AFTER, MODEL_CODE
 from recstack.profiling.oppass import Folder, RawNode
 from recstack.profiling.passes import TimingResult
 from recstack.profiling.stats import bootstrap_ci, central_mean, central_steps, median, percentile
-from recstack.profiling.timing import CALLER, split_caller_key
+from recstack.profiling.timing import CALLER, caller_key, split_caller_key
 from recstack.stage_names import FORWARD_STAGES
 from recstack.tree import Node
 
@@ -108,13 +109,19 @@ def _per_step_sum(a: list[float], b: list[float]) -> list[float]:
 
 
 def stage_node(name: str, samples: list[float], central: list[int], raw: RawNode | None, folder: Folder,
-               caller_samples: list[float] | None = None) -> Node:
+               caller_samples: list[float] | None = None, model_samples: list[float] | None = None,
+               moved_from: dict[str, float] | None = None) -> Node:
     """A forward/train stage: timing-pass time, op-pass children scaled by ``min(1, T/P)``, unattributed rest;
-    plus its ``[caller code]`` child when the model's own code ran before the stage root."""
+    plus its ``[caller code]`` child when the model's own code ran before the stage root, and its
+    ``[model code]`` child when the model's own code elsewhere computed this stage's work."""
     t = central_mean(samples, central) if samples else 0.0
-    caller = caller_node(name, caller_samples or [], central, folder) if caller_samples else None
-    whole = _per_step_sum(samples, caller_samples or [])
-    node = Node(name=name, path=name, level="stage", stage=name, time_s=t + (caller.time_s if caller else 0.0),
+    outside = [caller_node(name, caller_samples, central, folder)] if caller_samples else []
+    if model_samples:
+        outside.append(model_code_node(name, model_samples, central, folder, moved_from or {}))
+    whole = samples
+    for extra in (caller_samples, model_samples):
+        whole = _per_step_sum(whole, extra or [])
+    node = Node(name=name, path=name, level="stage", stage=name, time_s=t + sum(c.time_s for c in outside),
                 calls=1)
     if whole:
         node.time_s_p10, node.time_s_p90 = percentile(whole, 10), percentile(whole, 90)
@@ -129,8 +136,7 @@ def stage_node(name: str, samples: list[float], central: list[int], raw: RawNode
             node.children.append(_filler(
                 UNATTRIBUTED, name, t - p, "unattributed",
                 "timing-pass time of this stage that the op pass did not see (not spread over the ops it saw)"))
-    if caller is not None:
-        node.children.append(caller)
+    node.children.extend(outside)
     node.self_time_s = max(0.0, node.time_s - sum(c.time_s for c in node.children))
     return node
 
@@ -160,12 +166,48 @@ def caller_node(stage: str, samples: list[float], central: list[int], folder: Fo
                 extra={"kind": "caller",
                        "note": "the model's own code run outside every stage root just before this stage's root "
                                "(input slicing, concatenation, Python between module calls)"})
-    if folder.steps:
-        _fill_outside(node, folder.callers.get(stage), folder.steps,
-                      "Python and the dispatcher between the caller's ops")
-    else:
-        node.self_time_s = t
+    _fill(node, folder.callers.get(stage), folder, "Python and the dispatcher between the caller's ops")
     return node
+
+
+def model_code_node(stage: str, samples: list[float], central: list[int], folder: Folder,
+                    moved_from: dict[str, float]) -> Node:
+    """``<stage>/[model code]``: the model's own code whose ops compute this stage's work, wherever it ran
+    (its share of the intervals it ran in; :mod:`recstack.profiling.modelcode`)."""
+    t = central_mean(samples, central)
+    node = Node(name=MODEL_CODE, path=f"{stage}/{MODEL_CODE}", level="module", stage=stage, time_s=t, calls=0,
+                extra={"kind": "model_code", "moved_from": moved_from,
+                       "note": "the model's own code (outside every stage root) whose ops, by their dataflow, are "
+                               "this stage's work; moved here from the caller code or `other` it ran in"})
+    _fill(node, folder.model_code.get(stage), folder, "Python and the dispatcher between these ops")
+    return node
+
+
+def _fill(node: Node, raw: RawNode | None, folder: Folder, note: str) -> None:
+    if folder.steps:
+        _fill_outside(node, raw, folder.steps, note)
+    else:
+        node.self_time_s = node.time_s
+
+
+def split_model_code(stage_samples: dict[str, list[float]], folder: Folder, central: list[int]
+                     ) -> tuple[dict[str, list[float]], dict[str, dict[str, float]]]:
+    """``stage_samples`` with each interval's moved share (op pass: :meth:`Folder.moved_fractions`) taken out
+    of its caller code (or ``other``) and put under the key ``<stage>/[model code]``; and per stage, the
+    seconds per step it took from each interval."""
+    out = dict(stage_samples)
+    moved_from: dict[str, dict[str, float]] = {}
+    for (interval, stage), frac in folder.moved_fractions().items():
+        src_key = "other" if interval == AFTER else caller_key(interval)
+        src = stage_samples.get(src_key)
+        if not src:
+            continue
+        moved = [min(1.0, frac) * v for v in src]
+        out[src_key] = [max(0.0, a - m) for a, m in zip(out[src_key], moved, strict=True)]
+        key = f"{stage}/{MODEL_CODE}"
+        out[key] = _per_step_sum(out.get(key, []), moved)
+        moved_from.setdefault(stage, {})[interval] = central_mean(moved, central)
+    return out, moved_from
 
 
 def other_node(samples: list[float], central: list[int], folder: Folder) -> Node:
@@ -193,17 +235,20 @@ def build_tree(model_name: str, timing: TimingResult, folder: Folder, central: l
                 calls=1)
     root.time_s_p10, root.time_s_p90 = percentile(timing.timed, 10), percentile(timing.timed, 90)
     op_stages = {name for (level, name) in folder.root.children if level == "stage"}
-    callers = {st: timing.stage_samples[k] for k in timing.stage_samples if (st := split_caller_key(k))}
-    plain = {k for k in timing.stage_samples if split_caller_key(k) is None}
-    names = sorted(plain | set(callers) | op_stages | {"other"},
+    stage_samples, moved_from = split_model_code(timing.stage_samples, folder, central)
+    callers = {st: stage_samples[k] for k in stage_samples if (st := split_caller_key(k))}
+    models = {st: stage_samples[f"{st}/{MODEL_CODE}"] for st in moved_from}
+    plain = {k for k in stage_samples if split_caller_key(k) is None and not k.endswith(f"/{MODEL_CODE}")}
+    names = sorted(plain | set(callers) | set(models) | op_stages | {"other"},
                    key=lambda s: (STAGE_ORDER.index(s) if s in STAGE_ORDER else 99, s))
     for sname in names:
-        samples = timing.stage_samples.get(sname, [])
+        samples = stage_samples.get(sname, [])
         if sname == "other":
             root.children.append(other_node(samples, central, folder))
         else:
             raw = folder.root.children.get(("stage", sname))
-            root.children.append(stage_node(sname, samples, central, raw, folder, callers.get(sname)))
+            root.children.append(stage_node(sname, samples, central, raw, folder, callers.get(sname),
+                                            models.get(sname), moved_from.get(sname)))
     root.self_time_s = max(0.0, root.time_s - sum(c.time_s for c in root.children))
     assign_labels(root)
     return root

@@ -124,6 +124,18 @@ class Verdict:
 
 
 @dataclass
+class OpRecord:
+    """One op of the traced step, for attributing the model's own code (:mod:`recstack.profiling.modelcode`)."""
+
+    name: str
+    module: str  # the innermost running module ("": the model's own code)
+    method: str | None  # the module's own method it ran in (not ``forward``), for non-leaf modules
+    reads: list[int]  # storage keys of its inputs (parameters and buffers left out)
+    writes: list[int]  # storage keys of its outputs
+    evidence: Evidence | None  # what the op says about its stage (a layer's is settled by Flow.finish)
+
+
+@dataclass
 class Flow:
     """Evidence of one traced step, per innermost module path (``""``: the model's own code)."""
 
@@ -132,6 +144,7 @@ class Flow:
     seq_input: dict[str, bool] = field(default_factory=dict)  # a module given a sequence-shaped value
     methods: dict[tuple[str, str], list[Evidence]] = field(default_factory=dict)  # (module, own method) -> ops
     ran: list[str] = field(default_factory=list)
+    log: list[OpRecord | str] = field(default_factory=list)  # every op, and every module entry (its path), in order
 
     def _subtree(self, path: str) -> list[Evidence]:
         if not path:
@@ -206,6 +219,8 @@ class StageFlow(TagMode):
         self._recurrent = {p: type(m).__name__ for p, m in model.named_modules() if isinstance(m, nn.RNNBase)}
         self._cells = {p: type(m).__name__ for p, m in model.named_modules() if isinstance(m, nn.RNNCellBase)}
         self._modules = dict(model.named_modules())
+        self._parents = {p for p, m in self._modules.items() if next(m.children(), None) is not None}
+        self._evidence: Evidence | None = None  # the running op's, if it recorded one
 
     # -- origins -------------------------------------------------------------------------------
     def _origin(self, name: str) -> int:
@@ -234,6 +249,7 @@ class StageFlow(TagMode):
         if path not in self._ran:
             self._ran.add(path)
             self.flow.ran.append(path)
+        self.flow.log.append(path)
         return None
 
     def _recurrent_input(self, path: str, x: torch.Tensor) -> None:
@@ -266,6 +282,7 @@ class StageFlow(TagMode):
         return f"{list(t.shape)} from {what}" + (f" ({', '.join(flags)})" if flags else "")
 
     def _record(self, ev: Evidence) -> None:
+        self._evidence = ev
         self.flow.ops.setdefault(ev.module, []).append(ev)
         method = self._method(ev.module)
         if method is not None:
@@ -274,7 +291,7 @@ class StageFlow(TagMode):
     def _method(self, path: str) -> str | None:
         """The method of module ``path`` (not ``forward``) the running op was called from, if any."""
         mod = self._modules.get(path)
-        frame = sys._getframe(2)
+        frame = sys._getframe(1)
         while frame is not None:
             if frame.f_locals.get("self") is mod:
                 name = frame.f_code.co_name
@@ -289,14 +306,23 @@ class StageFlow(TagMode):
         tags = [self.tag_of(t) for t in ins]
         before = [self._layers.get(tensor_key(t), frozenset()) for t in ins]
         out = func(*args, **kwargs)
+        outs = [t for _, t in walk(out)]
+        self._evidence = None
         try:
-            tag, layers = self._classify(func._schema.name, ins, tags, before, [t for _, t in walk(out)])
+            tag, layers = self._classify(func._schema.name, ins, tags, before, outs)
         except Exception:  # evidence is best effort: an op it cannot read passes its inputs' tags on
             tag, layers = _union(tags), frozenset().union(*before)
-        for t in (t for _, t in walk(out)):
+        for t in outs:
             self.set_tag(t, tag)
             self._layers[tensor_key(t)] = layers
+        self._log_op(func._schema.name, ins, outs)
         return out
+
+    def _log_op(self, name: str, ins: list[torch.Tensor], outs: list[torch.Tensor]) -> None:
+        path = self.path
+        method = self._method(path) if path in self._parents else None  # a leaf module's own code is forward
+        reads = [k for k in map(tensor_key, ins) if k not in self.tables]
+        self.flow.log.append(OpRecord(name, path, method, reads, [tensor_key(t) for t in outs], self._evidence))
 
     def _classify(self, name: str, ins: list[torch.Tensor], tags: list[int], before: list[frozenset[int]],
                   outs: list[torch.Tensor]) -> tuple[int, frozenset[int]]:
@@ -495,4 +521,4 @@ def try_trace_stages(model: nn.Module, forward: Callable[[Any], Any], batch: Any
         return None
 
 
-__all__ = ["DEEP", "JOIN", "MET", "SEQ", "STRONG", "Evidence", "Flow", "StageFlow", "Verdict", "trace_stages", "try_trace_stages"]
+__all__ = ["DEEP", "JOIN", "MET", "SEQ", "STRONG", "Evidence", "Flow", "OpRecord", "StageFlow", "Verdict", "trace_stages", "try_trace_stages"]

@@ -30,7 +30,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # torch loads when a pass runs, not with the module (the trace importer needs none)
     from torch import nn
 
+from recstack.profiling.modelcode import AFTER, MODEL_CODE, Matcher
 from recstack.profiling.timing import CALLER, ForwardWrappers
+
+if TYPE_CHECKING:
+    from recstack.profiling.modelcode import ModelCodePlan
 
 STEP = "recstack.step::"
 STAGE = "recstack.stage::"
@@ -177,11 +181,20 @@ def _outside_sequence(events: Iterable[Any]) -> Iterable[Any]:
 
 
 class Folder:
-    """Fold profiler events of several steps into one RawNode tree (run root with stage children)."""
+    """Fold profiler events of several steps into one RawNode tree (run root with stage children).
 
-    def __init__(self) -> None:
+    With a :class:`~recstack.profiling.modelcode.ModelCodePlan`, an op outside every stage whose planned
+    stage is not its interval's goes to ``model_code[stage]`` instead, and its share of the interval
+    (from the end of the event before it) counts in :meth:`moved_fractions` (:mod:`recstack.profiling.modelcode`).
+    """
+
+    def __init__(self, plan: ModelCodePlan | None = None) -> None:
         self.root = RawNode("run", "run", None)
         self.callers: dict[str, RawNode] = {}  # stage -> ops run outside every stage just before its root
+        self.matcher = Matcher(plan) if plan is not None and plan.moves() else None
+        self.model_code: dict[str, RawNode] = {}  # stage -> the model's own ops that are its work
+        self.moved_us: list[dict[tuple[str, str], float]] = []  # per step: (interval, stage) -> shares moved
+        self.interval_us: list[dict[str, float]] = []  # per step: interval -> summed length
         self.seq_stage: dict[int, str] = {}
         self.steps = 0
         self.unparented_us = 0.0
@@ -216,18 +229,48 @@ class Folder:
     def _fold_step(self, step: Any) -> None:
         """One step range: stage ranges in order, each preceded by the caller-code ops that ran before it."""
         pending: list[Any] = []
+        start = step.time_range.start
+        if self.matcher is not None:
+            self.matcher.reset()
+        self.moved_us.append({})
+        self.interval_us.append({})
         for e in _outside_sequence(step.cpu_children):
             if e.name.startswith(STAGE):
-                st = e.name[len(STAGE) :]
-                caller = self.callers.setdefault(st, RawNode(CALLER, "module", st)) if pending else None
-                for op in pending:
-                    self._visit(op, caller, st, in_backward=False)
+                self._flush(pending, e.name[len(STAGE) :], start, e.time_range.start)
                 pending = []
                 self._visit(e, self.root, None, in_backward=False)
+                start = e.time_range.end
             else:
                 pending.append(e)
-        for op in pending:  # after the last stage range: `other`
-            self._visit(op, self.root, None, in_backward=False)
+        self._flush(pending, AFTER, start, step.time_range.end)  # after the last stage range: `other`
+
+    def _flush(self, ops: list[Any], interval: str, start: float, end: float) -> None:
+        """The ops outside every stage before a stage range (``interval``: its stage) or after the last one
+        (:data:`AFTER`): the interval's caller code (or ``other``), or the ``[model code]`` of their stage."""
+        lengths, moved = self.interval_us[-1], self.moved_us[-1]
+        lengths[interval] = lengths.get(interval, 0.0) + max(0.0, end - start)
+        prev = start
+        for op in ops:
+            stage = self.matcher.stage_of(interval, op) if self.matcher is not None else None
+            share, prev = max(0.0, op.time_range.end - prev), max(prev, op.time_range.end)
+            if stage is not None and stage != interval:
+                node = self.model_code.setdefault(stage, RawNode(MODEL_CODE, "module", stage))
+                moved[(interval, stage)] = moved.get((interval, stage), 0.0) + share
+                self._visit(op, node, stage, in_backward=False)
+            elif interval == AFTER:
+                self._visit(op, self.root, None, in_backward=False)
+            else:
+                self._visit(op, self.callers.setdefault(interval, RawNode(CALLER, "module", interval)), interval,
+                            in_backward=False)
+
+    def moved_fractions(self) -> dict[tuple[str, str], float]:
+        """(interval, stage) -> the fraction of the interval's time that is that stage's model code: the median
+        over the op-pass steps (a step preempted inside the interval does not decide it)."""
+        from recstack.profiling.stats import median
+
+        keys = {k for step in self.moved_us for k in step}
+        return {k: median([m.get(k, 0.0) / n[k[0]] for m, n in zip(self.moved_us, self.interval_us, strict=True)
+                           if n.get(k[0], 0.0) > 0]) for k in sorted(keys)}
 
     def _visit(self, evt: Any, ctx: RawNode, stage: str | None, *, in_backward: bool) -> None:
         name: str = evt.name

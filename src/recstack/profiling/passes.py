@@ -47,6 +47,7 @@ class Discovery:
     smap: StageMap
     never_ran: dict[str, NeverRanRoot]
     methods: list[Any] = field(default_factory=list)  # recstack.profiling.methods.StageMethod
+    model_code: Any = None  # recstack.profiling.modelcode.ModelCodePlan (None: no dataflow trace)
 
     def regions(self, other: Regions | None) -> Regions | None:
         """``other`` (or None) plus the stage methods, as one :class:`Regions` for both passes."""
@@ -115,12 +116,18 @@ def warm_up_and_discover(
     flow = try_trace_stages(model, forward, batches[0]) if forward is not None else None
     smap = detect_stages(model, rules, order, flow)
     never_ran = hand_down_roots(smap, order)
-    methods: list[Any] = []
+    found = Discovery(order=order, smap=smap, never_ran=never_ran)
     if flow is not None:
         from recstack.profiling.methods import find_stage_methods
+        from recstack.profiling.modelcode import plan_model_code
 
-        methods = find_stage_methods(flow, smap)
-    return Discovery(order=order, smap=smap, never_ran=never_ran, methods=methods)
+        found.methods = find_stage_methods(flow, smap)
+        found.model_code = plan_model_code(flow, found.roots, found.methods, step.train)
+    return found
+
+
+COUNTER_STEPS = 5
+"""Stage steps after the timed ones that take the kernel counters (getrusage where the stage changes)."""
 
 
 @dataclass
@@ -130,7 +137,8 @@ class TimingResult:
     plain: list[float] = field(default_factory=list)
     timed: list[float] = field(default_factory=list)
     stage_samples: dict[str, list[float]] = field(default_factory=dict)
-    timer: StageTimer | None = None  # holds the per-step getrusage deltas of the B steps (timer.rusage_steps)
+    timer: StageTimer | None = None  # holds the per-step getrusage deltas of the counter steps (timer.rusage_steps)
+    counter_steps: list[float] = field(default_factory=list)  # the counter steps' times (their central ones count)
 
 
 def timing_pass(
@@ -142,40 +150,52 @@ def timing_pass(
     sync: Callable[[], None] | None,
     regions: Regions | None = None,
 ) -> TimingResult:
-    """A (uninstrumented) / B (stage timing) steps, interleaved on the same batch.
+    """A (uninstrumented) / B (stage timing) steps, interleaved on the same batch; then up to
+    :data:`COUNTER_STEPS` more B steps that also take getrusage where the stage changes, for the stages'
+    kernel counters (a syscall of ~2 us at each of a step's stage changes was 3-10% of a 0.2 ms step: the
+    timed steps take none).
 
     ``other`` per B step is its step time minus the sum of its stage times; ``regions`` time as stages too
     (without getrusage at their boundaries: their faults and switches count in the enclosing stage).
     """
     n = len(batches)
-    timer = StageTimer(sync)
-    res = TimingResult(timer=timer)
-    region = (lambda s: _Region(timer, s)) if step.train else None
+    timer = StageTimer(sync, rusage=False)
+    res = TimingResult()
     for i in range(iters):
         batch = batches[i % n]
         res.plain.append(_plain_step(step, batch, sync))
-        # regions first: a region patching a module's forward then wraps the module itself, and the stage
-        # wrapper around it (removed first) never becomes what the region's close puts back
-        # (no getrusage at regions' boundaries: on a rank it cost ~2-4% of the step, benchmarks/LOG.md)
-        undo = _no_regions if regions is None else regions.install(model, timer.enter_unmarked, timer.exit_unmarked)
-        try:
-            wrappers = install_stage_hooks(model, roots, timer)
-            try:
-                timer.reset()
-                t0 = timer.start()
-                step.run(batch, region)
-                t1 = timer.stop()
-            finally:
-                wrappers.remove()
-        finally:
-            undo()
-        total = (t1 - t0) * 1e-9
+        total = _stage_step(model, step, batch, roots, timer, regions)
         res.timed.append(total)
         acc = {k: v * 1e-9 for k, v in timer.acc.items()}
         acc["other"] = max(0.0, total - sum(acc.values()))
         for k in set(res.stage_samples) | set(acc):
             res.stage_samples.setdefault(k, [0.0] * i).append(acc.get(k, 0.0))
+    res.timer = StageTimer(sync)
+    for i in range(min(iters, COUNTER_STEPS)):
+        res.counter_steps.append(_stage_step(model, step, batches[i % n], roots, res.timer, regions))
     return res
+
+
+def _stage_step(model: nn.Module, step: Step, batch: Any, roots: dict[str, str], timer: StageTimer,
+                regions: Regions | None) -> float:
+    """One step with the stage wrappers (and regions) installed around it: its time in seconds."""
+    region = (lambda s: _Region(timer, s)) if step.train else None
+    # regions first: a region patching a module's forward then wraps the module itself, and the stage
+    # wrapper around it (removed first) never becomes what the region's close puts back
+    # (no getrusage at regions' boundaries: on a rank it cost ~2-4% of the step, benchmarks/LOG.md)
+    undo = _no_regions if regions is None else regions.install(model, timer.enter_unmarked, timer.exit_unmarked)
+    try:
+        wrappers = install_stage_hooks(model, roots, timer)
+        try:
+            timer.reset()
+            t0 = timer.start()
+            step.run(batch, region)
+            t1 = timer.stop()
+        finally:
+            wrappers.remove()
+    finally:
+        undo()
+    return (t1 - t0) * 1e-9
 
 
 def _plain_step(step: Step, batch: Any, sync: Callable[[], None] | None) -> float:
@@ -206,11 +226,13 @@ def op_pass(
     export_trace: Callable[[Any], None] | None = None,
     opaque: frozenset[str] = frozenset(),
     regions: Regions | None = None,
+    plan: Any = None,
 ) -> OpPassResult:
     """``op_iters`` steps under torch.profiler with stage and module ranges, folded into one tree;
     modules in ``opaque`` (inside compiled regions) get no range of their own.
 
-    ``export_trace(prof)`` writes the Chrome trace (torch.profiler can export it once).
+    ``export_trace(prof)`` writes the Chrome trace (torch.profiler can export it once); ``plan`` (a
+    :class:`~recstack.profiling.modelcode.ModelCodePlan`) attributes the model's own code by its dataflow.
     """
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -221,7 +243,7 @@ def op_pass(
     def op_region(s: str) -> Any:
         return profiler_range(STAGE + s)
 
-    folder = Folder()
+    folder = Folder(plan)
     steps_s: list[float] = []
     with _ranges_installed(model, roots, opaque, regions), \
             quiet_native(profile(activities=acts, record_shapes=True)) as prof:

@@ -255,6 +255,7 @@ def _profile(
         progress.advance("compiling")
         compiled = opts.compile_hook(model, step, batches, found, opts.compile, opts.warmup)
         roots = compiled.roots
+        found.model_code = None  # planned for the eager roots; compiled regions hide the ops it would match
     progress.advance(
         "timing pass", estimate_s=2 * opts.iters * (time.perf_counter() - wall0) / max(opts.warmup, 1), measuring=True
     )
@@ -267,7 +268,8 @@ def _profile(
         progress.advance("op pass", measuring=True)
         ops, op_check = checked_op_pass(lambda: op_pass(
             model, step, batches, roots, opts.op_iters, sync, export_trace=opts.write_trace if opts.trace_path else None,
-            opaque=compiled.opaque if compiled is not None else frozenset(), regions=regions), median(timing.plain),
+            opaque=compiled.opaque if compiled is not None else frozenset(), regions=regions,
+            plan=found.model_code), median(timing.plain),
             remeasure=not multi)
     extra = _embedding_and_memory(model, step, batches[0], found.smap, opts)
     stage_memory = None
@@ -282,7 +284,7 @@ def _profile(
 
     model_name = opts.run_info.get("model") or type(model).__name__
     root = build_tree(model_name, timing, ops.folder)
-    attach_stage_rusage(root, timing.timer, central_steps(timing.timed))
+    attach_stage_rusage(root, timing.timer, central_steps(timing.counter_steps))
     _stage_notes(root, step)
     _annotate_modules(root, found.smap, model)
     for st in root.children:
@@ -396,6 +398,7 @@ def _run_metadata(
         "stage_roots": {p: _root_entry(smap.placements[p]) for p in found.roots},
         "stage_methods": {m.key: {"stage": m.stage, "rule": f"dataflow:{m.stage}", "evidence": m.evidence}
                           for m in found.methods},
+        "model_code": found.model_code.evidence if found.model_code is not None and opts.op_pass else {},
         "never_ran_roots": {
             p: {"stage": nr.stage, "rule": nr.rule, "handed_to": nr.handed_to} for p, nr in found.never_ran.items()
         },

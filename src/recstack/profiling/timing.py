@@ -8,12 +8,17 @@ With CUDA, boundaries synchronise the device first so kernels are charged to
 the stage that launched them (this makes the timing pass slower on GPU, which
 the overhead ratio shows).
 
-Each boundary also takes one ``getrusage(RUSAGE_SELF)`` (about 1 us, one
-syscall) so that the kernel's per-process counters (minor and major page
-faults, voluntary and involuntary context switches) are charged to stages the
-same exclusive way; the deltas are worked out after the step's clock stops.
-``stage_rusage`` averages them over the central steps for the stage nodes'
-``extra.rusage``.
+A boundary costs one clock read and one append to the timer's log, inside one
+Python frame (the root wrapper inlines it); the exclusive times are worked out
+from the log after the step's clock stops. In a timer made with
+``rusage=True`` every boundary also takes one ``getrusage(RUSAGE_SELF)`` (one
+syscall, about 2 us) so that the kernel's per-process counters (minor and
+major page faults, voluntary and involuntary context switches) are charged to
+stages the same exclusive way (a stage's caller code's to the stage). The
+timing pass uses such a timer only for a few extra steps after the timed ones
+(:data:`recstack.profiling.passes.COUNTER_STEPS`), so the timed steps carry no
+syscall; ``stage_rusage`` averages the counters over the central counter steps
+for the stage nodes' ``extra.rusage``.
 
 Caller code: time between stage roots, when no stage is open, is the model's
 own code (its ``forward`` and the functions it calls outside every stage
@@ -63,77 +68,103 @@ def _ru_tuple(r: Any) -> tuple[int, int, int, int]:
 
 
 class StageTimer:
+    """Exclusive stage times (``acc``: key -> ns) and per-stage kernel counters of the steps between
+    :meth:`start` and :meth:`stop`.
+
+    A boundary only appends ``(stage or None, clock, rusage or None)`` to a log (None: an exit); :meth:`stop`
+    works out the exclusive times from the log after the step's clock stopped, so a boundary costs a
+    clock read and an append (the accounting at every boundary made a 52-table DeepFM's ~100 boundaries
+    per step cost 1.28x). With ``rusage`` every marked boundary also takes ``getrusage`` (a syscall,
+    about 2 us: the timing pass uses such a timer only in its counter steps); the deltas are charged
+    like time, a stage's caller code's to the stage.
+    """
+
     def __init__(self, sync: Callable[[], None] | None = None, *, rusage: bool = True) -> None:
         self.sync = sync
         self.acc: dict[str, int] = {}
-        self.stack: list[str] = []
-        self.last = 0
+        self.log: list[tuple[str | None, int, Any]] = []
+        self.first = 0
         self.ru = _getrusage if rusage else None
-        # Per boundary: (stage the interval ending here belongs to, raw rusage); deltas worked out in stop().
-        self.marks: list[tuple[str, Any]] = []
+        self._ru0: Any = None
         self.rusage_steps: list[dict[str, list[int]]] = []  # one dict per start()/stop(): stage -> RUSAGE_FIELDS
 
+    @property
+    def last(self) -> int:
+        """The clock at the latest boundary (or start)."""
+        return self.log[-1][1] if self.log else self.first
+
     def reset(self) -> None:
-        self.acc = {}
-        self.stack = []
-        self.marks = []
+        self.acc.clear()
+        self.log.clear()  # in place: the root wrappers (:meth:`wrap`) append to it
 
     def start(self) -> int:
-        if self.ru:
-            self.marks = [("", self.ru(_SELF))]
+        self.reset()
+        self._ru0 = self.ru(_SELF) if self.ru else None
         if self.sync:
             self.sync()
-        self.last = time.perf_counter_ns()
-        return self.last
+        self.first = time.perf_counter_ns()
+        return self.first
 
     def stop(self) -> int:
         if self.sync:
             self.sync()
         now = time.perf_counter_ns()
-        owner = self.stack[-1] if self.stack else OUTSIDE
-        if self.stack:  # an exception left a stage open: close everything
-            self.acc[self.stack[-1]] = self.acc.get(self.stack[-1], 0) + now - self.last
-            self.stack.clear()
-        if self.ru and self.marks:
-            self.marks.append((owner, self.ru(_SELF)))
-            self.rusage_steps.append(self._rusage_deltas())
+        self.log.append((None, now, self.ru(_SELF) if self.ru else None))
+        self._replay()
         return now
 
-    def _rusage_deltas(self) -> dict[str, list[int]]:
-        out: dict[str, list[int]] = {}
-        prev = _ru_tuple(self.marks[0][1])
-        for owner, r in self.marks[1:]:
-            cur = _ru_tuple(r)
-            acc = out.setdefault(owner, [0, 0, 0, 0])
-            for i in range(4):
-                acc[i] += cur[i] - prev[i]
-            prev = cur
-        return out
+    def _replay(self) -> None:
+        """``acc`` (and, with rusage, this step's counters) from the log; the last entry is stop()'s."""
+        acc, stack, last = self.acc, [], self.first
+        ru: dict[str, list[int]] = {}
+        prev = _ru_tuple(self._ru0) if self._ru0 is not None else None
+        for stage, t, r in self.log:
+            if stage is not None:  # entering: what ran since the last boundary is the open stage's or caller code
+                owner = stack[-1] if stack else caller_key(stage)
+                stack.append(stage)
+            else:  # leaving (or stop(): an exception may have left stages open, the top one gets the rest)
+                owner = stack.pop() if stack else OUTSIDE
+            acc[owner] = acc.get(owner, 0) + t - last
+            last = t
+            if r is not None and prev is not None:
+                cur = _ru_tuple(r)
+                tot = ru.setdefault(split_caller_key(owner) or owner, [0, 0, 0, 0])
+                for i in range(4):
+                    tot[i] += cur[i] - prev[i]
+                prev = cur
+        acc.pop(OUTSIDE, None)  # `other` is the step's time less the stages' (timing pass)
+        if self.ru:
+            self.rusage_steps.append(ru)
 
     def enter(self, stage: str, *, mark: bool = True) -> None:
-        """Open ``stage``; ``mark=False`` takes no getrusage here (the interval's faults and switches then
-        count in the stage of the next boundary that takes one)."""
+        """Open ``stage``; ``mark=False`` never takes getrusage here (the interval's faults and switches then
+        count where the next marked boundary charges them)."""
         if self.sync:
             self.sync()
-        now = time.perf_counter_ns()
-        # No stage open: the interval since the last boundary is caller code preparing this stage.
-        owner = self.stack[-1] if self.stack else caller_key(stage)
-        self.acc[owner] = self.acc.get(owner, 0) + now - self.last
-        if self.ru and mark:
-            self.marks.append((owner, self.ru(_SELF)))
-        self.stack.append(stage)
-        self.last = now
+        self.log.append((stage, time.perf_counter_ns(), self.ru(_SELF) if self.ru and mark else None))
 
     def exit(self, *, mark: bool = True) -> None:
         if self.sync:
             self.sync()
-        now = time.perf_counter_ns()
-        if self.stack:
-            top = self.stack.pop()
-            self.acc[top] = self.acc.get(top, 0) + now - self.last
-            if self.ru and mark:
-                self.marks.append((top, self.ru(_SELF)))
-        self.last = now
+        self.log.append((None, time.perf_counter_ns(), self.ru(_SELF) if self.ru and mark else None))
+
+    def wrap(self, stage: str, inner: Callable[..., Any]) -> Callable[..., Any]:
+        """``inner`` (a stage root's ``forward``) between :meth:`enter` ``(stage)`` and :meth:`exit`, inlined:
+        one Python frame per root call (benchmarks/LOG.md)."""
+        append, sync, ru, clock = self.log.append, self.sync, self.ru, time.perf_counter_ns
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            if sync is not None:
+                sync()
+            append((stage, clock(), ru(_SELF) if ru is not None else None))
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                if sync is not None:
+                    sync()
+                append((None, clock(), ru(_SELF) if ru is not None else None))
+
+        return forward
 
     def enter_unmarked(self, stage: str) -> None:
         self.enter(stage, mark=False)
@@ -166,7 +197,6 @@ class ForwardWrappers:
         self._saved: list[tuple[nn.Module, Any]] = []
 
     def wrap(self, mod: nn.Module, before: Callable[[], None], after: Callable[[], None]) -> None:
-        previous = mod.__dict__.get("forward")
         inner = mod.forward
 
         def forward(*args: Any, **kwargs: Any) -> Any:
@@ -176,7 +206,11 @@ class ForwardWrappers:
             finally:
                 after()
 
-        self._saved.append((mod, previous))
+        self.replace(mod, forward)
+
+    def replace(self, mod: nn.Module, forward: Callable[..., Any]) -> None:
+        """Make ``forward`` the module's ``forward`` until :meth:`remove`."""
+        self._saved.append((mod, mod.__dict__.get("forward")))
         mod.forward = forward  # type: ignore[method-assign]
 
     def remove(self) -> None:
@@ -189,11 +223,11 @@ class ForwardWrappers:
 
 
 def install_stage_hooks(model: nn.Module, roots: dict[str, str], timer: StageTimer) -> ForwardWrappers:
-    """Wrap each stage root (module path -> stage) so its calls enter/exit the stage."""
+    """Wrap each stage root (module path -> stage) so its calls enter/exit the stage (:meth:`StageTimer.wrap`)."""
     wrappers = ForwardWrappers()
     mods = dict(model.named_modules())
     for path, stage in roots.items():
-        wrappers.wrap(mods[path], lambda _s=stage: timer.enter(_s), timer.exit)
+        wrappers.replace(mods[path], timer.wrap(stage, mods[path].forward))
     return wrappers
 
 

@@ -1,7 +1,7 @@
 """``recstack show --explain-stages``: how each stage root of a profile was found, and the evidence.
 
 Plain text from ``profile.run`` only (``stage_roots`` with their ``evidence``, ``never_ran_roots``,
-``unassigned_modules``); docs/profiling.md ("How stages are found") says how to read it.
+``stage_methods``, ``model_code``, ``unassigned_modules``); docs/profiling.md ("How stages are found") says how to read it.
 """
 
 from __future__ import annotations
@@ -56,6 +56,13 @@ def explain_stages(run: dict[str, Any]) -> str:
         out.append("\nthe model's own methods timed as a stage (their calls, not the next stage's caller code)")
         for key, m in methods.items():
             out.append(f"  {key}  [{m.get('rule')}] -> {m.get('stage')}")
+            out.extend(_evidence_lines(m.get("evidence")))
+    moved: dict[str, dict[str, Any]] = run.get("model_code") or {}
+    if moved:
+        out.append("\nthe model's own code (outside every root) moved to the stage its ops compute: [model code]")
+        for stage, m in moved.items():
+            ops = ", ".join(f"{k} x{v}" for k, v in m.get("ops", {}).items())
+            out.append(f"  {stage}  [from {', '.join(m.get('moved_from') or [])}]: {ops}")
             out.extend(_evidence_lines(m.get("evidence")))
     unassigned = run.get("unassigned_modules") or []
     if unassigned:

@@ -27,6 +27,7 @@ SECTIONS: list[tuple[str, type[BaseModel], str]] = [
     ("`run`", pm.Run, "`run`"),
     ("`run.stage_roots.<module path>`", pm.StageRoot, "`run.stage_roots`"),
     ("`run.stage_roots.<module path>.evidence`", pm.StageEvidence, "`run.stage_roots`"),
+    ("`run.model_code.<stage>`", pm.ModelCode, "`run.model_code`"),
     ("`run.loss`", pm.Loss, "`run.loss`"),
     ("`environment`", pm.Environment, "`environment`"),
     ("`environment.contention`", pm.Contention, "`environment.contention`"),

@@ -307,11 +307,15 @@ class Node(_M):
     kind: str | None = F("``unattributed`` (a stage's time the op pass did not see), ``framework`` "
                          "(Python and framework time between ops, under other or caller code) or ``caller`` "
                          "(a stage's ``[caller code]``: the model's own code run outside every stage root "
-                         "just before the stage's root); ``backward_of`` (imported: ``backward/[backward of <stage>]``, the "
+                         "just before the stage's root), ``model_code`` (a stage's ``[model code]``: the model's "
+                         "own code whose ops compute this stage's work, moved from where it ran); ``backward_of`` (imported: ``backward/[backward of <stage>]``, the "
                          "backward ranges whose sequence numbers link them to that forward stage's ops); "
                          "in a communication phase ``collective`` (torch.distributed calls and "
                          "Work waits) or ``torchrec_overhead`` (TorchRec's ops and Python around them)", None,
                          producer="profiling.runner")
+    moved_from: dict[str, Seconds] | None = F("``[model code]``: interval -> seconds per step moved from it (the "
+                                              "caller code of that stage, or ``other``)", None, unit="s",
+                                              producer="profiling.assemble")
     module_type: str | None = F("the module's class name (module)", None, producer="profiling.runner")
     rule: str | None = F("the stage rule that placed the module, or ``inherited`` (module)", None,
                          producer="profiling.runner")
@@ -393,6 +397,18 @@ class StageRoot(_M):
                                        producer="profiling.rules")
 
 
+class ModelCode(_M):
+    """The model's own ops (outside every stage root) whose dataflow places them in a stage other than the
+    interval they ran in: the stage's ``[model code]`` (docs/profiling.md, "The model's own code")."""
+
+    stage: str = F("the stage their ops compute", producer="profiling.modelcode")
+    ops: dict[str, NonNegInt] = F("op name -> calls moved, in the traced step", producer="profiling.modelcode")
+    moved_from: list[str] = F("the intervals they ran in: the stage whose root ran next (its caller code), or "
+                              "``other`` (after the last root), or ``loss`` (training)", producer="profiling.modelcode")
+    evidence: StageEvidence = F("the first moved op with evidence of its own, or why one without was placed",
+                                producer="profiling.modelcode")
+
+
 class NeverRanRoot(_M):
     stage: str = F("stage the container matched", producer="profiling.rules")
     rule: str | None = F("the rule that matched it", None, producer="profiling.rules")
@@ -464,6 +480,9 @@ class Run(_M):
     stage_methods: dict[str, StageRoot] | None = F(
         "``<module path>:<method>`` -> a module's own method (not ``forward``) whose ops are one stage's work; both "
         "passes mark its calls as that stage (docs/profiling.md)", None, producer="profiling.methods")
+    model_code: dict[str, ModelCode] | None = F(
+        "stage -> the model's own code moved to it by its dataflow (its ``[model code]`` node; docs/profiling.md)",
+        None, producer="profiling.modelcode")
     unassigned_modules: list[str] | None = F("top-level modules in no stage", None, producer="profiling.runner")
     trace: str | None = F("the Chrome trace: the op pass's file really written (absent: none; multi-rank: the "
                           "critical rank's), or the trace imported (a file or a folder)", None,
