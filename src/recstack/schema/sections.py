@@ -83,7 +83,8 @@ class NodeSections:
     communication_moved_s: Section[float] = Section()
     # module, op and kernel nodes
     label: Section[str] = Section()
-    kind: Section[str] = Section()  # unattributed, framework, caller, backward_of, collective, torchrec_overhead
+    kind: Section[str] = Section()  # unattributed, framework, caller, model_code, backward_of, collective, torchrec_overhead
+    moved_from: Section[dict[str, float]] = Section()  # [model code]: interval -> seconds per step moved from it
     module_type: Section[str] = Section()
     rule: Section[str] = Section()
     shapes: Section[list[Any]] = Section()
