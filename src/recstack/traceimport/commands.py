@@ -13,6 +13,7 @@ and exits 4. A partial import never replaces an existing ``-o`` file unless
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from recstack.errors import EXIT_PARTIAL
@@ -23,7 +24,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     out = check_writable(args.output, "-o")
     existed = out.exists()
-    from recstack.analysis.commands import machine_arg
+    if args.machine is None:  # no roofline, no machine measured: the import does no linear algebra, and
+        # OpenBLAS's thread pool (a thread and its buffers per core, started as numpy loads) is start-up for nothing
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from recstack.profiling.rules import rules_of
     from recstack.traceimport.build import import_trace
 
@@ -33,7 +36,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         from recstack.traceimport.module_map import load_module_map
 
         mmap = load_module_map(args.module_map)
-    machine = machine_arg(args.machine) if args.machine is not None else None
+    machine = None
+    if args.machine is not None:
+        from recstack.analysis.commands import machine_arg  # the analysis pipeline: only for --machine
+
+        machine = machine_arg(args.machine)
     prof = import_trace(args.trace, rules=rules, step_range=args.step_range, module_map=mmap, model=args.model,
                         machine=machine, correct_overhead=not args.raw_times)
     info = prof.import_

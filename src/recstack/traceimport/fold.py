@@ -204,6 +204,7 @@ class FoldNode(RawNode):
     or ``other``), so a kernel whose launching op was merged follows it there."""
 
     ops: dict[int, FoldNode] = field(default_factory=dict, repr=False)
+    kernels: dict[int, FoldNode] = field(default_factory=dict, repr=False)  # kernel children by name id
     into: FoldNode | None = field(default=None, repr=False)
 
     def child(self, name: str, level: str, stage: str | None) -> FoldNode:
@@ -440,10 +441,10 @@ class _Sweep:
         (attached, launched by no op found). Every event's time is counted by kind where it went."""
         c, dev = self.c, self.device
         matched = unmatched = 0
-        names = c.names
+        names, by_corr, in_tree = c.names, self.corr, dev.in_tree_us
         for corr, n, dur, kind, ext in zip(self.k_corr, c.cols.k_nid, c.cols.k_dur, c.cols.k_kind, c.cols.k_ext,
                                            strict=True):
-            node = self.corr.get(corr)
+            node = by_corr.get(corr)
             if node is None and ext >= 0 and corr not in self.outside_corr:
                 node = self.ext_node.get(ext)
                 dev.by_external_id += node is not None
@@ -457,12 +458,14 @@ class _Sweep:
                     unmatched += 1
                 continue
             node = node.live()
-            k = node.child(names[n], "kernel", node.stage)
+            k = node.kernels.get(n)
+            if k is None:  # the node's first kernel of this name id (a name's first kernel anywhere among them)
+                k = node.kernels[n] = node.child(names[n], "kernel", node.stage)
+                dev.kernel_kinds.setdefault(names[n], DEVICE_KINDS[kind])
             k.us += dur
             k.calls += 1
             node.device_us += dur
-            dev.in_tree_us[kind] += dur
-            dev.kernel_kinds.setdefault(names[n], DEVICE_KINDS[kind])
+            in_tree[kind] += dur
             matched += 1
         return matched, unmatched
 
