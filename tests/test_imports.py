@@ -14,12 +14,20 @@ submodule would otherwise depend on its package's ``__init__``, and an
 ``__init__`` that re-exports its submodules would form a cycle with each.
 
 Packages: a module belongs to its top-level package under recstack
-(``recstack.hardware.machine`` -> ``hardware``); the command-line and API
-modules (``recstack``, ``api``, ``cli``, ``commands``, ``__main__`` and every
-``*.commands``) form the ``interface`` layer above everything else, since a
-command module wires several packages together. Data flows config <- zoo,
-workload <- profiling <- analysis <- render/report, with hardware
-measurement a leaf that knows nothing of profiles; the tests below fail on a
+(``recstack.hardware.machine`` -> ``hardware``), a package's ``commands``
+module included: the commands of a package may import other packages'
+engines, so they are counted where they live and an engine that imports them
+back forms a cycle. The top-level command-line and API modules (``recstack``,
+``api``, ``cli``, ``commands``, ``__main__``) form the ``interface`` layer
+above everything else; only the CLI registry (``recstack.cli``,
+``recstack.commands``) imports a ``*.commands`` module.
+
+Layers (:data:`LAYERS`): data flows config <- zoo, workload <- profiling <-
+analysis <- render/report, with hardware measurement a leaf that knows nothing
+of profiles. An engine module (not a ``commands`` module) imports only its own
+layer and the layers below; an upward arrow fails, except the ones listed in
+:data:`KNOWN_UPWARD`, each with the reason it is still there (the list may only
+shrink: an entry that no longer exists fails too). The tests below fail on a
 cycle at either level and print it.
 """
 
@@ -90,7 +98,7 @@ def import_graph(src: Path = SRC, root: str = ROOT) -> Graph:
 
 
 def package_of(module: str, root: str = ROOT) -> str:
-    if module in INTERFACE_MODULES or module.endswith(".commands"):
+    if module in INTERFACE_MODULES:
         return INTERFACE
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else root
@@ -219,10 +227,69 @@ def test_graph_of_recstack_sees_its_imports(graph: Graph) -> None:
         "recstack.hardware.sysinfo" in g["recstack.hardware.gather_kernel"]
     )  # from recstack.hardware import sysinfo
     assert "recstack.costmodel.attach" in g["recstack.costmodel"]
-    assert (
-        package_of("recstack.hardware.commands") == INTERFACE
-        and package_of("recstack.hardware.machine") == "hardware"
-    )
+    assert package_of("recstack.hardware.commands") == package_of("recstack.hardware.machine") == "hardware"
+    assert package_of("recstack.commands") == INTERFACE
+
+
+# -- layers -----------------------------------------------------------------------------------
+LAYERS: list[set[str]] = [
+    {"errors", "units", "noise", "version", "stage_names", "tagmode", "outputs", "usercode", "calls"},
+    {"config"},
+    {"schema", "store", "hardware"},  # hardware: measurement, a leaf that knows nothing of profiles
+    {"tree", "results"},
+    {"workload", "costmodel"},
+    {"zoo", "memory"},
+    {"profiling"},
+    {"analysis", "traceimport", "sharing", "compilation", "serving", "distributed", "sweeps", "export"},
+    {"render", "report"},
+    {"advisor", "correlate"},
+    {"cli_types", INTERFACE},
+]
+"""Packages from the bottom up: an engine imports its own layer and the ones below."""
+
+MODULE_LAYER = {
+    # live progress lines on stderr while something runs: used by the runs themselves, below the presentation
+    f"{ROOT}.render.progress": "errors",
+    f"{ROOT}.render.sweep_progress": "errors",
+}
+"""Modules placed in another package's layer than their folder's."""
+
+KNOWN_UPWARD = {
+    (f"{ROOT}.profiling.runner", f"{ROOT}.analysis.pipeline"):
+        "the runner runs the analysis steps after measuring (the session layer, issue 30 item 1, takes them over)",
+    (f"{ROOT}.profiling.runner", f"{ROOT}.analysis.dtype_compare"):
+        "the runner's dtype comparison (likewise, for the session layer)",
+    (f"{ROOT}.profiling.counters_replay", f"{ROOT}.analysis.pipeline"):
+        "the counter replay attaches stage counters through the pipeline's step",
+    (f"{ROOT}.advisor.advise", f"{ROOT}.api"): "profiles through the public API until the session layer lands",
+    (f"{ROOT}.sweeps.runner", f"{ROOT}.api"): "builds and profiles through the public API until the session layer lands",
+}
+"""Upward arrows still there, with why; the list may only shrink."""
+
+
+def layer_of(module: str) -> int:
+    pkg = MODULE_LAYER.get(module, package_of(module))
+    for i, layer in enumerate(LAYERS):
+        if pkg in layer:
+            return i
+    raise AssertionError(f"{module} ({pkg}) is in no layer of LAYERS: add its package")
+
+
+def upward_arrows(graph: Graph) -> set[tuple[str, str]]:
+    """(engine module, module of a higher layer it imports); ``commands`` modules may import any engine."""
+    return {
+        (a, b)
+        for a, deps in graph.items()
+        if not a.endswith(".commands")
+        for b in deps
+        if layer_of(b) > layer_of(a)
+    }
+
+
+def test_layers_find_an_upward_arrow(tmp_path: Path) -> None:
+    g = {f"{ROOT}.hardware.machine": {f"{ROOT}.tree", f"{ROOT}.units"}, f"{ROOT}.hardware.commands": {f"{ROOT}.tree"},
+         f"{ROOT}.render.progress": set(), f"{ROOT}.profiling.runner": {f"{ROOT}.render.progress"}}
+    assert upward_arrows(g) == {(f"{ROOT}.hardware.machine", f"{ROOT}.tree")}
 
 
 # -- the rules --------------------------------------------------------------------------------------
@@ -230,18 +297,45 @@ def test_no_module_import_cycle(graph: Graph) -> None:
     assert not cycles(graph), _describe(graph)
 
 
+def _without_api_below_interface(graph: Graph) -> Graph:
+    """The graph less every import of recstack.api by a package (a commands module, the sweep's point runner,
+    the advisor): the ones the session layer (issue 30 item 1) replaces."""
+    api = f"{ROOT}.api"
+    return {a: deps - {api} if package_of(a) != INTERFACE else deps for a, deps in graph.items()}
+
+
+def test_no_package_import_cycle_but_packages_importing_the_api(graph: Graph) -> None:
+    packages = package_graph(_without_api_below_interface(graph))
+    assert not cycles(packages), _describe(packages)
+
+
+@pytest.mark.xfail(strict=True, reason="until the session layer lands (packages still import recstack.api)")
 def test_no_package_import_cycle(graph: Graph) -> None:
     packages = package_graph(graph)
     assert not cycles(packages), _describe(packages)
 
 
+def test_no_upward_arrow(graph: Graph) -> None:
+    found = upward_arrows(graph)
+    new = sorted(found - set(KNOWN_UPWARD))
+    gone = sorted(set(KNOWN_UPWARD) - found)
+    assert not new, "engine imports a higher layer (see LAYERS):\n  " + "\n  ".join(f"{a} -> {b}" for a, b in new)
+    assert not gone, "no longer upward: remove from KNOWN_UPWARD:\n  " + "\n  ".join(f"{a} -> {b}" for a, b in gone)
+
+
+def test_only_the_cli_registry_imports_commands(graph: Graph) -> None:
+    registry = {f"{ROOT}.cli", f"{ROOT}.commands"}
+    bad = sorted(f"{a} -> {b}" for a, deps in graph.items() if a not in registry for b in deps if b.endswith(".commands"))
+    assert not bad, "a commands module imported outside the CLI registry:\n  " + "\n  ".join(bad)
+
+
 def test_hardware_measurement_knows_nothing_of_profiles(graph: Graph) -> None:
     """hardware/ (its command module aside) imports only itself and the base modules."""
-    allowed = {"hardware", "errors", "config", "outputs", "version", "units"}
+    allowed = {"hardware", "errors", "config", "outputs", "version", "units", "noise"}
     bad = sorted(
         f"{a} -> {b}"
         for a, deps in graph.items()
-        if package_of(a) == "hardware"
+        if package_of(a) == "hardware" and not a.endswith(".commands")
         for b in deps
         if package_of(b) not in allowed
     )

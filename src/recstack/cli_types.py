@@ -39,6 +39,30 @@ class DeprecatedAlias(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+def add_command(sub: argparse._SubParsersAction, name: str, func: Callable[[argparse.Namespace], int], help: str,
+                description: str | None = None) -> argparse.ArgumentParser:
+    """A sub-command's parser, whose ``func`` runs it (the CLI calls ``args.func(args)``)."""
+    p = sub.add_parser(name, help=help, description=description)
+    p.set_defaults(func=func)
+    return p
+
+
+def add_profile_input(p: argparse.ArgumentParser, output: str | None = None) -> None:
+    """The saved profile a command reads (positional), and with ``output`` a required ``-o`` (its help)."""
+    p.add_argument("profile", help="profile JSON (from recstack profile -o)")
+    if output is not None:
+        p.add_argument("-o", "--output", required=True, help=output)
+
+
+def add_result_outputs(p: argparse.ArgumentParser, what: str = "result", config: bool = True) -> None:
+    """``--config RUN.yaml`` (with ``config``), ``--json`` and ``-o``: how a run command takes its options and
+    gives its JSON ``what``."""
+    if config:
+        p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
+    p.add_argument("--json", action="store_true", help=f"print the {what} as JSON")
+    p.add_argument("-o", "--output", default=None, help=f"also write the JSON {what} here")
+
+
 def config_type(field: str, flag: str) -> Callable[[str], Any]:
     """argparse type: a number checked by RunConfig's rule for ``field`` (one rule everywhere), named ``flag``."""
     from recstack.config.run import check_field
@@ -187,6 +211,6 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 __all__ = [
-    "DeprecatedAlias", "Parser", "add_run_arguments", "cli_default", "cli_name", "config_type", "flag_of", "int_at_least",
+    "DeprecatedAlias", "Parser", "add_command", "add_profile_input", "add_result_outputs", "add_run_arguments", "cli_default", "cli_name", "config_type", "flag_of", "int_at_least",
     "positive_float", "run_config_from_args",
 ]

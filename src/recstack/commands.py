@@ -206,11 +206,11 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_demo)
 
     register_report(sub)
+    from recstack.analysis.commands import cmd_machine_compare_profile
+    from recstack.analysis.commands import register as register_analyse
     from recstack.hardware.commands import register as register_hardware
 
-    register_hardware(sub)
-    from recstack.analysis.commands import register as register_analyse
-
+    register_hardware(sub, cmd_machine_compare_profile)
     register_analyse(sub)
     from recstack.schema.commands import register as register_schema
 

@@ -104,3 +104,11 @@ def percent(fraction: float | None, *, decimals: int = 0, missing: str = "-") ->
         return missing
     assert fraction is not None
     return f"{100 * fraction:.{decimals}f}%"
+
+
+def ratio(v: float | None, *, decimals: int = 2, missing: str = "-") -> str:
+    """A ratio (a speedup) with ``decimals`` decimals and an ``x``: ``ratio(1.234) == "1.23x"``."""
+    if not _finite(v):
+        return missing
+    assert v is not None
+    return f"{v:.{decimals}f}x"

@@ -251,6 +251,19 @@ def analyse(
     return profile
 
 
+def roof_keys_used(profile: Any, machine: dict[str, Any]) -> set[str]:
+    """The ``roofline.roof_key`` of every classified node (classifying against ``machine`` first when
+    the profile carries none, e.g. one saved before roof keys existed)."""
+    def keys() -> set[str]:
+        return {
+            str(k) for n in profile.root.walk() if (k := n.extra.get("roofline", {}).get("roof_key")) is not None
+        }
+
+    if not keys():
+        analyse(profile, machine, steps=["roofline"])
+    return keys()
+
+
 __all__ = [
     "CLASSIFICATION_KEYS",
     "FINDING_KINDS",
@@ -261,6 +274,8 @@ __all__ = [
     "as_machine",
     "clear_classification",
     "is_classified",
+    "roof_keys_used",
     "select_steps",
     "stage_counters",
 ]
+

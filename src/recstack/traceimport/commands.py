@@ -23,7 +23,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     out = check_writable(args.output, "-o")
     existed = out.exists()
-    from recstack.analysis.commands import machine_arg
+    from recstack.analysis.machine_file import machine_arg
     from recstack.profiling.rules import load_stage_rules
     from recstack.traceimport.build import import_trace
     from recstack.traceimport.collect import load_module_map
