@@ -238,9 +238,9 @@ LAYERS: list[set[str]] = [
     {"schema", "store", "hardware"},  # hardware: measurement, a leaf that knows nothing of profiles
     {"tree", "results"},
     {"workload", "costmodel"},
-    {"zoo", "memory"},
+    {"zoo"},
     {"profiling"},
-    {"analysis", "traceimport", "sharing", "compilation", "serving", "distributed", "sweeps", "export"},
+    {"analysis", "traceimport", "sharing", "compilation", "serving", "distributed", "sweeps", "export", "memory"},
     {"render", "report"},
     {"advisor", "correlate"},
     {"cli_types", INTERFACE},

@@ -276,3 +276,9 @@ def compare(prediction: dict[str, Any], prof: Profile) -> dict[str, Any] | None:
             m = r[f"{k}_measured_s"]
             r[f"{k}_error"] = (r[f"{k}_predicted_s"] - m) / m if m > 0 else None
     return {"per_rank": rows}
+
+
+def profile_sharding(prof: Any) -> str:
+    """The sharding the profile was measured with (``table_wise`` when it names none this simulator knows)."""
+    sharding = (prof.extra.get("distributed") or {}).get("sharding", "table_wise")
+    return sharding if sharding in ("table_wise", "column_wise", "row_wise", "data_parallel") else "table_wise"
