@@ -34,6 +34,7 @@ cycle at either level and print it.
 from __future__ import annotations
 
 import ast
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -233,7 +234,7 @@ def test_graph_of_recstack_sees_its_imports(graph: Graph) -> None:
 
 # -- layers -----------------------------------------------------------------------------------
 LAYERS: list[set[str]] = [
-    {"errors", "units", "noise", "version", "stage_names", "tagmode", "outputs", "usercode", "calls"},
+    {"errors", "units", "noise", "version", "stage_names", "tagmode", "outputs", "usercode", "calls", "cli_base"},
     {"config"},
     {"schema", "store", "hardware"},  # hardware: measurement, a leaf that knows nothing of profiles
     {"tree", "results"},
@@ -340,3 +341,49 @@ def test_hardware_measurement_knows_nothing_of_profiles(graph: Graph) -> None:
         if package_of(b) not in allowed
     )
     assert not bad, "hardware imports beyond its layer:\n  " + "\n  ".join(bad)
+
+
+# -- what a commands module holds ----------------------------------------------------------------
+def _argparse_wiring(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A command (``cmd_*``), its registration (``register*``), or argparse wiring: a ``type=`` parser (raises
+    ArgumentTypeError), a function adding arguments to or returning a parser, or ``*_from_args``."""
+    if fn.name.startswith(("cmd_", "register")) or fn.name.endswith("_from_args"):
+        return True
+    annotations = [a.annotation for a in fn.args.args + fn.args.kwonlyargs] + [fn.returns]
+    if any(a is not None and "ArgumentParser" in ast.unparse(a) for a in annotations):
+        return True
+    return any(isinstance(n, ast.Raise) and n.exc is not None and "ArgumentTypeError" in ast.unparse(n.exc)
+               for n in ast.walk(fn))
+
+
+def engine_in_commands(src: Path = SRC, root: str = ROOT) -> list[str]:
+    """``file: name`` of every class, and every function that is not a command or argparse wiring, defined in a
+    commands module (``root/commands.py``, ``root/*/commands.py``)."""
+    found = []
+    for path in sorted([src / root / "commands.py", *(src / root).glob("*/commands.py")]):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            engine = isinstance(node, ast.ClassDef) or (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _argparse_wiring(node))
+            if engine:
+                found.append(f"{path.relative_to(src / root)}: {node.name}")
+    return found
+
+
+def test_engine_in_commands_is_found(tmp_path: Path) -> None:
+    _write(tmp_path, {"pkg/commands.py": "", "pkg/a/commands.py": textwrap.dedent('''
+        import argparse
+        def cmd_x(args): ...
+        def register(sub): ...
+        def _sizes(text):
+            raise argparse.ArgumentTypeError("bad")
+        def add_flags(p: argparse.ArgumentParser) -> None: ...
+        def run_point(cfg): ...
+        class BuildCache: ...
+        ''')})
+    assert engine_in_commands(tmp_path, "pkg") == ["a/commands.py: run_point", "a/commands.py: BuildCache"]
+
+
+def test_commands_modules_hold_only_commands_and_their_wiring() -> None:
+    found = engine_in_commands()
+    assert not found, ("engine or presentation code in a commands module (move it to its package, text to "
+                       "render/):\n  " + "\n  ".join(found))

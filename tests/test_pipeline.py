@@ -268,8 +268,8 @@ def test_stage_bound_finding_names_the_ceiling_it_is_against() -> None:
 
 
 def test_a_machine_file_measured_under_contention_is_named_in_the_profile(saved: Path, tmp_path: Path) -> None:
-    from recstack.commands import strict_check
     from recstack.errors import ContendedRunError
+    from recstack.profiling.environment import strict_check
 
     contended = json.loads(FAST.read_text())
     contended["contention"] = {"detected": True, "evidence": ["load average 3.50 before the measurement on 2 "

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -19,14 +18,15 @@ from recstack.advisor.advise import (
     write_apply,
 )
 from recstack.advisor.levers import KINDS
-from recstack.config.run import RunConfig
+from recstack.cli_base import add_command
 from recstack.errors import ConfigError
 from recstack.render.advice import render
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
-    from recstack.cli_types import cli_name, run_config_from_args
-    from recstack.outputs import atomic_write_text, check_writable
+    from recstack.cli_base import print_document
+    from recstack.cli_types import flags_named, run_config_from_args
+    from recstack.outputs import check_writable
 
     out = check_writable(args.output, "-o/--output") if args.output else None
     apply_to = check_writable(args.apply_to, "--apply-to") if args.apply_to else None
@@ -34,18 +34,11 @@ def cmd_advise(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.from_profile}: no such file; give a profile JSON written by `recstack profile -o`",
                           field="--from")
     cfg = run_config_from_args(args)
-    try:
+    with flags_named():
         doc = advise(config=cfg, goal=args.goal, levers=args.levers, budget_min=args.budget,
                      tolerance=args.tolerance, from_profile=args.from_profile, strict=args.strict,
                      rounds=args.rounds, advise_iters=args.advise_iters)
-    except ConfigError as exc:
-        if exc.field in RunConfig.model_fields and exc.source is None:
-            raise ConfigError(exc.detail, field=cli_name(exc.field)) from exc
-        raise
-    text = json.dumps(doc, indent=1, allow_nan=False)
-    if out is not None:
-        atomic_write_text(out, text + "\n")
-    print(text if args.json else render(doc))
+    print_document(doc, render, out, args.json)
     if apply_to is not None:
         print(write_apply(doc, apply_to), file=sys.stderr if args.json else sys.stdout)
     if out is not None and not args.json:
@@ -64,10 +57,12 @@ def _levers_arg(text: str) -> list[str]:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``advise`` to the main CLI's sub-parsers."""
-    from recstack.cli_types import add_run_arguments, int_at_least, positive_float
+    from recstack.cli_base import add_result_outputs, int_at_least, positive_float
+    from recstack.cli_types import add_run_arguments
 
-    p = sub.add_parser(
-        "advise", help="measured what-ifs for each bottleneck, ranked, combined, applied",
+    p = add_command(
+        sub,
+        "advise", cmd_advise, help="measured what-ifs for each bottleneck, ranked, combined, applied",
         description="Profile the model, list the levers its stages suggest, measure each against the baseline in "
         "alternating rounds, recommend only what beats noise (and, for dtype levers, stays within --tolerance), "
         "measure the non-conflicting winners together, and write the winner's RunConfig. docs/advise.md.",
@@ -89,10 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="from_profile", default=None, metavar="PROFILE.json",
                    help="read the profile instead of profiling first")
     p.add_argument("--strict", action="store_true", help="exit 3 and give no advice when the profile or the measurement rounds were contended")
-    p.add_argument("--json", action="store_true", help="print the advice as JSON")
-    p.add_argument("-o", "--output", default=None, help="also write the JSON advice here")
+    add_result_outputs(p, "advice", config=False)
     p.add_argument("--apply-to", default=None, metavar="RUN.yaml", help="write the winner's RunConfig YAML here")
-    p.set_defaults(func=cmd_advise)
 
 
 __all__ = ["cmd_advise", "register"]

@@ -15,7 +15,7 @@ import sys
 
 from recstack.analysis.machine_file import HOST, machine_arg
 from recstack.analysis.pipeline import STEPS, analyse, is_classified, roof_keys_used, select_steps
-from recstack.cli_types import add_command, add_profile_input
+from recstack.cli_base import add_command, add_profile_input
 from recstack.errors import ConfigError
 
 

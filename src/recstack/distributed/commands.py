@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from recstack.cli_types import int_at_least
+from recstack.cli_base import add_command, int_at_least
 from recstack.errors import ConfigError
 
 
@@ -33,7 +33,7 @@ def cmd_shard_sim(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("shard-sim", help="predict per-rank time and imbalance for K ranks from a profile",
+    p = add_command(sub, "shard-sim", cmd_shard_sim, help="predict per-rank time and imbalance for K ranks from a profile",
                        description="From a profile's measured per-table embedding costs and dense time, and the "
                        "communication model (the machine file's collective benchmark, else the profile's own "
                        "communication), predict each rank's time for K ranks; see docs/distributed.md.")
@@ -45,4 +45,3 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="machine file with collectives (recstack machine --collectives); 'auto' (default) for this "
                         "host's machine file")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
-    p.set_defaults(func=cmd_shard_sim)

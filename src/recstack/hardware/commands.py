@@ -12,36 +12,13 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
 
-from recstack.cli_types import add_command
+from recstack.cli_base import add_command
 from recstack.errors import ConfigError
 
 
-def parse_world_sizes(text: str) -> list[int]:
-    """``--world-sizes 2,4`` -> [2, 4] (each within 2..64)."""
-    try:
-        sizes = sorted({int(w) for w in text.split(",") if w.strip()})
-    except ValueError:
-        raise ConfigError(f"must be world sizes like 2,4 (got {text!r})", field="--world-sizes") from None
-    if not sizes or min(sizes) < 2 or max(sizes) > 64:
-        raise ConfigError(f"must be world sizes within 2..64 (got {text!r})", field="--world-sizes")
-    return sizes
-
-
-def _with_collectives(machine: dict[str, Any], sizes: list[int], quick: bool, path: Any) -> dict[str, Any]:
-    """Add the all-to-all / all-reduce benchmark (``machine --collectives``) and keep it in ``path``
-    (the cache, or where a contended measurement was kept)."""
-    from recstack.hardware.collectives import measure_collectives
-    from recstack.hardware.machine import save_machine
-
-    sys.stderr.write(f"  measuring: all-to-all, reduce-scatter and all-reduce (gloo) at world sizes {sizes}\n")
-    machine = {**machine, "collectives": measure_collectives(sizes, quick=quick)}
-    save_machine(machine, path)
-    return machine
-
-
 def cmd_machine(args: argparse.Namespace) -> int:
+    from recstack.hardware.collectives import parse_world_sizes, with_collectives
     from recstack.hardware.counters import detect_perf
     from recstack.hardware.machine import cached_or_measured, load_machine
     from recstack.hardware.measure_checks import summary
@@ -63,7 +40,7 @@ def cmd_machine(args: argparse.Namespace) -> int:
                                                  any_mode=not args.remeasure)
     finish()
     if world_sizes:
-        machine = _with_collectives(machine, world_sizes, args.quick, kept)
+        machine = with_collectives(machine, world_sizes, args.quick, kept)
     counters = detect_perf().to_dict()
     comparison = compare_machines(machine, other) if other is not None else machine.get("repeatability")
     if args.json:

@@ -7,34 +7,25 @@ scale whose predicted peak fits ``--limit`` (default: this host's available memo
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from recstack.cli_types import int_at_least
-from recstack.errors import ConfigError
+from recstack.cli_base import add_command, int_at_least
 from recstack.memory.predict import analyse, parse_size
 from recstack.render.memory import render
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    from recstack.cli_types import cli_name, run_config_from_args
+    from recstack.cli_base import print_document
+    from recstack.cli_types import flags_named, run_config_from_args
     from recstack.config.limits import available_bytes
-    from recstack.config.run import RunConfig
-    from recstack.outputs import atomic_write_text, check_writable
+    from recstack.outputs import check_writable
 
     limit = parse_size(args.limit) if args.limit else available_bytes()
     out = check_writable(args.output, "-o/--output") if args.output else None
     cfg = run_config_from_args(args)
-    try:
+    with flags_named():
         doc = analyse(cfg, limit, cache_hit=args.cache_hit, cache_batches=args.cache_batches)
-    except ConfigError as exc:
-        if exc.field in RunConfig.model_fields and exc.source is None:
-            raise ConfigError(exc.detail, field=cli_name(exc.field)) from exc
-        raise
-    text = json.dumps(doc, indent=1, allow_nan=False)
-    if out is not None:
-        atomic_write_text(out, text + "\n")
-    print(text if args.json else render(doc))
+    print_document(doc, render, out, args.json)
     if out is not None and not args.json:
         print(f"result written to {out}")
     sys.stdout.flush()
@@ -48,10 +39,12 @@ MEMORY_UNUSED = frozenset({"learning_rate", "threads", "iters", "warmup", "op_it
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``memory`` to the main CLI's sub-parsers."""
+    from recstack.cli_base import add_result_outputs
     from recstack.cli_types import add_run_arguments
 
-    p = sub.add_parser(
-        "memory", help="predicted memory per stage, top consumers, the largest batch and scale that fit",
+    p = add_command(
+        sub,
+        "memory", cmd_memory, help="predicted memory per stage, top consumers, the largest batch and scale that fit",
         description="Predict a zoo model's memory from its config and run options (nothing allocated): the peak "
         "per stage and in all, the top consumers, and the largest batch size and table scale that fit --limit. "
         "What is counted and what is not: docs/memory.md.",
@@ -64,10 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "simulated over --cache-batches batches of the workload")
     p.add_argument("--cache-batches", type=int_at_least("--cache-batches", 1), default=4,
                    help="batches of the workload the cache simulation replays (default 4)")
-    p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("-o", "--output", default=None, help="also write the JSON result here")
-    p.set_defaults(func=cmd_memory)
+    add_result_outputs(p)
 
 
 __all__ = ["cmd_memory", "register"]

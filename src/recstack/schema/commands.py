@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 
+from recstack.cli_base import add_command
 from recstack.errors import EXIT_BAD_INPUT, DataError
 
 
@@ -40,10 +41,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``validate`` to the main CLI's sub-parsers."""
-    p = sub.add_parser("validate", help="check a profile JSON against the schema; names the first bad field")
+    p = add_command(sub, "validate", cmd_validate, help="check a profile JSON against the schema; names the first bad field")
     p.add_argument("file", help="profile JSON")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=cmd_validate)
 
 
 __all__ = ["cmd_validate", "register"]

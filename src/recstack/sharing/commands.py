@@ -11,13 +11,13 @@ import argparse
 import json
 import sys
 
-from recstack.cli_types import int_at_least
+from recstack.cli_base import add_command, int_at_least
 from recstack.errors import ConfigError
 from recstack.render.sharing import render_text
 
 
 def cmd_share(args: argparse.Namespace) -> int:
-    from recstack.cli_types import cli_name, run_config_from_args
+    from recstack.cli_types import flags_named, run_config_from_args
     from recstack.outputs import atomic_write_text, check_writable
     from recstack.sharing.run import check_counts
 
@@ -29,14 +29,8 @@ def cmd_share(args: argparse.Namespace) -> int:
     cfg = run_config_from_args(args)
     from recstack.sharing.run import share_config
 
-    try:
+    with flags_named():
         result = share_config(cfg, requests=args.requests, candidates=args.candidates)
-    except ConfigError as exc:
-        from recstack.config.run import RunConfig
-
-        if exc.field in RunConfig.model_fields and exc.source is None:
-            raise ConfigError(exc.detail, field=cli_name(exc.field)) from exc
-        raise
     text = json.dumps(result, indent=1, allow_nan=False)
     if out is not None:
         from recstack.outputs import write_result
@@ -59,10 +53,12 @@ def cmd_share(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``share`` to the main CLI's sub-parsers."""
+    from recstack.cli_base import add_result_outputs
     from recstack.cli_types import add_run_arguments
 
-    p = sub.add_parser(
-        "share",
+    p = add_command(
+        sub,
+        "share", cmd_share,
         help="request-side compute sharing: batched against shared execution of a ranking request",
         description="Run a zoo model on R ranking requests x C candidates (request-side features repeated, as "
         "served) and again with request-side work done once per request (deduplicated at the input, expanded "
@@ -75,11 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--candidates", type=int_at_least("--candidates", 1), required=True,
                    help="candidates per request (C)")
     p.add_argument("--requests", type=int_at_least("--requests", 1), default=1, help="requests per batch (R; default 1)")
-    p.add_argument("--config", default=None, metavar="RUN.yaml", help="load the run options from YAML")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("-o", "--output", default=None, help="also write the JSON result here")
+    add_result_outputs(p)
     p.add_argument("--report", default=None, metavar="HTML", help="write the sharing report page here")
-    p.set_defaults(func=cmd_share)
 
 
 __all__ = ["cmd_share", "register"]

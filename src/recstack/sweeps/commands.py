@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from recstack.cli_types import int_at_least, positive_float
+from recstack.cli_base import add_command, int_at_least, positive_float
 from recstack.errors import ConfigError, PartialResultsError
 from recstack.sweeps.run import MAX_PARALLEL, MAX_TIMEOUT_S
 from recstack.sweeps.runner import sweep
@@ -123,7 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from recstack.results.best import BY
     from recstack.sweeps.presets import PRESETS
 
-    p = sub.add_parser("sweep", help="run a grid of RunConfigs into a results store (resumable)")
+    p = add_command(sub, "sweep", cmd_sweep, help="run a grid of RunConfigs into a results store (resumable)")
     p.add_argument("spec", nargs="?", metavar="SWEEP.yaml", help="sweep file: base/grid/zip/points/exclude")
     p.add_argument("--preset", choices=list(PRESETS), help="a named sweep instead of a file")
     p.add_argument("-o", "--output", default="sweep-out", help="folder of the store and profiles (default sweep-out)")
@@ -135,9 +135,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=positive_float("--timeout", MAX_TIMEOUT_S, " s (a week)"), default=600.0,
                    help="seconds per point before it is killed and recorded as timeout (default 600)")
     p.add_argument("--retry-failed", action="store_true", help="run failed and timed-out points again")
-    p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser("best", help="the best configuration per model in a results store")
+    p = add_command(sub, "best", cmd_best, help="the best configuration per model in a results store")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--model", default=None, help="only this model")
     p.add_argument("--p99", type=positive_float("--p99"), default=None, metavar="SECONDS",
@@ -145,28 +144,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--by", choices=list(BY), default="throughput", help="rank by (default throughput)")
     p.add_argument("--include-contended", action="store_true", help="rank contended points too")
     p.add_argument("--json", action="store_true", help="print JSON: one object per model")
-    p.set_defaults(func=cmd_best)
 
-    p = sub.add_parser("results", help="a results store's points (or stages, sweeps, serving, compile) as a table, CSV or Parquet")
+    p = add_command(sub, "results", cmd_results, help="a results store's points (or stages, sweeps, serving, compile) as a table, CSV or Parquet")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--format", choices=["table", "csv", "parquet"], default="table")
     p.add_argument("--table", choices=["points", "stages", "sweeps", "serving", "compile"], default="points")
     p.add_argument("-o", "--output", default=None, help="write here (parquet: required)")
-    p.set_defaults(func=cmd_results)
 
-    p = sub.add_parser("plot", help="a results store's charts as PNG or SVG (matplotlib)")
+    p = add_command(sub, "plot", cmd_plot, help="a results store's charts as PNG or SVG (matplotlib)")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--chart", choices=["all", "throughput", "latency", "stages", "heatmap"], default="all")
     p.add_argument("--format", choices=["png", "svg"], default="png")
     p.add_argument("-o", "--output", default="sweep-charts", help="folder for the charts (default sweep-charts)")
     _axes(p)
-    p.set_defaults(func=cmd_plot)
 
-    p = sub.add_parser("sweep-report", help="a results store as one offline HTML page")
+    p = add_command(sub, "sweep-report", cmd_sweep_report, help="a results store as one offline HTML page")
     p.add_argument("store", metavar="STORE")
     p.add_argument("-o", "--output", default="sweep-report.html")
     _axes(p)
-    p.set_defaults(func=cmd_sweep_report)
 
 
 __all__ = ["register"]

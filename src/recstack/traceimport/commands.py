@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from recstack.cli_base import add_command
 from recstack.errors import EXIT_PARTIAL
 
 
@@ -64,8 +65,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``import`` to the main CLI's sub-parsers."""
-    p = sub.add_parser(
-        "import",
+    p = add_command(
+        sub,
+        "import", cmd_import,
         help="import a torch.profiler trace (.json, .json.gz, or a folder of per-rank traces) as a profile",
         description="Turn a torch.profiler (Kineto) Chrome trace into a recstack profile: steps from "
         "ProfilerStep ranges (or --step-range, else the whole trace is one step), modules from "
@@ -92,7 +94,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write a partial import (a truncated trace) over an existing -o file (default: beside it, "
                    "as NAME.partial.json, the existing file kept)")
     p.add_argument("--model", default=None, help="model name for the profile (default: the root module's class)")
-    p.set_defaults(func=cmd_import)
 
 
 __all__ = ["cmd_import", "register"]

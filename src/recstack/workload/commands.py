@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     pass
 
+from recstack.cli_base import add_command
 from recstack.config.limits import TABLE_COUNT_MAX
 from recstack.errors import ConfigError
 from recstack.render.workload import print_fit, print_stats, wide_console
@@ -27,7 +28,7 @@ def register(subparsers: Any) -> None:
     sub = wl.add_subparsers(dest="workload_command", metavar="{fit,stats}")
     sub.required = True
 
-    fit = sub.add_parser("fit", help="fit a workload spec from a CSV file with a header line")
+    fit = add_command(sub, "fit", cmd_fit, help="fit a workload spec from a CSV file with a header line")
     fit.add_argument("file", help="CSV file (first line: column names)")
     fit.add_argument("--columns", type=_names, help="comma-separated columns to fit (default: all but the label)")
     fit.add_argument("--dense", type=_names, help="comma-separated numeric columns to treat as dense features")
@@ -36,9 +37,8 @@ def register(subparsers: Any) -> None:
     )
     fit.add_argument("--name", help="spec name (default: the file name)")
     fit.add_argument("-o", "--output", required=True, help="where to write the spec YAML")
-    fit.set_defaults(func=cmd_fit)
 
-    st = sub.add_parser("stats", help="locality statistics (re-use histograms) of a workload at a batch size")
+    st = add_command(sub, "stats", cmd_stats, help="locality statistics (re-use histograms) of a workload at a batch size")
     src = st.add_mutually_exclusive_group(required=True)
     src.add_argument("--preset", help=f"preset name ({', '.join(list_presets())})")
     src.add_argument("--spec", help="workload spec YAML file")
@@ -50,7 +50,6 @@ def register(subparsers: Any) -> None:
     )
     st.add_argument("--seed", type=int, default=0, help="seed of the table draws and IDs (default 0)")
     st.add_argument("--json", action="store_true", help="print the statistics as JSON")
-    st.set_defaults(func=cmd_stats)
 
 
 def _names(text: str) -> list[str]:
