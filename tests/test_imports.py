@@ -387,3 +387,30 @@ def test_commands_modules_hold_only_commands_and_their_wiring() -> None:
     found = engine_in_commands()
     assert not found, ("engine or presentation code in a commands module (move it to its package, text to "
                        "render/):\n  " + "\n  ".join(found))
+
+
+NOISE_CALLERS = {
+    "report.diff": "recstack diff's verdicts",
+    "advisor.measure": "advise's arms",
+    "compilation.session": "compile's noise table",
+    "compilation.recommend": "compile --recommend's gain thresholds",
+    "serving.summary": "serving's latency intervals",
+    "hardware.repeatability": "machine repeatability",
+    "render.machine": "the noisy-host warning",
+    "profiling.assemble": "profiling's A/B overhead interval",
+}
+
+
+def test_one_module_decides_beyond_noise(graph: Graph) -> None:
+    """The rules live in recstack.noise, and every caller judges through it (no rule of its own)."""
+    own = sorted(
+        f"{m}.{node.name}"
+        for m, (path, _) in module_files().items()
+        if m != f"{ROOT}.noise"
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+        and node.name in {"judge", "NoiseRule", "bootstrap_ci", "percentile_ci", "twin_floor", "beyond"}
+    )
+    assert not own, "a noise rule defined outside recstack.noise:\n  " + "\n  ".join(own)
+    missing = sorted(f"{m} ({why})" for m, why in NOISE_CALLERS.items() if f"{ROOT}.noise" not in graph[f"{ROOT}.{m}"])
+    assert not missing, "judges noise without recstack.noise:\n  " + "\n  ".join(missing)
