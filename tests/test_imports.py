@@ -24,7 +24,8 @@ above everything else; only the CLI registry (``recstack.cli``,
 
 Layers (:data:`LAYERS`): data flows config <- zoo, workload <- profiling <-
 analysis <- render/report, with hardware measurement a leaf that knows nothing
-of profiles. An engine module (not a ``commands`` module) imports only its own
+of profiles. In import terms the analyses sit below profiling: they read only a
+profile and a machine file, and the runner calls them (docs/pipeline.md). An engine module (not a ``commands`` module) imports only its own
 layer and the layers below; an upward arrow fails, except the ones listed in
 :data:`KNOWN_UPWARD`, each with the reason it is still there (the list may only
 shrink: an entry that no longer exists fails too). The tests below fail on a
@@ -238,10 +239,10 @@ LAYERS: list[set[str]] = [
     {"config"},
     {"schema", "store", "hardware"},  # hardware: measurement, a leaf that knows nothing of profiles
     {"tree", "results"},
-    {"workload", "costmodel"},
+    {"analysis", "workload", "costmodel"},  # analyses read a profile and a machine file; the runner calls them
     {"zoo"},
     {"profiling"},
-    {"analysis", "traceimport", "sharing", "compilation", "serving", "distributed", "sweeps", "export", "memory"},
+    {"traceimport", "sharing", "compilation", "serving", "distributed", "sweeps", "export", "memory"},
     {"render", "report"},
     {"advisor", "correlate"},
     {"cli_types", INTERFACE},
@@ -256,12 +257,6 @@ MODULE_LAYER = {
 """Modules placed in another package's layer than their folder's."""
 
 KNOWN_UPWARD = {
-    (f"{ROOT}.profiling.runner", f"{ROOT}.analysis.pipeline"):
-        "the runner runs the analysis steps after measuring (the session layer, issue 30 item 1, takes them over)",
-    (f"{ROOT}.profiling.runner", f"{ROOT}.analysis.dtype_compare"):
-        "the runner's dtype comparison (likewise, for the session layer)",
-    (f"{ROOT}.profiling.counters_replay", f"{ROOT}.analysis.pipeline"):
-        "the counter replay attaches stage counters through the pipeline's step",
     (f"{ROOT}.advisor.advise", f"{ROOT}.api"): "profiles through the public API until the session layer lands",
     (f"{ROOT}.sweeps.runner", f"{ROOT}.api"): "builds and profiles through the public API until the session layer lands",
 }
