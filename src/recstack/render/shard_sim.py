@@ -7,12 +7,8 @@ from typing import Any
 from recstack.units import milliseconds, percent
 
 
-def _ms(v: float | None) -> str:
+def _ms(v: float | None) -> str:  # the table's column: milliseconds, 8 wide
     return milliseconds(v, width=8)
-
-
-def _pct(v: float | None) -> str:
-    return percent(v, signed=True)
 
 
 def format_prediction(pred: dict[str, Any], check: dict[str, Any] | None) -> str:
@@ -30,8 +26,8 @@ def format_prediction(pred: dict[str, Any], check: dict[str, Any] | None) -> str
         out.append("measured vs predicted (ranks matched by compute order):")
         for r in check["per_rank"]:
             out.append("  rank {}: step {} vs {} ms ({}), compute {} vs {} ms ({})".format(
-                r["rank"], _ms(r["time_s_measured_s"]), _ms(r["time_s_predicted_s"]), _pct(r["time_s_error"]),
-                _ms(r["compute_s_measured_s"]), _ms(r["compute_s_predicted_s"]), _pct(r["compute_s_error"])))
+                r["rank"], _ms(r["time_s_measured_s"]), _ms(r["time_s_predicted_s"]), percent(r["time_s_error"], signed=True),
+                _ms(r["compute_s_measured_s"]), _ms(r["compute_s_predicted_s"]), percent(r["compute_s_error"], signed=True)))
             out.append("          wait {} vs {} ms, transfer {} (in the model) vs {} ms, fixed {} ms".format(
                 _ms(r.get("wait_measured_s")), _ms(r.get("wait_predicted_s")), _ms(r.get("transfer_measured_s")),
                 _ms(r.get("transfer_predicted_s")), _ms(r.get("fixed_predicted_s"))))
