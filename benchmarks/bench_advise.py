@@ -74,7 +74,7 @@ def row(model: str, args: argparse.Namespace) -> dict[str, Any]:
             and combo["step"]["speedup"] > max(s["step"]["speedup"] for s in singles))
         if top is None:
             return out
-        from recstack.advisor.commands import write_apply
+        from recstack.advisor.advise import write_apply
 
         write_apply(doc, work / "winner.yaml")
         got = remeasure(doc, work / "winner.yaml", work, args.pairs, args.iters)

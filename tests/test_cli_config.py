@@ -21,9 +21,10 @@ from torch import nn
 
 import recstack
 from recstack.cli import main
-from recstack.commands import build_profile_parser, flag_of, run_config_from_args, strict_check
+from recstack.commands import build_profile_parser, flag_of, run_config_from_args
 from recstack.config.run import RunConfig, usable_cores
 from recstack.errors import ConfigError, ContendedRunError, UserCodeError
+from recstack.profiling.environment import strict_check
 from recstack.profiling.runner import ProfileOptions
 
 REPO = Path(__file__).resolve().parents[1]

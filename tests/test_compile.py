@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from recstack.cli import main
-from recstack.compilation.commands import compile_times, load
+from recstack.compilation.coldwarm import compile_times
 from recstack.compilation.config import load_compile_config, plan_regions
+from recstack.compilation.model import load
 from recstack.compilation.observe import phases
 from recstack.compilation.regional import Compiled
 from recstack.compilation.session import run_session

@@ -14,18 +14,28 @@ submodule would otherwise depend on its package's ``__init__``, and an
 ``__init__`` that re-exports its submodules would form a cycle with each.
 
 Packages: a module belongs to its top-level package under recstack
-(``recstack.hardware.machine`` -> ``hardware``); the command-line and API
-modules (``recstack``, ``api``, ``cli``, ``commands``, ``__main__`` and every
-``*.commands``) form the ``interface`` layer above everything else, since a
-command module wires several packages together. Data flows config <- zoo,
-workload <- profiling <- analysis <- render/report, with hardware
-measurement a leaf that knows nothing of profiles; the tests below fail on a
+(``recstack.hardware.machine`` -> ``hardware``), a package's ``commands``
+module included: the commands of a package may import other packages'
+engines, so they are counted where they live and an engine that imports them
+back forms a cycle. The top-level command-line and API modules (``recstack``,
+``api``, ``cli``, ``commands``, ``__main__``) form the ``interface`` layer
+above everything else; only the CLI registry (``recstack.cli``,
+``recstack.commands``) imports a ``*.commands`` module.
+
+Layers (:data:`LAYERS`): data flows config <- zoo, workload <- profiling <-
+analysis <- render/report, with hardware measurement a leaf that knows nothing
+of profiles. In import terms the analyses sit below profiling: they read only a
+profile and a machine file, and the runner calls them (docs/pipeline.md). An engine module (not a ``commands`` module) imports only its own
+layer and the layers below; an upward arrow fails, except the ones listed in
+:data:`KNOWN_UPWARD`, each with the reason it is still there (the list may only
+shrink: an entry that no longer exists fails too). The tests below fail on a
 cycle at either level and print it.
 """
 
 from __future__ import annotations
 
 import ast
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -90,7 +100,7 @@ def import_graph(src: Path = SRC, root: str = ROOT) -> Graph:
 
 
 def package_of(module: str, root: str = ROOT) -> str:
-    if module in INTERFACE_MODULES or module.endswith(".commands"):
+    if module in INTERFACE_MODULES:
         return INTERFACE
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else root
@@ -219,10 +229,60 @@ def test_graph_of_recstack_sees_its_imports(graph: Graph) -> None:
         "recstack.hardware.sysinfo" in g["recstack.hardware.gather_kernel"]
     )  # from recstack.hardware import sysinfo
     assert "recstack.costmodel.attach" in g["recstack.costmodel"]
-    assert (
-        package_of("recstack.hardware.commands") == INTERFACE
-        and package_of("recstack.hardware.machine") == "hardware"
-    )
+    assert package_of("recstack.hardware.commands") == package_of("recstack.hardware.machine") == "hardware"
+    assert package_of("recstack.commands") == INTERFACE
+
+
+# -- layers -----------------------------------------------------------------------------------
+LAYERS: list[set[str]] = [
+    {"errors", "units", "noise", "version", "stage_names", "tagmode", "outputs", "usercode", "calls", "cli_base"},
+    {"config"},
+    {"schema", "store", "hardware"},  # hardware: measurement, a leaf that knows nothing of profiles
+    {"tree", "results"},
+    {"analysis", "workload", "costmodel"},  # analyses read a profile and a machine file; the runner calls them
+    {"zoo"},
+    {"profiling"},
+    {"traceimport", "sharing", "compilation", "serving", "distributed", "session", "sweeps", "export", "memory"},
+    {"render", "report"},
+    {"advisor", "correlate"},
+    {"cli_types", INTERFACE},
+]
+"""Packages from the bottom up: an engine imports its own layer and the ones below."""
+
+MODULE_LAYER = {
+    # live progress lines on stderr while something runs: used by the runs themselves, below the presentation
+    f"{ROOT}.render.progress": "errors",
+    f"{ROOT}.render.sweep_progress": "errors",
+}
+"""Modules placed in another package's layer than their folder's."""
+
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}
+"""Upward arrows still there, with why; the list may only shrink."""
+
+
+def layer_of(module: str) -> int:
+    pkg = MODULE_LAYER.get(module, package_of(module))
+    for i, layer in enumerate(LAYERS):
+        if pkg in layer:
+            return i
+    raise AssertionError(f"{module} ({pkg}) is in no layer of LAYERS: add its package")
+
+
+def upward_arrows(graph: Graph) -> set[tuple[str, str]]:
+    """(engine module, module of a higher layer it imports); ``commands`` modules may import any engine."""
+    return {
+        (a, b)
+        for a, deps in graph.items()
+        if not a.endswith(".commands")
+        for b in deps
+        if layer_of(b) > layer_of(a)
+    }
+
+
+def test_layers_find_an_upward_arrow(tmp_path: Path) -> None:
+    g = {f"{ROOT}.hardware.machine": {f"{ROOT}.tree", f"{ROOT}.units"}, f"{ROOT}.hardware.commands": {f"{ROOT}.tree"},
+         f"{ROOT}.render.progress": set(), f"{ROOT}.profiling.runner": {f"{ROOT}.render.progress"}}
+    assert upward_arrows(g) == {(f"{ROOT}.hardware.machine", f"{ROOT}.tree")}
 
 
 # -- the rules --------------------------------------------------------------------------------------
@@ -230,20 +290,119 @@ def test_no_module_import_cycle(graph: Graph) -> None:
     assert not cycles(graph), _describe(graph)
 
 
+def _without_api_below_interface(graph: Graph) -> Graph:
+    """The graph less every import of recstack.api by a package (a commands module, the sweep's point runner,
+    the advisor): the ones the session layer (issue 30 item 1) replaces."""
+    api = f"{ROOT}.api"
+    return {a: deps - {api} if package_of(a) != INTERFACE else deps for a, deps in graph.items()}
+
+
+def test_no_package_import_cycle_but_packages_importing_the_api(graph: Graph) -> None:
+    packages = package_graph(_without_api_below_interface(graph))
+    assert not cycles(packages), _describe(packages)
+
+
 def test_no_package_import_cycle(graph: Graph) -> None:
     packages = package_graph(graph)
     assert not cycles(packages), _describe(packages)
 
 
+def test_no_upward_arrow(graph: Graph) -> None:
+    found = upward_arrows(graph)
+    new = sorted(found - set(KNOWN_UPWARD))
+    gone = sorted(set(KNOWN_UPWARD) - found)
+    assert not new, "engine imports a higher layer (see LAYERS):\n  " + "\n  ".join(f"{a} -> {b}" for a, b in new)
+    assert not gone, "no longer upward: remove from KNOWN_UPWARD:\n  " + "\n  ".join(f"{a} -> {b}" for a, b in gone)
+
+
+def test_only_the_cli_registry_imports_commands(graph: Graph) -> None:
+    registry = {f"{ROOT}.cli", f"{ROOT}.commands"}
+    bad = sorted(f"{a} -> {b}" for a, deps in graph.items() if a not in registry for b in deps if b.endswith(".commands"))
+    assert not bad, "a commands module imported outside the CLI registry:\n  " + "\n  ".join(bad)
+
+
 def test_hardware_measurement_knows_nothing_of_profiles(graph: Graph) -> None:
     """hardware/ (its command module aside) imports only itself and the base modules (schema: the machine
     file's model, among the documents' contract)."""
-    allowed = {"hardware", "errors", "config", "outputs", "version", "units", "schema"}
+    allowed = {"hardware", "errors", "config", "outputs", "version", "units", "noise", "schema"}
     bad = sorted(
         f"{a} -> {b}"
         for a, deps in graph.items()
-        if package_of(a) == "hardware"
+        if package_of(a) == "hardware" and not a.endswith(".commands")
         for b in deps
         if package_of(b) not in allowed
     )
     assert not bad, "hardware imports beyond its layer:\n  " + "\n  ".join(bad)
+
+
+# -- what a commands module holds ----------------------------------------------------------------
+def _argparse_wiring(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A command (``cmd_*``), its registration (``register*``), or argparse wiring: a ``type=`` parser (raises
+    ArgumentTypeError), a function adding arguments to or returning a parser, or ``*_from_args``."""
+    if fn.name.startswith(("cmd_", "register")) or fn.name.endswith("_from_args"):
+        return True
+    annotations = [a.annotation for a in fn.args.args + fn.args.kwonlyargs] + [fn.returns]
+    if any(a is not None and "ArgumentParser" in ast.unparse(a) for a in annotations):
+        return True
+    return any(isinstance(n, ast.Raise) and n.exc is not None and "ArgumentTypeError" in ast.unparse(n.exc)
+               for n in ast.walk(fn))
+
+
+def engine_in_commands(src: Path = SRC, root: str = ROOT) -> list[str]:
+    """``file: name`` of every class, and every function that is not a command or argparse wiring, defined in a
+    commands module (``root/commands.py``, ``root/*/commands.py``)."""
+    found = []
+    for path in sorted([src / root / "commands.py", *(src / root).glob("*/commands.py")]):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            engine = isinstance(node, ast.ClassDef) or (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _argparse_wiring(node))
+            if engine:
+                found.append(f"{path.relative_to(src / root)}: {node.name}")
+    return found
+
+
+def test_engine_in_commands_is_found(tmp_path: Path) -> None:
+    _write(tmp_path, {"pkg/commands.py": "", "pkg/a/commands.py": textwrap.dedent('''
+        import argparse
+        def cmd_x(args): ...
+        def register(sub): ...
+        def _sizes(text):
+            raise argparse.ArgumentTypeError("bad")
+        def add_flags(p: argparse.ArgumentParser) -> None: ...
+        def run_point(cfg): ...
+        class BuildCache: ...
+        ''')})
+    assert engine_in_commands(tmp_path, "pkg") == ["a/commands.py: run_point", "a/commands.py: BuildCache"]
+
+
+def test_commands_modules_hold_only_commands_and_their_wiring() -> None:
+    found = engine_in_commands()
+    assert not found, ("engine or presentation code in a commands module (move it to its package, text to "
+                       "render/):\n  " + "\n  ".join(found))
+
+
+NOISE_CALLERS = {
+    "report.diff": "recstack diff's verdicts",
+    "advisor.measure": "advise's arms",
+    "compilation.session": "compile's noise table",
+    "compilation.recommend": "compile --recommend's gain thresholds",
+    "serving.summary": "serving's latency intervals",
+    "hardware.repeatability": "machine repeatability",
+    "render.machine": "the noisy-host warning",
+    "profiling.assemble": "profiling's A/B overhead interval",
+}
+
+
+def test_one_module_decides_beyond_noise(graph: Graph) -> None:
+    """The rules live in recstack.noise, and every caller judges through it (no rule of its own)."""
+    own = sorted(
+        f"{m}.{node.name}"
+        for m, (path, _) in module_files().items()
+        if m != f"{ROOT}.noise"
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+        and node.name in {"judge", "NoiseRule", "bootstrap_ci", "percentile_ci", "twin_floor", "beyond"}
+    )
+    assert not own, "a noise rule defined outside recstack.noise:\n  " + "\n  ".join(own)
+    missing = sorted(f"{m} ({why})" for m, why in NOISE_CALLERS.items() if f"{ROOT}.noise" not in graph[f"{ROOT}.{m}"])
+    assert not missing, "judges noise without recstack.noise:\n  " + "\n  ".join(missing)

@@ -22,6 +22,8 @@ import pytest
 import torch
 from _machines import synthetic_machine
 
+from recstack.analysis.commands import cmd_machine_compare_profile
+from recstack.analysis.commands import register as register_analysis
 from recstack.analysis.roofline import (
     OVERHEAD_PER_CALL_S,
     build_roofs,
@@ -815,7 +817,9 @@ def test_chart_rejects_bad_extension_and_unclassified(tmp_path):
 # -- CLI ---------------------------------------------------------------------------------
 def _cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="recstack")
-    register(parser.add_subparsers(dest="cmd", required=True))
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    register(sub, cmd_machine_compare_profile)
+    register_analysis(sub)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
@@ -896,7 +900,8 @@ def test_classify_real_profile_with_cost_model(tmp_path):
 
 # -- repeatability ----------------------------------------------------------------------------
 def test_compare_machines_counts_figures_beyond_tolerance():
-    from recstack.hardware.repeatability import TOLERANCE, compare_machines, format_comparison, roof_figures
+    from recstack.hardware.repeatability import TOLERANCE, compare_machines, roof_figures
+    from recstack.render.machine import format_comparison
 
     before = synthetic_machine()
     now = copy.deepcopy(before)
@@ -916,7 +921,8 @@ def test_compare_machines_counts_figures_beyond_tolerance():
 
 
 def test_within_run_spread_and_noisy_host_warning():
-    from recstack.hardware.repeatability import format_spread, within_run_spread
+    from recstack.hardware.repeatability import within_run_spread
+    from recstack.render.machine import format_spread
 
     m = synthetic_machine()  # every figure has p10 = 0.92 x median, p90 = median: 8% spread
     quiet = within_run_spread(m)

@@ -23,6 +23,7 @@ from recstack.analysis.pipeline import (
     analyse,
     clear_classification,
     is_classified,
+    register_analysis,
     select_steps,
     stage_bound_finding,
 )
@@ -165,6 +166,23 @@ def test_clear_classification_and_findings_without_it(saved: Path) -> None:
     assert "findings" not in p.extra  # its only findings were about the classification
 
 
+def test_a_registered_analysis_runs_like_the_built_in_ones(saved: Path) -> None:
+    """A new analysis is one decorated function of the profile: analyse() runs it, by name or with all."""
+
+    @register_analysis("stage_count_test")
+    def count(profile: Profile, _machine: object) -> None:
+        profile.extra["stage_count_test"] = len(profile.root.children)
+
+    try:
+        p = analyse(Profile.load(saved), steps=["stage_count_test"])
+        assert p.extra["stage_count_test"] == len(p.root.children) > 0
+        assert "stage_count_test" in select_steps(None, has_machine=False)
+        with pytest.raises(ValueError, match="registered already"):
+            register_analysis("roofline")(count)
+    finally:
+        STEPS.pop("stage_count_test")
+
+
 def test_counters_step_puts_stored_counters_on_stage_nodes_only(saved: Path) -> None:
     p = Profile.load(saved)
     parsed = ctr.parse_perf_stat_csv((DATA / "perf" / "intel_icx_topdown_events.txt").read_text())
@@ -268,8 +286,8 @@ def test_stage_bound_finding_names_the_ceiling_it_is_against() -> None:
 
 
 def test_a_machine_file_measured_under_contention_is_named_in_the_profile(saved: Path, tmp_path: Path) -> None:
-    from recstack.commands import strict_check
     from recstack.errors import ContendedRunError
+    from recstack.profiling.environment import strict_check
 
     contended = json.loads(FAST.read_text())
     contended["contention"] = {"detected": True, "evidence": ["load average 3.50 before the measurement on 2 "

@@ -218,7 +218,8 @@ def test_overhead_and_latency_fields():
 
 
 def test_bootstrap_interval_contains_the_median_of_fixed_samples():
-    from recstack.profiling.stats import bootstrap_ci, median
+    from recstack.noise import bootstrap_ci
+    from recstack.profiling.stats import median
 
     xs = [1.02, 0.99, 1.01, 1.05, 0.98, 1.00, 1.03, 1.01]
     lo, hi = bootstrap_ci(xs)

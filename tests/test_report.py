@@ -369,6 +369,8 @@ def test_units_formats() -> None:
     assert units.binary(32768) == "32 KiB" and units.binary(1.5 * 2**20) == "1.5 MiB" and units.binary(640) == "640 B"
     assert units.seconds(0.01388) == "13.88 ms" and units.seconds(0.99996) == "1.000 s" and units.seconds(0) == "0 s"
     assert units.seconds(461.6e-6) == "461.6 us" and units.percent(1.88) == "188%" and units.sig(9.996) == "10.0"
+    assert units.percent(0.1234, decimals=1, signed=True) == "+12.3%" and units.percent(-0.05, signed=True) == "-5%"
+    assert units.ratio(1.234) == "1.23x" and units.ratio(None) == "-" and units.milliseconds(0.0123, width=8) == "  12.300"
 
 
 # -- diff ---------------------------------------------------------------------------------------------------

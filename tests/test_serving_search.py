@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from recstack.config.run import RunConfig
-from recstack.serving.render import render_search
+from recstack.render.serving import render_search
 from recstack.serving.search import CAPACITY_MARGIN, START_FRACTION, Search, Target, _counts, parse_grid
 from recstack.serving.service import ServeOptions
 

@@ -25,18 +25,18 @@ __all__ = [
 
 if TYPE_CHECKING:
     from recstack import results
-    from recstack.advisor.commands import advise
+    from recstack.advisor.advise import advise
     from recstack.api import profile, profile_zoo
     from recstack.calls import Batch, Call
     from recstack.config.run import RunConfig
     from recstack.errors import ConfigError, RecstackError, UserCodeError
-    from recstack.sweeps.commands import sweep
+    from recstack.sweeps.runner import sweep
     from recstack.traceimport.annotate import annotate
     from recstack.tree import Profile
 
 # Lazy: `import recstack` stays light (the CLI's startup, `zoo list`, need no torch).
 _LAZY = {
-    "advise": "recstack.advisor.commands",  # measured what-ifs (docs/advise.md)
+    "advise": "recstack.advisor.advise",  # measured what-ifs (docs/advise.md)
     "profile": "recstack.api",
     "profile_zoo": "recstack.api",
     "Call": "recstack.calls",  # a batch as forward's exact arguments
@@ -47,7 +47,7 @@ _LAZY = {
     "ConfigError": "recstack.errors",
     "RecstackError": "recstack.errors",
     "UserCodeError": "recstack.errors",
-    "sweep": "recstack.sweeps.commands",
+    "sweep": "recstack.sweeps.runner",
 }
 
 

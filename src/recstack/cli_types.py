@@ -1,17 +1,29 @@
-"""argparse pieces shared by every command module: the parser class and argument types.
+"""argparse pieces generated from RunConfig: the run options of a command, and the RunConfig of its arguments.
 
 Each type names its flag in the error it raises. Kept apart from :mod:`recstack.cli`
-so that command modules import them without importing the CLI (no cycle).
+so that command modules import them without importing the CLI (no cycle); the pieces that know
+nothing of run options are in :mod:`recstack.cli_base` (re-exported here).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
+from recstack.cli_base import (
+    DeprecatedAlias,
+    Parser,
+    add_command,
+    add_profile_input,
+    add_result_outputs,
+    int_at_least,
+    positive_float,
+    print_document,
+)
 from recstack.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -21,26 +33,17 @@ if TYPE_CHECKING:
 # class: `recstack import` builds its parser without them (~0.1 s of start-up per trace).
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse whose usage errors are ConfigErrors: one line ``error: ...`` and exit 2, like all bad input."""
+@contextlib.contextmanager
+def flags_named() -> Iterator[None]:
+    """A ConfigError on a RunConfig field given on the command line names the flag the user typed instead."""
+    try:
+        yield
+    except ConfigError as exc:
+        from recstack.config.run import RunConfig
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
-        raise ConfigError(f"{message} (see {self.prog} --help)")
-
-
-class DeprecatedAlias(argparse.Action):
-    """An old flag name kept working (hidden from help) that says which name replaced it."""
-
-    def __init__(self, option_strings: list[str], dest: str, new: str, **kw: Any) -> None:
-        self.new = new
-        super().__init__(option_strings, dest, **kw)
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        import warnings
-
-        warnings.warn(f"{option_string} is deprecated here: use {self.new}", FutureWarning, stacklevel=2)
-        setattr(namespace, self.dest, values)
+        if exc.field in RunConfig.model_fields and exc.source is None:
+            raise ConfigError(exc.detail, field=cli_name(exc.field)) from exc
+        raise
 
 
 def config_type(field: str, flag: str) -> Callable[[str], Any]:
@@ -57,38 +60,6 @@ def config_type(field: str, flag: str) -> Callable[[str], Any]:
             what = "an integer" if as_int else "a number"
             raise argparse.ArgumentTypeError(f"must be {what} (got {text!r})") from None
         return check_field(field, value, flag)
-
-    return parse
-
-
-def positive_float(name: str, high: float | None = None, unit: str = "") -> Callable[[str], float]:
-    """A number > 0 (and <= ``high`` when given: a bound the command can honour, named in the error)."""
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number (got {text!r})") from None
-        if not v > 0 or v != v or v == float("inf"):
-            raise argparse.ArgumentTypeError(f"{name} must be a positive number (got {text!r})")
-        if high is not None and v > high:
-            raise argparse.ArgumentTypeError(f"{name} must be at most {high:g}{unit} (got {text})")
-        return v
-
-    return parse
-
-
-def int_at_least(name: str, low: int, high: int | None = None) -> Callable[[str], int]:
-    """An integer >= ``low`` (and <= ``high`` when given)."""
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer (got {text!r})") from None
-        if v < low:
-            raise argparse.ArgumentTypeError(f"{name} must be >= {low} (got {v})")
-        if high is not None and v > high:
-            raise argparse.ArgumentTypeError(f"{name} must be at most {high} (got {v})")
-        return v
 
     return parse
 
@@ -201,6 +172,6 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 __all__ = [
-    "DeprecatedAlias", "Parser", "add_run_arguments", "cli_default", "cli_name", "config_type", "flag_of", "int_at_least",
+    "DeprecatedAlias", "Parser", "add_command", "add_profile_input", "add_result_outputs", "flags_named", "print_document", "add_run_arguments", "cli_default", "cli_name", "config_type", "flag_of", "int_at_least",
     "positive_float", "run_config_from_args",
 ]

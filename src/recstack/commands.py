@@ -14,47 +14,21 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
+from recstack.cli_base import Parser, add_command, int_at_least
 from recstack.cli_types import (  # the generated run options live there (package commands reuse them)
-    Parser,
     add_run_arguments,
     cli_default,  # noqa: F401  (re-exported: recstack.commands kept its names)
-    cli_name,
     config_type,
     flag_of,  # noqa: F401
-    int_at_least,
+    flags_named,
     run_config_from_args,
 )
-from recstack.config.run import RunConfig
-from recstack.errors import ConfigError, ContendedRunError, RecstackError
-
-
-# -- profile ------------------------------------------------------------------------------
-def _save_atomic(prof: Any, path: Path) -> None:
-    from recstack.outputs import atomic_output
-
-    with atomic_output(path) as tmp:
-        prof.save(tmp)
-
-
-def strict_check(prof: Any, written: Path | None) -> None:
-    """``--strict``: a contended run (``environment.contention.detected``), or one classified against a
-    machine file measured under contention (``machine.contended``), is an error (exit 3), after writing."""
-    contention = prof.environment.get("contention") or {}
-    where = f" (the profile is written to {written})" if written else ""
-    if isinstance(contention, dict) and contention.get("detected"):
-        evidence = "; ".join(str(e) for e in contention.get("evidence", [])[:2]) or "see environment.contention"
-        raise ContendedRunError(f"--strict: the run was contended: {evidence}{where}")
-    machine = prof.machine
-    if isinstance(machine, dict) and machine.get("contended"):
-        raise ContendedRunError(f"--strict: the machine file {machine.get('file') or ''} was measured under "
-                                f"contention: its roofs are suspect{where}; `recstack machine --remeasure` on a "
-                                "quiet host")
+from recstack.errors import RecstackError
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from recstack.outputs import check_writable, write_with_fallback
+    from recstack.outputs import check_writable, save_atomic, write_with_fallback
 
     # Everything that can be checked is checked before torch is imported or a model built.
     if args.output:
@@ -65,16 +39,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     from recstack.session import profile_config
 
-    try:
+    with flags_named():  # an error names the flag the user typed
         prof = profile_config(cfg, trace=args.trace, memory=args.memory)
-    except ConfigError as exc:
-        if exc.field in RunConfig.model_fields and exc.source is None:
-            raise ConfigError(exc.detail, field=cli_name(exc.field)) from exc  # the flag the user typed
-        raise
     written, why, failed = None, None, None
     if args.output:
         try:
-            written, why = write_with_fallback(args.output, lambda p: _save_atomic(prof, p))
+            written, why = write_with_fallback(args.output, lambda p: save_atomic(prof, p))
         except OSError as exc:
             failed = exc
     from recstack.render.terminal import profile_tree
@@ -94,6 +64,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         else:
             print(f"no trace written to {args.trace} (the op pass did not run)")
     if args.strict:
+        from recstack.profiling.environment import strict_check
+
         strict_check(prof, written)
     return 0
 
@@ -185,19 +157,17 @@ def build_profile_parser() -> argparse.ArgumentParser:
 def register_all(sub: argparse._SubParsersAction) -> None:
     from recstack.report.commands import register as register_report
 
-    p = sub.add_parser("profile", help="profile a model: run -> stage -> module -> op")
+    p = add_command(sub, "profile", cmd_profile, help="profile a model: run -> stage -> module -> op")
     _add_profile_args(p)
-    p.set_defaults(func=cmd_profile)
 
-    p = sub.add_parser("show", help="render a saved profile JSON")
+    p = add_command(sub, "show", cmd_show, help="render a saved profile JSON")
     p.add_argument("profile")
     p.add_argument("--depth", type=int_at_least("--depth", 0), default=3, help="tree depth to print")
     p.add_argument("--top", type=int_at_least("--top", 1), default=8, help="children shown per node")
     p.add_argument("--explain-stages", action="store_true",
                    help="print how each stage root was found (the rule, the op and inputs that decided) instead")
-    p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("demo", help="the main job: profile a zoo model and write its profile and trace")
+    p = add_command(sub, "demo", cmd_demo, help="the main job: profile a zoo model and write its profile and trace")
     p.add_argument("--model", default="rmc1", help="zoo id or model YAML")
     p.add_argument("--scale", type=config_type("scale", "--scale"), default=0.05, help="scale of the tables' rows")
     p.add_argument("--batch-size", type=config_type("batch_size", "--batch-size"), default=512,
@@ -205,14 +175,13 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="out/demo", help="folder for the profile, trace, roofline and report")
     p.add_argument("--machine", default="auto", metavar="FILE|auto",
                    help="machine file; 'auto' (default) for this host's, measured once (quick) if absent")
-    p.set_defaults(func=cmd_demo)
 
     register_report(sub)
+    from recstack.analysis.commands import cmd_machine_compare_profile
+    from recstack.analysis.commands import register as register_analyse
     from recstack.hardware.commands import register as register_hardware
 
-    register_hardware(sub)
-    from recstack.analysis.commands import register as register_analyse
-
+    register_hardware(sub, cmd_machine_compare_profile)
     register_analyse(sub)
     from recstack.schema.commands import register as register_schema
 

@@ -24,6 +24,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from recstack.errors import ConfigError
 
@@ -167,3 +168,16 @@ def write_result(path: str | Path, write: Callable[[Path], object], what: str = 
         sys.stderr.write(f"warning: cannot write {path} ({why}); the {what} is written to {written} instead\n")
         sys.stderr.flush()
     return written
+
+
+def beside(profile: str, suffix: str) -> Path:
+    """The default output of a command reading ``profile``: its name, ``.json`` replaced by ``suffix``."""
+    p = Path(profile)
+    stem = p.name[: -len(".json")] if p.name.endswith(".json") else p.stem
+    return p.with_name(stem + suffix)
+
+
+def save_atomic(obj: Any, path: Path) -> None:
+    """``obj.save(path)`` (a profile's), atomically: the file appears whole or not at all."""
+    with atomic_output(path) as tmp:
+        obj.save(tmp)

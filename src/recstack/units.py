@@ -98,9 +98,25 @@ def seconds(s: float | None, *, digits: int = 4, missing: str = "-") -> str:
     return f"{sig(s / 1e-9, digits)} ns"
 
 
-def percent(fraction: float | None, *, decimals: int = 0, missing: str = "-") -> str:
-    """A fraction as a percentage with ``decimals`` decimals: ``percent(1.88) == "188%"``."""
+def percent(fraction: float | None, *, decimals: int = 0, missing: str = "-", signed: bool = False) -> str:
+    """A fraction as a percentage with ``decimals`` decimals: ``percent(1.88) == "188%"``; ``signed``: ``+12%``."""
     if not _finite(fraction):
         return missing
     assert fraction is not None
-    return f"{100 * fraction:.{decimals}f}%"
+    return f"{100 * fraction:{'+' if signed else ''}.{decimals}f}%"
+
+
+def milliseconds(s: float | None, *, decimals: int = 3, width: int = 0, missing: str = "-") -> str:
+    """Seconds as a fixed-point number of milliseconds (no unit), right-aligned in ``width`` for a table column."""
+    if not _finite(s):
+        return missing
+    assert s is not None
+    return f"{s * 1e3:{width}.{decimals}f}"
+
+
+def ratio(v: float | None, *, decimals: int = 2, missing: str = "-") -> str:
+    """A ratio (a speedup) with ``decimals`` decimals and an ``x``: ``ratio(1.234) == "1.23x"``."""
+    if not _finite(v):
+        return missing
+    assert v is not None
+    return f"{v:.{decimals}f}x"

@@ -6,7 +6,7 @@ in turn (the order reversed every other round), so a host's drift hits all arms 
 (step time / batch size), so batch-size levers compare like with like.
 
 Judgement is :func:`recstack.report.diff.judge`, the rule ``recstack diff`` uses for run and stage times,
-with each arm's 95 % bootstrap interval of its median (:func:`recstack.profiling.stats.bootstrap_ci`) in
+with each arm's 95 % bootstrap interval of its median (:func:`recstack.noise.bootstrap_ci`) in
 place of the p10-p90 spread: a what-if is an improvement when the two intervals do not overlap and the
 medians differ by more than ``NoiseRule.min_change_pct`` (2 %). The speedup's interval is the 95 % percentile
 bootstrap interval of the ratio of the two medians (the arms resampled independently).
@@ -25,9 +25,9 @@ import numpy as np
 import torch
 
 from recstack.config.run import RunConfig
-from recstack.profiling.stats import bootstrap_ci, median
+from recstack.noise import NoiseRule, bootstrap_ci, judge
+from recstack.profiling.stats import median
 from recstack.profiling.timing import CALLER, split_caller_key
-from recstack.report.diff import NoiseRule, judge
 
 NOISE_RULE = NoiseRule()
 

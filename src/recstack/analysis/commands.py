@@ -1,53 +1,22 @@
-"""``recstack analyse``: run the analysis steps again on a saved profile, against a machine file.
+"""``recstack analyse`` and ``recstack roofline``: the analyses of a saved profile, against a machine file.
 
-``register(subparsers)`` adds the command. Nothing is re-measured: the steps
-of :mod:`recstack.analysis.pipeline` read the profile and the machine file,
-and the re-analysed profile is written to ``-o``.
+``register(subparsers)`` adds the commands. Nothing of the model is re-run: the steps
+of :mod:`recstack.analysis.pipeline` read the profile and the machine file. ``analyse``
+writes the re-analysed profile to ``-o``; ``roofline`` draws its chart.
+``cmd_machine_compare_profile`` is ``recstack machine --compare FILE --profile PROFILE``
+(the CLI registry hands it to :mod:`recstack.hardware.commands`, which knows nothing of profiles).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from typing import TYPE_CHECKING
 
-from recstack.analysis.pipeline import STEPS, Machine, analyse, as_machine, select_steps
-
-if TYPE_CHECKING:
-    from recstack.tree import Profile
-
-HOST = "auto"  # the one word every --machine takes for this host's machine file (hardware.machine.AUTO)
-
-
-def machine_arg(value: str) -> Machine:
-    """``--machine``: a machine JSON file, or ``auto`` for this host's cached figures (measured
-    ``--quick`` and cached when there are none; :func:`recstack.hardware.machine.machine_with_file`)."""
-    from recstack.hardware.machine import AUTO, machine_with_file, machine_word
-
-    if machine_word(value) != AUTO:  # a file: recorded as given
-        machine = as_machine(value)
-    else:
-        figures, file = machine_with_file(AUTO, measure=True,
-                                          progress=lambda msg: print(f"  {msg}", file=sys.stderr, flush=True))
-        machine = as_machine(figures, file)
-    assert machine is not None
-    return machine
-
-
-def stage_bound_lines(profile: Profile) -> list[str]:
-    """One line per stage: its bound class and ceiling fraction, or why it has none."""
-    lines = []
-    for stage in profile.root.children:
-        r = stage.roofline or {}
-        frac = r.get("ceiling_fraction")
-        what = (
-            f"{frac:6.1%} of the {r.get('roof')} roofline ceiling"
-            + (f"  [roof suspect: {r.get('roof_suspect_reason')}]" if r.get("roof_suspect") else "")
-            if frac is not None
-            else f"({stage.bound_reason})"
-        )
-        lines.append(f"{stage.name:20s} {str(stage.bound):9s} {what}")
-    return lines
+from recstack.analysis.machine_file import HOST, machine_arg
+from recstack.analysis.pipeline import STEPS, analyse, is_classified, roof_keys_used, select_steps
+from recstack.cli_base import add_command, add_profile_input
+from recstack.errors import ConfigError
 
 
 def _steps(text: str) -> list[str]:
@@ -60,6 +29,7 @@ def _steps(text: str) -> list[str]:
 
 def cmd_analyse(args: argparse.Namespace) -> int:
     from recstack.outputs import check_writable
+    from recstack.render.roofline_text import stage_bound_lines
 
     out = check_writable(args.output, "-o")
     from recstack.tree import Profile  # lazy: the profile schema (CLI start-up)
@@ -77,17 +47,83 @@ def cmd_analyse(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_roofline(args: argparse.Namespace) -> int:
+    """Draw the classification stored in the profile; with ``--machine`` (or when the profile has
+    none: this host's figures) the analysis pipeline classifies it first."""
+    from recstack.outputs import check_writable
+    from recstack.render.roofline_chart import output_paths, render_roofline
+    from recstack.render.roofline_text import stage_bound_lines
+    from recstack.tree import Profile
+
+    if args.top < 0:
+        raise ConfigError(f"must be >= 0 (got {args.top})", field="--top")
+    output_paths(args.output)  # reject a bad extension before any measuring
+    check_writable(args.output, "-o/--output")
+    if args.save_profile:
+        check_writable(args.save_profile, "--save-profile")
+    profile = Profile.load(args.profile)
+    if args.machine is not None or not is_classified(profile):
+        analyse(profile, machine_arg(args.machine or HOST), steps=["roofline"])
+    written = render_roofline(profile, args.output, top_ops=args.top)
+    print("\n".join(stage_bound_lines(profile)))
+    if args.save_profile:
+        profile.save(args.save_profile)
+        print(f"classified profile written to {args.save_profile}")
+    print("chart written to " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def cmd_machine_compare_profile(args: argparse.Namespace) -> int:
+    """``machine --compare FILE --profile PROFILE``: re-measure only the roofs the profile used."""
+    from recstack.hardware.machine import load_machine, remeasure
+    from recstack.hardware.repeatability import compare_machines, figure_matches
+    from recstack.render.machine import format_old_vs_new
+    from recstack.render.progress import measuring_lines
+    from recstack.tree import Profile
+
+    if not args.compare:
+        raise ConfigError("needs --compare FILE (the machine file whose roofs the profile was held to)", field="--profile")
+    old = load_machine(args.compare)
+    profile = Profile.load(args.profile)
+    keys = roof_keys_used(profile, old)
+    new = remeasure(old, keys, progress=measuring_lines())
+    cmp = compare_machines(new, old)
+    cmp["figures"] = [r for r in cmp["figures"] if figure_matches(r, keys)]
+    if args.json:
+        sys.stdout.write(json.dumps({"roof_keys": sorted(keys), "remeasured": new["remeasured"], "comparison": cmp}, indent=1) + "\n")
+        return 0
+    print(format_old_vs_new(cmp, keys, args.compare))
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``analyse`` to the main CLI's sub-parsers."""
-    p = sub.add_parser(
-        "analyse",
+    """Add ``roofline`` and ``analyse`` to the main CLI's sub-parsers."""
+    p = add_command(
+        sub, "roofline", cmd_roofline,
+        help="draw a profile's roofline chart (classifying it against a machine file first if asked)",
+        description="Plot stages and top ops against the roofs the profile was classified against "
+        "(memory-, compute- or overhead-bound); see also `recstack analyse`.",
+    )
+    add_profile_input(p, "chart file: .png (an .svg is written alongside) or .svg")
+    p.add_argument(
+        "--machine",
+        default=None,
+        metavar="FILE|auto",
+        help="classify against this machine file first, 'auto' for this host's (default: draw the profile's own "
+        "classification; if it has none, this host's machine file, measured --quick if absent)",
+    )
+    p.add_argument(
+        "--top", type=int, default=10, help="how many top ops to plot beside the stages (default 10; 0: stages only)"
+    )
+    p.add_argument("--save-profile", default=None, help="also write the classified profile JSON here")
+    p = add_command(
+        sub, "analyse", cmd_analyse,
         help="re-run the analyses of a saved profile (roofline classification, ...) against a machine file",
         description="Re-classify a saved profile against a machine file without re-running the model: every "
         "earlier classification is removed first, and the profile records which machine it was classified "
         f"against. Steps: {', '.join(STEPS)}.",
     )
-    p.add_argument("profile", help="profile JSON (from recstack profile -o)")
-    p.add_argument("-o", "--output", required=True, help="where to write the analysed profile JSON")
+    add_profile_input(p, "where to write the analysed profile JSON")
     p.add_argument(
         "--machine",
         default=None,
@@ -102,7 +138,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"comma-separated steps to run (default: all: {','.join(STEPS)}); a step also runs the steps "
         "that read what it writes",
     )
-    p.set_defaults(func=cmd_analyse)
 
 
-__all__ = ["cmd_analyse", "machine_arg", "register", "stage_bound_lines"]
+__all__ = ["cmd_analyse", "cmd_machine_compare_profile", "cmd_roofline", "register"]

@@ -25,7 +25,11 @@ file), so a saved profile can be analysed again without running anything:
     :data:`FINDING_KINDS`): replaced each time, findings of other kinds are
     kept.
 
-Steps run in :data:`STEPS` order; running a step also runs the steps that
+Every analysis is a function of the profile (and the machine) alone, registered in :data:`STEPS` by
+:func:`register_analysis` (as HolisticTraceAnalysis's analyzers over one parsed trace): the runner, ``recstack
+analyse``, ``recstack roofline`` (classifying a profile before drawing it), ``recstack machine --profile`` and
+``recstack import --machine`` all run them through :func:`analyse`, and a new analysis is one decorated function.
+Steps run in :data:`STEPS` order (the order they were registered); running a step also runs the steps that
 read what it writes (``roofline`` brings ``findings``).
 """
 
@@ -87,6 +91,25 @@ class Step:
     check: Callable[[Profile, Machine | None], None] | None = None  # raises on bad input, changes nothing
 
 
+STEPS: dict[str, Step] = {}
+"""The registry of analyses, by name, in the order they run."""
+
+
+def register_analysis(name: str, *, needs_machine: bool = False, then: tuple[str, ...] = (),
+                      check: Callable[[Profile, Machine | None], None] | None = None,
+                      ) -> Callable[[Callable[[Profile, Machine | None], None]], Callable[[Profile, Machine | None], None]]:
+    """Register ``run(profile, machine)`` as the analysis ``name`` (decorator): it reads only the profile and the
+    machine and writes only into the profile, so a saved profile can be analysed again. ``then``: the analyses
+    that read what it writes; ``check``: raises on input it cannot serve, before any analysis changes anything."""
+    def add(run: Callable[[Profile, Machine | None], None]) -> Callable[[Profile, Machine | None], None]:
+        if name in STEPS:
+            raise ValueError(f"analysis {name!r} is registered already")
+        STEPS[name] = Step(name, run, needs_machine, then, check)
+        return run
+
+    return add
+
+
 def is_classified(profile: Profile) -> bool:
     """True when the profile carries a roofline classification (the machine figures it was made against)."""
     machine = profile.machine
@@ -112,6 +135,7 @@ def stage_counters(profile: Profile) -> None:
             node.counters = dict(compact)
 
 
+@register_analysis("counters")
 def _counters(profile: Profile, _machine: Machine | None) -> None:
     stage_counters(profile)
 
@@ -125,6 +149,7 @@ def _roofs_for(profile: Profile, machine: Machine | None) -> None:
     build_roofs(machine.figures, profile.run or {})
 
 
+@register_analysis("roofline", needs_machine=True, then=("contention", "findings"), check=_roofs_for)
 def _roofline(profile: Profile, machine: Machine | None) -> None:
     from recstack.analysis.roofline import classify  # lazy: torch (CLI start-up)
 
@@ -137,6 +162,7 @@ def _roofline(profile: Profile, machine: Machine | None) -> None:
 CPU_SHARE_EVIDENCE = "this process got "  # the closing line contention adds when anything was found
 
 
+@register_analysis("contention", needs_machine=True)
 def _contention_probe(profile: Profile, machine: Machine | None) -> None:
     """Judge the run's stored capacity probes again against ``machine``'s probe.
 
@@ -166,6 +192,7 @@ def _contention_probe(profile: Profile, machine: Machine | None) -> None:
     rec["detected"] = bool(kept or ev)
 
 
+@register_analysis("findings")
 def _findings(profile: Profile, _machine: Machine | None) -> None:
     kept = [f for f in profile.findings or [] if f.get("kind") not in FINDING_KINDS]
     new = [f for stage in profile.root.children if (f := stage_bound_finding(stage.name, stage.extra))]
@@ -195,17 +222,6 @@ def stage_bound_finding(stage: str, extra: dict[str, Any]) -> dict[str, Any] | N
     else:
         finding["text"] = f"{stage} is {bound}-bound at {frac:.0%} of its {ceiling} ceiling"
     return finding
-
-
-STEPS: dict[str, Step] = {
-    s.name: s
-    for s in (
-        Step("counters", _counters),
-        Step("roofline", _roofline, needs_machine=True, then=("contention", "findings"), check=_roofs_for),
-        Step("contention", _contention_probe, needs_machine=True),
-        Step("findings", _findings),
-    )
-}
 
 
 def select_steps(steps: Iterable[str] | None, has_machine: bool) -> list[str]:
@@ -250,6 +266,19 @@ def analyse(
     return profile
 
 
+def roof_keys_used(profile: Any, machine: dict[str, Any]) -> set[str]:
+    """The ``roofline.roof_key`` of every classified node (classifying against ``machine`` first when
+    the profile carries none, e.g. one saved before roof keys existed)."""
+    def keys() -> set[str]:
+        return {
+            str(k) for n in profile.root.walk() if (k := (n.roofline or {}).get("roof_key")) is not None
+        }
+
+    if not keys():
+        analyse(profile, machine, steps=["roofline"])
+    return keys()
+
+
 __all__ = [
     "CLASSIFICATION_KEYS",
     "FINDING_KINDS",
@@ -260,6 +289,9 @@ __all__ = [
     "as_machine",
     "clear_classification",
     "is_classified",
+    "register_analysis",
+    "roof_keys_used",
     "select_steps",
     "stage_counters",
 ]
+

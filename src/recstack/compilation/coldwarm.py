@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from recstack.compilation.config import CompileConfig
-from recstack.compilation.model import Loader, load_zoo
+from recstack.compilation.model import Loader, load
 from recstack.config.run import RunConfig
 
 CHILD_TIMEOUT_S = 1800
@@ -36,7 +36,7 @@ def _maxrss_bytes() -> int | None:
         return None
 
 
-def child(spec: dict[str, Any], loader: Loader = load_zoo) -> dict[str, Any]:
+def child(spec: dict[str, Any], loader: Loader = load) -> dict[str, Any]:
     from types import SimpleNamespace
 
     from recstack.compilation.apply import CompiledRun
@@ -85,7 +85,7 @@ def compile_times(cfg: RunConfig, ccfg: CompileConfig, entry: str = "recstack.co
     """``{cold, warm, phases}``: first-compiled-step seconds in fresh processes, empty then populated cache.
 
     ``entry``: the module the child runs as ``python -m ENTRY --compile-time-child SPEC`` (one whose
-    loader can build the model: ``recstack.compilation.commands`` also loads factories)."""
+    loader can build the model; this module's loads zoo models and factories)."""
     spec = {"run": cfg.model_dump(mode="json"), "compile": ccfg.model_dump(mode="json")}
     with tempfile.TemporaryDirectory(prefix="recstack-compile-") as tmp:
         spec_file = Path(tmp) / "spec.json"
@@ -104,7 +104,7 @@ def compile_times(cfg: RunConfig, ccfg: CompileConfig, entry: str = "recstack.co
     }
 
 
-def main(argv: list[str], loader: Loader = load_zoo) -> int:
+def main(argv: list[str], loader: Loader = load) -> int:
     """``--compile-time-child SPEC.json``: print the child's measurement as one JSON line."""
     spec = json.loads(Path(argv[-1]).read_text(encoding="utf-8"))
     print(json.dumps(child(spec, loader)))

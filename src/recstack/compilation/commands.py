@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from recstack.compilation.model import load  # the loader; coldwarm children import it from here
+from recstack.cli_base import positive_float
+from recstack.compilation.model import load
 from recstack.errors import ConfigError
 
 MAX_SIZES = 64
@@ -31,25 +31,11 @@ def _batch_sizes(text: str) -> list[int]:
     return sizes
 
 
-def _budget(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of minutes (got {text!r})") from None
-    if not 0 < v <= 24 * 60:
-        raise argparse.ArgumentTypeError(f"must be within 0..1440 minutes (got {text!r})")
-    return v
-
-
-def compile_times(cfg: Any, ccfg: Any) -> dict[str, Any]:
-    """Cold and warm compile time, the child processes loading models as :func:`load` does."""
-    from recstack.compilation.coldwarm import compile_times as measure
-
-    return measure(cfg, ccfg, entry=__name__ if __name__ != "__main__" else "recstack.compilation.commands")
-
-
 def cmd_compile(args: argparse.Namespace) -> int:
+    from recstack.compilation.store import store_writer
+    from recstack.compilation.verdict import check_report
     from recstack.outputs import atomic_write_text, check_writable, write_result
+    from recstack.render.compile_report import emit
 
     if args.output:
         check_writable(args.output, "-o/--output")
@@ -59,19 +45,20 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
         out_file = args.output or "compile.recommended.yaml"
         check_writable(out_file, "-o/--output")
-        on_result, store = _store_writer(args.store, cfg) if args.store else (None, None)
+        on_result, store = store_writer(args.store, cfg) if args.store else (None, None)
         result = recommend(cfg, budget_s=args.budget * 60, batch_sizes=args.batch_sizes, loader=load,
                            on_result=on_result)
         out_file = str(write_result(out_file, lambda p: atomic_write_text(p, result["config_yaml"]), "config"))
         result["written"] = out_file
         result["store"] = ({"path": store.path, "table": "compile", "search_id": store.search_id}
                            if store is not None else None)
-        _emit(result, args.json, recommend=True)
+        emit(result, args.json, recommend=True)
         return 0
     if args.store:
         raise ConfigError("--store applies to --recommend (its candidates' results)", field="--store")
     if cfg.compile is None:
         raise ConfigError("give a compile config YAML (or --recommend to search for one)", field="--compile")
+    from recstack.compilation.coldwarm import compile_times
     from recstack.compilation.config import load_compile_config
     from recstack.compilation.session import run_session
 
@@ -88,48 +75,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.output:
         text = json.dumps(report, indent=1, default=str) + "\n"
         write_result(args.output, lambda p: atomic_write_text(p, text), "report")
-    _emit(report, args.json)
-    _check(report)
+    emit(report, args.json)
+    check_report(report)
     return 0
-
-
-def _store_writer(path: str, cfg: Any) -> tuple[Any, Any]:
-    """A results store (migrated now) and the callback writing each result of the search as one row."""
-    from recstack.compilation.store import CompileStore, candidate_row
-    from recstack.outputs import check_writable
-
-    check_writable(path, "--store")
-    store = CompileStore(path)
-    run = {"model": cfg.model, "mode": cfg.mode, "config_key": cfg.key(), "run_config": cfg.model_dump(mode="json")}
-    count = [0]
-
-    def on_result(kind: str, res: dict[str, Any]) -> None:
-        count[0] += kind != "chosen"
-        store.write(candidate_row(count[0], kind, res, {**run, "batch_sizes": res.get("batch_sizes")}))
-
-    return on_result, store
-
-
-def _check(report: dict[str, Any]) -> None:
-    if report["fallbacks"]:
-        f = report["fallbacks"][0]
-        raise ConfigError(f"silent fallback to eager in {f.get('region') or f.get('function')}: {f['error']}; "
-                          f"last guard: {f.get('last_reason')}", field="recompile_limit")
-    n = report["numerics"]
-    if not n["ok"]:
-        raise ConfigError(f"compiled output differs from eager: max abs err {n['max_abs_err']:.3g}, rel "
-                          f"{n['max_rel_err']:.3g} (tolerance atol {n['atol']}, rtol {n['rtol']}; worst "
-                          f"{n['worst']})", field="numerics")
-
-
-def _emit(report: dict[str, Any], as_json: bool, *, recommend: bool = False) -> None:
-    if as_json:
-        json.dump(report, sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
-        return
-    from recstack.render.compile_report import print_compile_report, print_recommendation
-
-    (print_recommendation if recommend else print_compile_report)(report)
 
 
 def register(sub: argparse._SubParsersAction, add_run_arguments: Any, run_config_from_args: Any) -> None:
@@ -148,7 +96,7 @@ def register(sub: argparse._SubParsersAction, add_run_arguments: Any, run_config
     p.add_argument("--compile-time", action=argparse.BooleanOptionalAction, default=True,
                    help="measure cold and warm compile time in two fresh processes (default: on)")
     p.add_argument("--recommend", action="store_true", help="search compile configs and write the best as YAML")
-    p.add_argument("--budget", type=_budget, default=20.0, metavar="MINUTES",
+    p.add_argument("--budget", type=positive_float("--budget", 24 * 60, " minutes"), default=20.0, metavar="MINUTES",
                    help="time budget of --recommend (default: 20)")
     p.add_argument("--store", default=None, metavar="FILE.duckdb",
                    help="--recommend: write every candidate's results to this results store (table compile; "
@@ -156,9 +104,4 @@ def register(sub: argparse._SubParsersAction, add_run_arguments: Any, run_config
     p.set_defaults(func=cmd_compile, run_config_from_args=run_config_from_args)
 
 
-if __name__ == "__main__" and sys.argv[1:2] == ["--compile-time-child"]:
-    from recstack.compilation.coldwarm import main
-
-    sys.exit(main(sys.argv[1:], loader=load))
-
-__all__ = ["cmd_compile", "compile_times", "load", "register"]
+__all__ = ["cmd_compile", "register"]

@@ -34,8 +34,6 @@ def load_zoo(cfg: RunConfig) -> Loaded:
                   lambda n: [int(x) for x in bound.query_sizes(n)])
 
 
-
-
 def load(cfg: Any) -> Any:
     """The model a RunConfig names: a zoo model, or a ``package.module:factory`` (through the API's checks)."""
     from recstack.usercode import call_factory, is_factory, load_factory, make_batches

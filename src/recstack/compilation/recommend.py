@@ -42,6 +42,7 @@ from recstack.compilation.session import (
     visible_roots,
 )
 from recstack.config.run import RunConfig
+from recstack.noise import twin_floor
 
 POLICIES: dict[str, dict[str, Any]] = {
     "dynamic-auto": {"dynamic": "auto"},
@@ -177,11 +178,7 @@ def holds_up(check: dict[str, Any]) -> bool:
 def gain_thresholds(noise: dict[str, Any] | None) -> dict[str, float]:
     """Per stage, the speedup a compiled stage must reach to count as a gain: :data:`MIN_GAIN`, or more
     where two eager arms already differed by more (1 + |eager/eager2 - 1| of that stage, measured)."""
-    out: dict[str, float] = {}
-    for stage, row in ((noise or {}).get("stages") or {}).items():
-        ratio = row.get("ratio")
-        out[stage] = max(MIN_GAIN, 1 + abs(ratio - 1)) if ratio is not None else MIN_GAIN
-    return out
+    return {stage: twin_floor(row.get("ratio"), MIN_GAIN) for stage, row in ((noise or {}).get("stages") or {}).items()}
 
 
 def winning_regions(stages: dict[str, Any], regions: dict[str, str], stage_roots: dict[str, str],

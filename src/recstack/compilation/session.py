@@ -20,6 +20,7 @@ from recstack.compilation.config import CompileConfig
 from recstack.compilation.model import Loaded, Loader, load_zoo
 from recstack.compilation.observe import phases
 from recstack.config.run import RunConfig
+from recstack.noise import deviation
 from recstack.profiling.passes import Discovery, TimingResult, op_pass, timing_pass, warm_up_and_discover
 from recstack.profiling.rules import rules_of
 from recstack.profiling.runner import ProfileOptions, Step, call_model
@@ -107,9 +108,9 @@ def noise_table(a: dict[str, float], b: dict[str, float]) -> dict[str, Any]:
     (residuals left out) and the run, the floor below which a speedup is not told apart from noise."""
     table = {k: {"eager_s": a.get(k), "eager2_s": b.get(k),
                  "ratio": (a[k] / b[k]) if a.get(k) and b.get(k) else None} for k in sorted(set(a) | set(b))}
-    devs = [abs(v["ratio"] - 1) for k, v in table.items() if v["ratio"] is not None and k not in RESIDUAL_KEYS]
+    devs = [deviation(v["ratio"]) for k, v in table.items() if v["ratio"] is not None and k not in RESIDUAL_KEYS]
     run = (table.get("run") or {}).get("ratio")
-    return {"stages": table, "run_dev": None if run is None else abs(run - 1), "max_dev": max(devs, default=None),
+    return {"stages": table, "run_dev": None if run is None else deviation(run), "max_dev": max(devs, default=None),
             "provenance": "measured: two eager arms in the same alternating rounds as the compiled one"}
 
 

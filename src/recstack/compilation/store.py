@@ -52,4 +52,21 @@ def candidate_row(index: int, kind: str, cand: dict[str, Any], run: dict[str, An
     }
 
 
-__all__ = ["CompileStore", "candidate_row"]
+def store_writer(path: str, cfg: Any) -> tuple[Any, Any]:
+    """A results store (migrated now) and the callback writing each result of the search as one row."""
+    from recstack.compilation.store import CompileStore, candidate_row
+    from recstack.outputs import check_writable
+
+    check_writable(path, "--store")
+    store = CompileStore(path)
+    run = {"model": cfg.model, "mode": cfg.mode, "config_key": cfg.key(), "run_config": cfg.model_dump(mode="json")}
+    count = [0]
+
+    def on_result(kind: str, res: dict[str, Any]) -> None:
+        count[0] += kind != "chosen"
+        store.write(candidate_row(count[0], kind, res, {**run, "batch_sizes": res.get("batch_sizes")}))
+
+    return on_result, store
+
+
+__all__ = ["CompileStore", "candidate_row", "store_writer"]

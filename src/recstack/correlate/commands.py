@@ -7,13 +7,13 @@ import json
 import time
 from pathlib import Path
 
-from recstack.cli_types import DeprecatedAlias, int_at_least
+from recstack.cli_base import DeprecatedAlias, add_command, int_at_least
 
 
 def cmd_correlate(args: argparse.Namespace) -> int:
     from recstack.correlate.points import load_points
     from recstack.correlate.render import render_html, write_plots
-    from recstack.correlate.stats import MIN_MODELS, correlate
+    from recstack.correlate.stats import MIN_MODELS, correlate, nan_free
     from recstack.errors import DataError
     from recstack.outputs import atomic_write_text, check_writable, write_result
 
@@ -44,7 +44,7 @@ def cmd_correlate(args: argparse.Namespace) -> int:
         from recstack.schema.correlate_model import CorrelateDocument
         from recstack.schema.documents import check
 
-        text = json.dumps(check(CorrelateDocument, _nan_free(corr.to_dict())), indent=1, allow_nan=False) + "\n"
+        text = json.dumps(check(CorrelateDocument, nan_free(corr.to_dict())), indent=1, allow_nan=False) + "\n"
         write_result(args.json, lambda p: atomic_write_text(p, text), "JSON")
     for line in corr.findings():
         print(line)
@@ -53,23 +53,12 @@ def cmd_correlate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _nan_free(x: object) -> object:
-    """NaN (a rho where a feature does not vary) as JSON null."""
-    if isinstance(x, float) and x != x:
-        return None
-    if isinstance(x, dict):
-        return {k: _nan_free(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_nan_free(v) for v in x]
-    return x
-
-
 MAX_BOOTSTRAP = 100_000  # resamples: two (resamples x models) float arrays per metric; beyond, memory and minutes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``correlate`` to the main CLI's sub-parsers."""
-    p = sub.add_parser("correlate", help="which architecture features go with which bottlenecks, across models")
+    p = add_command(sub, "correlate", cmd_correlate, help="which architecture features go with which bottlenecks, across models")
     p.add_argument("inputs", nargs="+", metavar="STORE|PROFILES",
                    help="a results store (DuckDB file), or profile JSON files and folders of them")
     p.add_argument("-o", "--output", default="correlate.html", help="report HTML (plots go to <stem>_plots/)")
@@ -79,4 +68,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bootstrap", type=int_at_least("--bootstrap", 50, MAX_BOOTSTRAP), default=1000,
                    help="bootstrap resamples over models (default 1000)")
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="seed of the resampling")
-    p.set_defaults(func=cmd_correlate)

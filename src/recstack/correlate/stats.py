@@ -215,3 +215,14 @@ def correlate(points: list[Point], *, bootstrap: int = BOOTSTRAP, seed: int = 0)
             res.coefficients = dict(zip(names, coef.tolist(), strict=True))
         results.append(res)
     return Correlation(names, results, models, len(points), bootstrap, seed, skipped)
+
+
+def nan_free(x: object) -> object:
+    """NaN (a rho where a feature does not vary) as JSON null."""
+    if isinstance(x, float) and x != x:
+        return None
+    if isinstance(x, dict):
+        return {k: nan_free(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [nan_free(v) for v in x]
+    return x

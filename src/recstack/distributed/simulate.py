@@ -168,8 +168,6 @@ def _transfer(costs: dict[str, Any], collectives: dict[str, Any] | None, phase: 
     return point["time_s"] * max(1.0, sum(messages) / point["bytes"]) * scale
 
 
-
-
 def _shards(costs: dict[str, Any], sharding: str, k: int) -> list[dict[str, Any]]:
     b = costs["batch_size"]
     out = []
@@ -279,3 +277,9 @@ def compare(prediction: dict[str, Any], prof: Profile) -> dict[str, Any] | None:
             m = r[f"{k}_measured_s"]
             r[f"{k}_error"] = (r[f"{k}_predicted_s"] - m) / m if m > 0 else None
     return {"per_rank": rows}
+
+
+def profile_sharding(prof: Any) -> str:
+    """The sharding the profile was measured with (``table_wise`` when it names none this simulator knows)."""
+    sharding = (prof.distributed or {}).get("sharding", "table_wise")
+    return sharding if sharding in ("table_wise", "column_wise", "row_wise", "data_parallel") else "table_wise"

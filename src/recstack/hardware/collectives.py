@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from recstack.errors import ConfigError
+
 SIZES = tuple(2 ** k for k in range(10, 25, 2))  # 1 KiB .. 16 MiB, x4
 QUICK_SIZES = tuple(2 ** k for k in range(10, 23, 4))  # 1 KiB .. 4 MiB, x16
 REPEATS = 15
@@ -111,3 +113,25 @@ if __name__ == "__main__":
     from recstack.hardware.torchrun import exit_rank
 
     exit_rank(main(sys.argv[1:]))  # not sys.exit: gloo can abort a finished rank at interpreter teardown
+
+
+def parse_world_sizes(text: str) -> list[int]:
+    """``--world-sizes 2,4`` -> [2, 4] (each within 2..64)."""
+    try:
+        sizes = sorted({int(w) for w in text.split(",") if w.strip()})
+    except ValueError:
+        raise ConfigError(f"must be world sizes like 2,4 (got {text!r})", field="--world-sizes") from None
+    if not sizes or min(sizes) < 2 or max(sizes) > 64:
+        raise ConfigError(f"must be world sizes within 2..64 (got {text!r})", field="--world-sizes")
+    return sizes
+
+
+def with_collectives(machine: dict[str, Any], sizes: list[int], quick: bool, path: Any) -> dict[str, Any]:
+    """Add the all-to-all / all-reduce benchmark (``machine --collectives``) and keep it in ``path``
+    (the cache, or where a contended measurement was kept)."""
+    from recstack.hardware.machine import save_machine
+
+    sys.stderr.write(f"  measuring: all-to-all, reduce-scatter and all-reduce (gloo) at world sizes {sizes}\n")
+    machine = {**machine, "collectives": measure_collectives(sizes, quick=quick)}
+    save_machine(machine, path)
+    return machine

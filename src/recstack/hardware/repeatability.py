@@ -21,9 +21,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from recstack.hardware.bench import ROOF_STATISTIC
+from recstack.noise import MACHINE_TOLERANCE, beyond
 from recstack.units import binary
 
-TOLERANCE = 0.10
+TOLERANCE = MACHINE_TOLERANCE
 
 
 def roof_figures(m: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -87,10 +88,10 @@ def compare_machines(now: dict[str, Any], before: dict[str, Any]) -> dict[str, A
         groups = {}
         for g in sorted({r["group"] for r in sel}):
             gs = [abs(r["change"]) for r in sel if r["group"] == g]
-            groups[g] = {"figures": len(gs), "max_abs_change": max(gs), "beyond_tolerance": sum(x > TOLERANCE for x in gs)}
+            groups[g] = {"figures": len(gs), "max_abs_change": max(gs), "beyond_tolerance": sum(beyond(x, TOLERANCE) for x in gs)}
         summary[stat] = {
             "figures": len(sel),
-            "beyond_tolerance": sum(abs(r["change"]) > TOLERANCE for r in sel),
+            "beyond_tolerance": sum(beyond(r["change"], TOLERANCE) for r in sel),
             "max_abs_change": abs(worst["change"]),
             "worst": worst["figure"],
             "by_group": groups,
@@ -106,40 +107,8 @@ def compare_machines(now: dict[str, Any], before: dict[str, Any]) -> dict[str, A
     }
 
 
-def format_spread(spread: dict[str, Any]) -> str:
-    """One line: the within-run p10-p90 spread per group, and a warning when it exceeds the tolerance."""
-    parts = ", ".join(f"{g} {v['median_spread']:.0%} (max {v['max_spread']:.0%})" for g, v in spread.items())
-    noisy = [g for g, v in spread.items() if v["median_spread"] > TOLERANCE]
-    line = f"within-run spread (p10-p90 / median, median over figures): {parts}"
-    if noisy:
-        line += (
-            f"\nwarning: noisy host ({', '.join(noisy)} repeats spread more than {TOLERANCE:.0%}); roofs may move "
-            "more than that run to run (re-measure with --remeasure to see how much)"
-        )
-    return line
-
-
-def format_comparison(cmp: dict[str, Any], top: int = 8) -> str:
-    """A few lines: per statistic, how many figures moved beyond the tolerance, per group, and the worst."""
-    out = [
-        f"repeatability vs the measurement of {cmp['before_measured_at']} ({cmp['before_mode']}); "
-        f"tolerance {cmp['tolerance']:.0%}:"
-    ]
-    for stat, s in cmp["summary"].items():
-        label = "best repeat (roofs)" if stat == cmp["roof_statistic"] else stat
-        groups = ", ".join(
-            f"{g} {v['beyond_tolerance']}/{v['figures']} (max {v['max_abs_change']:.0%})" for g, v in s["by_group"].items()
-        )
-        out.append(
-            f"  {label}: {s['beyond_tolerance']} of {s['figures']} figures moved more than {cmp['tolerance']:.0%}"
-            f" [{groups}]; worst {s['max_abs_change']:.1%} ({s['worst']})"
-        )
-    moved = sorted(
-        (r for r in cmp["figures"] if r["stat"] == cmp["roof_statistic"] and abs(r["change"]) > cmp["tolerance"]),
-        key=lambda r: -abs(r["change"]),
-    )
-    for r in moved[:top]:
-        out.append(f"    {r['figure']}: {r['change']:+.1%}")
-    if len(moved) > top:
-        out.append(f"    ... and {len(moved) - top} more")
-    return "\n".join(out)
+def figure_matches(row: dict[str, Any], keys: set[str]) -> bool:
+    """Whether a compared figure belongs to one of these roofs (``gemm.fp32``, ``stream``, ...)."""
+    if row["group"] == "gemm":
+        return any(k.startswith("gemm.") and row["figure"].startswith(k.split(".", 1)[1] + " GEMM") for k in keys)
+    return row["group"] in keys

@@ -39,10 +39,11 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from recstack.noise import bootstrap_ci
 from recstack.profiling.modelcode import AFTER, MODEL_CODE
 from recstack.profiling.oppass import Folder, RawNode
 from recstack.profiling.passes import TimingResult
-from recstack.profiling.stats import bootstrap_ci, central_mean, central_steps, median, percentile
+from recstack.profiling.stats import central_mean, central_steps, median, percentile
 from recstack.profiling.timing import CALLER, caller_key, split_caller_key
 from recstack.stage_names import FORWARD_STAGES
 from recstack.tree import Node

@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 import platform
 import socket
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from recstack.errors import ContendedRunError
 from recstack.hardware.sysinfo import cpu_flags, cpu_model, native_bf16
 from recstack.version import __version__
 
-__all__ = ["cpu_flags", "cpu_model", "environment", "native_bf16"]
+__all__ = ["cpu_flags", "cpu_model", "environment", "native_bf16", "strict_check"]
 
 
 def environment(contention: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -45,3 +47,18 @@ def environment(contention: dict[str, Any] | None = None) -> dict[str, Any]:
     if contention is not None:
         env["contention"] = contention
     return env
+
+
+def strict_check(prof: Any, written: Path | None) -> None:
+    """``--strict``: a contended run (``environment.contention.detected``), or one classified against a
+    machine file measured under contention (``machine.contended``), is an error (exit 3), after writing."""
+    contention = prof.environment.get("contention") or {}
+    where = f" (the profile is written to {written})" if written else ""
+    if isinstance(contention, dict) and contention.get("detected"):
+        evidence = "; ".join(str(e) for e in contention.get("evidence", [])[:2]) or "see environment.contention"
+        raise ContendedRunError(f"--strict: the run was contended: {evidence}{where}")
+    machine = prof.machine
+    if isinstance(machine, dict) and machine.get("contended"):
+        raise ContendedRunError(f"--strict: the machine file {machine.get('file') or ''} was measured under "
+                                f"contention: its roofs are suspect{where}; `recstack machine --remeasure` on a "
+                                "quiet host")

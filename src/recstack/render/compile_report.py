@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Any
 
 
@@ -66,3 +68,12 @@ def print_recommendation(r: dict[str, Any]) -> None:
     if r.get("store"):
         st = r["store"]
         print(f"results: {st['path']} (table {st['table']}, search_id {st['search_id']})")
+
+
+def emit(report: dict[str, Any], as_json: bool, *, recommend: bool = False) -> None:
+    """The report (or the recommendation) on stdout: as one JSON object, or as the terminal view."""
+    if as_json:
+        json.dump(report, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+        return
+    (print_recommendation if recommend else print_compile_report)(report)

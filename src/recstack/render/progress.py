@@ -21,7 +21,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 _state: dict[str, Any] = {"quiet": False, "force": None, "console": None, "live": None, "current": None}
@@ -152,3 +152,17 @@ def reporter(say: Any = None) -> Any:
             advance(f"machine: {group}", measuring=True)
 
     return call
+
+
+def measuring_lines() -> Callable[[str], None]:
+    """Print one line per benchmark step (set-up lines once per kind, every timing round) to stderr."""
+    last = [""]
+
+    def say(msg: str) -> None:
+        key = " ".join(msg.split()[:2])
+        if key != last[0] or " round " in msg:
+            last[0] = key
+            sys.stderr.write(f"  measuring: {msg}\n")
+            sys.stderr.flush()
+
+    return say

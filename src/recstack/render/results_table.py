@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recstack.units import count, seconds
+from recstack.units import count, ratio, seconds
 
 POINT_COLUMNS = ("model", "scale", "batch_size", "backend", "workload", "threads", "table_dtype", "dtype", "mode",
                  "status", "step_p50_s", "step_p99_s", "throughput", "overhead", "contended")
@@ -30,10 +30,6 @@ def _config(d: dict[str, Any] | None) -> str:
     return ", ".join(parts)
 
 
-def _x(v: float | None) -> str:
-    return f"{v:.2f}x" if v is not None else "-"
-
-
 def best_table(rows: list[dict[str, Any]]) -> None:
     """Print :func:`recstack.results.best`'s rows, one line per model."""
     from rich.console import Console
@@ -56,7 +52,7 @@ def best_table(rows: list[dict[str, Any]]) -> None:
         none = "none presented: mostly contended" if r.get("mostly_contended") else "no usable point"
         cells = [r["model"], _config(r["best"]) if r["best"] else none,
                  count(b.get("throughput")), seconds(b.get("step_p50_s")), seconds(b.get("step_p99_s")),
-                 _x(r["speedup_vs_worst"]), _x(r["speedup_vs_default"])]
+                 ratio(r["speedup_vs_worst"]), ratio(r["speedup_vs_default"])]
         if target is not None:
             u = r["best_under_target"]
             cells.append(f"{_config(u)} ({count(u['throughput'])}/s)" if u else "none meets it")

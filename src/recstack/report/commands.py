@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from recstack.cli_base import add_command, int_at_least
 from recstack.errors import DataError
 
 
@@ -32,28 +33,12 @@ def percent(flag: str) -> Callable[[str], float]:
     return parse
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--top must be an integer (got {text!r})") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"--top must be >= 1 (got {v})")
-    return v
-
-
-def _default_out(profile: str, suffix: str) -> Path:
-    p = Path(profile)
-    stem = p.name[: -len(".json")] if p.name.endswith(".json") else p.stem
-    return p.with_name(stem + suffix)
-
-
 def cmd_report(args: argparse.Namespace) -> int:
-    from recstack.outputs import check_writable
+    from recstack.outputs import beside, check_writable
     from recstack.report.build import write_report
     from recstack.tree import Profile
 
-    out = check_writable(args.output or _default_out(args.profile, ".html"), "-o/--output")
+    out = check_writable(args.output or beside(args.profile, ".html"), "-o/--output")
     prof = Profile.load(args.profile)
     write_report(prof, out, title=args.title)
     print(f"report written to {out}")
@@ -90,9 +75,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         fmt = suffix if suffix in FORMATS else "csv"
     if fmt not in FORMATS:
         raise DataError(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})")
-    from recstack.outputs import check_writable
+    from recstack.outputs import beside, check_writable
 
-    out = check_writable(args.output or _default_out(args.profile, f".nodes.{fmt}"), "-o/--output")
+    out = check_writable(args.output or beside(args.profile, f".nodes.{fmt}"), "-o/--output")
     prof = Profile.load(args.profile)
     export(prof, out, fmt)
     print(f"{fmt} written to {out}")
@@ -101,13 +86,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``report``, ``diff`` and ``export`` to the main CLI's sub-parsers."""
-    p = sub.add_parser("report", help="write a self-contained HTML report of a saved profile")
+    p = add_command(sub, "report", cmd_report, help="write a self-contained HTML report of a saved profile")
     p.add_argument("profile", help="profile JSON (from recstack profile -o)")
     p.add_argument("-o", "--output", default=None, help="HTML file to write (default: the profile's name, .html)")
     p.add_argument("--title", default=None, help="page title (default: the model name)")
-    p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("diff", help="compare two profiles node by node, judging changes against noise")
+    p = add_command(sub, "diff", cmd_diff, help="compare two profiles node by node, judging changes against noise")
     p.add_argument("a", help="baseline profile JSON")
     p.add_argument("b", help="candidate profile JSON")
     p.add_argument("-o", "--output", default=None, help="also write the diff as a self-contained HTML page")
@@ -121,17 +105,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with p10-p90 spread: smallest change counted as real, percent (default 2)")
     p.add_argument("--noise-floor", type=percent("--noise-floor"), default=10.0, metavar="PCT",
                    help="without spread (modules, ops): fixed noise floor, percent (default 10)")
-    p.add_argument("--top", type=_positive_int, default=15, help="module/op changes listed in the terminal (default 15)")
+    p.add_argument("--top", type=int_at_least("--top", 1), default=15, help="module/op changes listed in the terminal (default 15)")
     p.add_argument("--allow-different-models", action="store_true",
                    help="compare profiles of two different models (refused by default: exit 2)")
-    p.set_defaults(func=cmd_diff)
 
-    p = sub.add_parser("export", help="write a profile as a table, one row per node (CSV or Parquet)")
+    p = add_command(sub, "export", cmd_export, help="write a profile as a table, one row per node (CSV or Parquet)")
     p.add_argument("profile", help="profile JSON")
     p.add_argument("--format", choices=("csv", "parquet"), default=None,
                    help="table format (default: from the -o suffix, else csv)")
     p.add_argument("-o", "--output", default=None, help="file to write (default: <profile>.nodes.<format>)")
-    p.set_defaults(func=cmd_export)
 
 
 __all__ = ["cmd_diff", "cmd_export", "cmd_report", "register"]

@@ -9,7 +9,7 @@ Matching (``DiffResult.matched_level``):
   no op pass, so only the run and its stages (matched by stage name) are
   compared. ``match_note`` says why.
 
-Noise rule (:class:`NoiseRule`), for each matched pair of times (A = baseline, B = candidate):
+Noise rule (:class:`recstack.noise.NoiseRule`, :func:`recstack.noise.judge`), for each matched pair of times (A = baseline, B = candidate):
 
 * **Spread known** (run and stage nodes carry ``time_s_p10`` / ``time_s_p90``
   over the timed steps): the change is *real* when the two p10-p90 intervals do
@@ -51,35 +51,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from recstack.errors import DataError
+from recstack.noise import NoiseRule, judge
 from recstack.report.diff_ranks import rank_comparison
 from recstack.tree import Node, Profile
 
 VERDICTS = ("regression", "improvement", "noise", "added", "removed")
 LEVELS = ("op", "stage")
-
-
-@dataclass(frozen=True)
-class NoiseRule:
-    """When a change in time counts as real; see the module docstring."""
-
-    min_change_pct: float = 2.0
-    fixed_noise_pct: float = 10.0
-    min_abs_share: float = 0.005
-
-    def __post_init__(self) -> None:
-        for name in ("min_change_pct", "fixed_noise_pct", "min_abs_share"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise DataError(f"noise rule {name} must be a number >= 0 (got {v!r})")
-
-    def describe(self) -> str:
-        return (
-            f"run and stages: real when the two runs' p10-p90 intervals do not overlap and the medians differ by "
-            f"more than {self.min_change_pct:g}%; modules and ops (apportioned): real when their intervals (their "
-            f"stage's relative p10-p90 spread) do not overlap, the change exceeds {self.fixed_noise_pct:g}% and "
-            f"{100 * self.min_abs_share:g}% of run A's step time; without any spread: a fixed noise floor of "
-            f"{self.fixed_noise_pct:g}% and {100 * self.min_abs_share:g}% of run A's step time"
-        )
 
 
 @dataclass
@@ -198,30 +175,6 @@ def _spread(n: Node) -> tuple[float, float] | None:
     if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
         return (float(min(lo, hi)), float(max(lo, hi)))
     return None
-
-
-def judge(
-    time_a: float, time_b: float, spread_a: tuple[float, float] | None, spread_b: tuple[float, float] | None,
-    run_time_a: float, rule: NoiseRule, *, apportioned: bool = False,
-) -> tuple[str, str]:
-    """(verdict, basis) for one matched pair of times; see the module docstring for the rule.
-
-    ``apportioned``: the spreads are the stage's relative spread applied to this node (modules, ops),
-    so the fixed floor and the absolute floor apply on top of the interval test.
-    """
-    delta = time_b - time_a
-    rel_pct = abs(delta) / time_a * 100 if time_a > 0 else (math.inf if delta else 0.0)
-    floors = rel_pct > rule.fixed_noise_pct and abs(delta) >= rule.min_abs_share * run_time_a
-    if spread_a is not None and spread_b is not None:
-        disjoint = spread_b[0] > spread_a[1] or spread_b[1] < spread_a[0]
-        real = disjoint and (floors if apportioned else rel_pct > rule.min_change_pct)
-        basis = "stage p10-p90" if apportioned else "p10-p90"
-    else:
-        real = floors
-        basis = "noise floor"
-    if not real:
-        return "noise", basis
-    return ("regression" if delta > 0 else "improvement"), basis
 
 
 def _scaled(n: Node, stage: Node | None) -> tuple[float, float] | None:

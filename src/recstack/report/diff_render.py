@@ -15,6 +15,7 @@ from rich.table import Table
 from recstack.report.diff import DiffResult, NodeDelta
 from recstack.report.html import render_page, write_page
 from recstack.report.payload import clean
+from recstack.units import percent
 from recstack.units import seconds as fmt_time
 from recstack.units import si as fmt_si
 
@@ -27,8 +28,7 @@ def _short(v: Any) -> bool:
 
 
 def _pct(d: NodeDelta) -> str:
-    r = d.rel
-    return "-" if r is None else f"{100 * r:+.1f}%"
+    return percent(d.rel, decimals=1, signed=True)
 
 
 def _spread(sp: tuple[float, float] | None) -> str:

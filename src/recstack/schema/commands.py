@@ -11,39 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
+from recstack.cli_base import add_command
 from recstack.errors import EXIT_BAD_INPUT, DataError
 
 
-def summary(path: str) -> dict[str, Any]:
-    """Validate the file at ``path``; a dict describing it (DataError when it is not a valid profile)."""
-    from recstack.schema.profile_model import SCHEMA_VERSION
-    from recstack.schema.validate import check_profile, read_profile_json, stats_version, tree_depth
-
-    data = read_profile_json(path)
-    d, notes = check_profile(data, source=path)
-    stack, nodes = [d["root"]], 0
-    while stack:
-        n = stack.pop()
-        nodes += 1
-        stack.extend(n["children"])
-    return {
-        "file": path,
-        "valid": True,
-        "schema_version": SCHEMA_VERSION,
-        "file_schema_version": data["schema_version"],
-        "stats_version": stats_version(d),
-        "model": d["run"]["model"],
-        "nodes": nodes,
-        "depth": tree_depth(d["root"]),
-        "stages": [c["name"] for c in d["root"]["children"]],
-        "ranks": len(d["ranks"]),
-        "notes": notes,
-    }
-
-
 def cmd_validate(args: argparse.Namespace) -> int:
+    from recstack.schema.validate import summary  # lazy: pydantic and the schema (CLI start-up)
+
     try:
         info = summary(args.file)
     except DataError as exc:
@@ -66,10 +41,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``validate`` to the main CLI's sub-parsers."""
-    p = sub.add_parser("validate", help="check a profile JSON against the schema; names the first bad field")
+    p = add_command(sub, "validate", cmd_validate, help="check a profile JSON against the schema; names the first bad field")
     p.add_argument("file", help="profile JSON")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=cmd_validate)
 
 
-__all__ = ["cmd_validate", "register", "summary"]
+__all__ = ["cmd_validate", "register"]

@@ -207,3 +207,27 @@ def time_statistic(d: dict[str, Any]) -> str:
     if isinstance(up, dict):
         return str(up.get("time_statistic") or MEDIAN)
     return IQM
+
+
+def summary(path: str) -> dict[str, Any]:
+    """Validate the file at ``path``; a dict describing it (DataError when it is not a valid profile)."""
+    data = read_profile_json(path)
+    d, notes = check_profile(data, source=path)
+    stack, nodes = [d["root"]], 0
+    while stack:
+        n = stack.pop()
+        nodes += 1
+        stack.extend(n["children"])
+    return {
+        "file": path,
+        "valid": True,
+        "schema_version": SCHEMA_VERSION,
+        "file_schema_version": data["schema_version"],
+        "stats_version": stats_version(d),
+        "model": d["run"]["model"],
+        "nodes": nodes,
+        "depth": tree_depth(d["root"]),
+        "stages": [c["name"] for c in d["root"]["children"]],
+        "ranks": len(d["ranks"]),
+        "notes": notes,
+    }

@@ -8,17 +8,11 @@ whose every batch busy-waits ``--service-ms``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
-from recstack.cli_types import (
-    DeprecatedAlias,
-    add_run_arguments,
-    int_at_least,
-    positive_float,
-    run_config_from_args,
-)
+from recstack.cli_base import DeprecatedAlias, add_command, int_at_least, positive_float
+from recstack.cli_types import add_run_arguments, run_config_from_args
 from recstack.errors import EXIT_SIGINT, ConfigError, PartialResultsError
 from recstack.serving import MAX_WORKERS, QUERY_SIZE_MAX
 
@@ -137,21 +131,6 @@ def options_from_args(args: argparse.Namespace) -> Any:
     )
 
 
-def _emit(result: dict[str, Any], args: argparse.Namespace, render: Any) -> None:
-    if args.output:
-        from recstack.outputs import atomic_write_text, write_result
-
-        text = json.dumps(result, indent=2, default=str) + "\n"
-        args.output = str(write_result(args.output, lambda p: atomic_write_text(p, text), "result"))
-    if args.json:
-        sys.stdout.write(json.dumps(result, default=str) + "\n")
-    else:
-        render(result)
-        if args.output:
-            print(f"result written to {args.output}")
-    sys.stdout.flush()
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     from recstack.outputs import check_writable
 
@@ -164,34 +143,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if is_factory(cfg.model):
             raise ConfigError("serve runs zoo models (id or YAML) and spin, not factories", field="MODEL")
     opts = options_from_args(args)
-    if args.search:
-        return _search(cfg, opts, args)
+    return (cmd_serve_search if args.search else cmd_serve_run)(args, cfg, opts)
+
+
+def cmd_serve_run(args: argparse.Namespace, cfg: Any, opts: Any) -> int:
+    """``recstack serve`` without ``--search``: one run at the offered load."""
+    from recstack.render.serving import emit, render_run
+    from recstack.serving.runs import serve
+
     if args.p99 is not None or args.store or args.chart:
         raise ConfigError("--p99, --store and --chart-out apply to --search", field="--search")
-    return _serve(cfg, opts, args)
-
-
-def _serve(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
-    from recstack.render.progress import phase
-    from recstack.serving.render import render_run
-    from recstack.serving.service import build_plan, plan_sizes, pool_for, probe
-
-    plan = build_plan(cfg, opts)
-    check_wall(plan.duration_s + opts.grace(), args.max_wall, "the schedule plus --grace")
-    with pool_for(cfg, opts, plan_sizes(plan)) as pool:
-        with phase("starting workers"):
-            pool.start()
-
-        def announce() -> None:
-            sys.stderr.write(f"serving: load started, {plan.requests} requests over {plan.duration_s:g} s "
-                             f"on {len(pool.live())} workers\n")
-            sys.stderr.flush()
-
-        result = probe(pool, plan, opts, announce=announce)
-    result["model"] = cfg.model
-    result["run_config"] = cfg.model_dump(mode="json")
-    result["serve"] = _opts_dict(opts)
-    _emit(result, args, render_run)
+    result = serve(cfg, opts, args.max_wall)
+    emit(result, args, render_run)
     if result["stopped"] == "SIGINT":
         sys.stderr.write("interrupted: the result is partial (complete: false)\n")
         return EXIT_SIGINT
@@ -200,49 +163,28 @@ def _serve(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
-    from recstack.serving.render import render_probe, render_search
-    from recstack.serving.results import ServingStore, probe_row
-    from recstack.serving.search import Search, Target, parse_grid
+def cmd_serve_search(args: argparse.Namespace, cfg: Any, opts: Any) -> int:
+    """``recstack serve --search``: the QPS at a p99 target."""
+    from recstack.outputs import check_writable
+    from recstack.render.serving import emit, render_probe, render_search
+    from recstack.serving.runs import search
+    from recstack.serving.search import Target
 
     if args.p99 is None:
         raise ConfigError("--search needs the target, e.g. --p99 0.02 (seconds)", field="--p99")
     if opts.arrivals.kind == "csv":
         raise ConfigError("a replayed CSV fixes the arrival times, so --search cannot vary the load; "
                           "use poisson or diurnal", field="--arrivals")
-    from recstack.outputs import check_writable
-
     if args.store:
         check_writable(args.store, "--store")
     if args.chart:
         check_writable(args.chart, "--chart-out")
-    check_wall(args.budget * 60 + opts.duration_s + opts.grace(), args.max_wall, "--budget plus one probe")
     target = Target(99.0, args.p99, args.tail_samples, args.screen_samples)
-    points = parse_grid(args.grid, cfg, opts)
-    store = ServingStore(args.store) if args.store else None  # migrated now; opened again per probe
-    counter = [0]
-    search: Search
-
-    def on_probe(kind: str, point: dict[str, Any], result: dict[str, Any] | None) -> None:
-        counter[0] += 1
-        if store is not None:
-            store.write(probe_row(search.search_id, counter[0], kind, point, result, target.pct, target.latency_s))
-        if kind in ("probe", "capacity") and not args.json:
-            render_probe(kind, point, result)
-
-    def announce(qps: float) -> None:
-        sys.stderr.write(f"serving: probe load started, {qps:.4g} QPS\n")
-        sys.stderr.flush()
-
-    search = Search(cfg, opts, target, budget_s=args.budget * 60, points=points, on_probe=on_probe,
-                    start_qps=args.qps, announce=announce)
-    verdict = search.run()
-    verdict["model"] = cfg.model
-    verdict["run_config"] = cfg.model_dump(mode="json")
-    verdict["serve"] = _opts_dict(opts)
-    _emit(verdict, args, render_search)
+    verdict = search(cfg, opts, target, budget_s=args.budget * 60, grid=args.grid, max_wall_s=args.max_wall,
+                     store_path=args.store, start_qps=args.qps, show_probe=None if args.json else render_probe)
+    emit(verdict, args, render_search)
     if args.chart:
-        from recstack.serving.chart import render_search_chart
+        from recstack.render.serving_chart import render_search_chart
 
         render_search_chart(verdict, args.chart)
         if not args.json:
@@ -253,20 +195,6 @@ def _search(cfg: Any, opts: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def check_wall(bound_s: float, limit_s: float, what: str) -> None:
-    """Refuse a run whose wall time is bounded (from its inputs) above ``limit_s`` (``--max-wall``)."""
-    if not bound_s <= limit_s:
-        raise ConfigError(f"this run may take {bound_s:.4g} s ({what}), beyond --max-wall {limit_s:g} s; "
-                          "shorten it or raise --max-wall", field="--max-wall")
-
-
-def _opts_dict(opts: Any) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(opts)
-
-
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve a model under open-loop load; --search: QPS at a p99 target")
+    p = add_command(sub, "serve", cmd_serve, help="serve a model under open-loop load; --search: QPS at a p99 target")
     add_serve_arguments(p)
-    p.set_defaults(func=cmd_serve)

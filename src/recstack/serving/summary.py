@@ -18,18 +18,17 @@ n p -/+ 1.96 sqrt(n p (1 - p)) (normal approximation to the binomial).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
+from recstack.noise import percentile_ci
 from recstack.schema.documents import check
 from recstack.schema.serving_model import ServingResult
 from recstack.serving.loadgen import RunRecord, new_histogram
 
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p999": 99.9}
-Z95 = 1.959964
 
 
 def request_times(rec: RunRecord) -> dict[str, np.ndarray]:
@@ -54,17 +53,6 @@ def histogram_of(values_s: np.ndarray) -> HdrHistogram:
     for v in np.maximum(1, np.rint(values_s * 1e6)).astype(np.int64).tolist():
         h.record_value(v)
     return h
-
-
-def percentile_ci(sorted_s: np.ndarray, pct: float) -> list[float] | None:
-    """95% CI of the ``pct`` percentile from order statistics (None when n is too small to have one)."""
-    n = sorted_s.size
-    p = pct / 100
-    half = Z95 * math.sqrt(n * p * (1 - p))
-    lo, hi = math.floor(n * p - half), math.ceil(n * p + half)
-    if n == 0 or lo < 0 or hi > n - 1:
-        return None
-    return [float(sorted_s[lo]), float(sorted_s[hi])]
 
 
 def encode(h: HdrHistogram) -> str:

@@ -26,7 +26,7 @@ from recstack.sweeps.worker import die_with_parent
 
 READY_TIMEOUT_S = 300.0  # importing torch on a loaded host can take a while
 # The worker's program: the point runner calls the public API, so it lives in the interface layer.
-WORKER_MAIN = "import sys; from recstack.sweeps.commands import worker_main; sys.exit(worker_main())"
+WORKER_MAIN = "import sys; from recstack.sweeps.runner import worker_main; sys.exit(worker_main())"
 
 
 @dataclass

@@ -86,7 +86,7 @@ def sweep(
 
     Every point is validated before any runs (ConfigError naming the point and field).
     Returns counts and timings; failed points are in the store with their reason.
-    ``runner``: what runs a point in a Ray task (:func:`recstack.sweeps.commands.run_point`;
+    ``runner``: what runs a point in a Ray task (:func:`recstack.sweeps.runner.run_point`;
     the local workers run it in their own processes).
     """
     sweep_spec, configs = as_spec(spec)

@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 
+from recstack.cli_base import add_command
 from recstack.errors import EXIT_PARTIAL
 
 
@@ -38,7 +39,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         mmap = load_module_map(args.module_map)
     machine = None
     if args.machine is not None:
-        from recstack.analysis.commands import machine_arg  # the analysis pipeline: only for --machine
+        from recstack.analysis.machine_file import machine_arg  # the analysis pipeline: only for --machine
 
         machine = machine_arg(args.machine)
     prof = import_trace(args.trace, rules=rules, step_range=args.step_range, module_map=mmap, model=args.model,
@@ -74,8 +75,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``import`` to the main CLI's sub-parsers."""
-    p = sub.add_parser(
-        "import",
+    p = add_command(
+        sub,
+        "import", cmd_import,
         help="import a torch.profiler trace (.json, .json.gz, or a folder of per-rank traces) as a profile",
         description="Turn a torch.profiler (Kineto) Chrome trace into a recstack profile: steps from "
         "ProfilerStep ranges (or --step-range, else the whole trace is one step), modules from "
@@ -102,7 +104,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write a partial import (a truncated trace) over an existing -o file (default: beside it, "
                    "as NAME.partial.json, the existing file kept)")
     p.add_argument("--model", default=None, help="model name for the profile (default: the root module's class)")
-    p.set_defaults(func=cmd_import)
 
 
 __all__ = ["cmd_import", "register"]

@@ -301,3 +301,11 @@ def workload_stats(
     out = acc.result(batch_size)
     out.update({"spec": spec.name, "seed": int(seed), "per_table": per_table})
     return out
+
+
+def bucket_label(j: int) -> str:
+    """'(lo, hi]' label of re-use bucket ``j``."""
+    if j == 0:
+        return "(0, 1]"
+    lo, hi = BUCKET_BOUNDS[j - 1], BUCKET_BOUNDS[j]
+    return f"({lo}, {hi}]" if hi is not None else f"({lo}, inf)"

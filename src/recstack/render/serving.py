@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Any
 
 
@@ -107,3 +109,20 @@ def render_search(v: dict[str, Any]) -> None:
                   f"{_conf(f)} ({_floor_how(f)}) > target {_ms(t['latency_s'])}")
     for n in v["not_probed"]:
         print(f"  not probed: {_conf(n)}: {n.get('reason') or 'budget spent'}")
+
+
+def emit(result: dict[str, Any], args: Any, render: Any) -> None:
+    """Write the result to ``args.output`` (if given; the path written goes back there), then print it: as one
+    JSON line with ``args.json``, else as ``render`` draws it."""
+    if args.output:
+        from recstack.outputs import atomic_write_text, write_result
+
+        text = json.dumps(result, indent=2, default=str) + "\n"
+        args.output = str(write_result(args.output, lambda p: atomic_write_text(p, text), "result"))
+    if args.json:
+        sys.stdout.write(json.dumps(result, default=str) + "\n")
+    else:
+        render(result)
+        if args.output:
+            print(f"result written to {args.output}")
+    sys.stdout.flush()
