@@ -166,13 +166,15 @@ def measure(model: str, *, backend: str = "torch", mode: str = "inference", opti
     """Build ``model`` for real and measure its resident bytes and one step's peak (see the module doc)."""
     from torch.profiler import ProfilerActivity, profile
 
+    from recstack.config.build import BuildOptions
+    from recstack.config.run import RunConfig
     from recstack.workload import bind
     from recstack.workload.presets import load_workload
-    from recstack.zoo.build import BuildOptions, build_model
+    from recstack.zoo.build import build_model
 
-    opts = BuildOptions(backend=backend, mode=mode, optimizer=optimizer, table_dtype=table_dtype, seed=seed,
-                        batch_size=batch_size)
-    net = build_model(model, scale=scale, options=opts, preflight=False)
+    cfg = RunConfig(model=model, backend=backend, mode=mode, optimizer=optimizer, table_dtype=table_dtype, seed=seed,
+                    batch_size=batch_size, scale=scale, workload=workload)
+    net = build_model(model, scale=scale, options=BuildOptions.of(cfg), preflight=False)
     bound = bind(load_workload(workload), net.features(), net.num_dense, net.num_tasks)
     batch = bound.batch(batch_size, 0)
     step = _Step(net, mode, optimizer, 0.01)
