@@ -1260,3 +1260,21 @@ def test_one_machine_vocabulary_in_the_one_resolver(tmp_path, monkeypatch):
     assert machine_with_file("None") == (None, None) == machine_with_file("none")
     with pytest.warns(FutureWarning, match="--machine host is deprecated: use --machine auto"):
         assert machine_with_file("host") == (None, None)
+
+
+def test_an_older_machine_file_measured_at_high_load_counts_as_contended() -> None:
+    """A file an older recstack wrote (no ``contention`` record) is judged by its own load record: 48 on 2 CPUs
+    before the measurement is contended (named in the summary, refused by --strict, marked in profiles); 0.5 is
+    not. Before, every such file counted as quiet, and a profile read its roofs as fact."""
+    from recstack.hardware.measure_checks import is_contended, summary
+
+    old = synthetic_machine()
+    old.pop("contention", None)
+    old.update(cpus=2, load_avg={"before": [48.56, 37.71, 21.0], "after": [21.27, 31.61, 20.24]})
+    assert is_contended(old)
+    assert summary(old).startswith("WARNING: measured under contention") and "48.56" in summary(old)
+    quiet = dict(old, load_avg={"before": [0.5, 0.4, 0.3], "after": [0.6, 0.5, 0.4]})
+    assert not is_contended(quiet)
+    assert summary(quiet) == "contention: not checked (measured by an older recstack)"
+    recorded = dict(old, contention={"detected": False, "evidence": []})  # a record, when there is one, decides
+    assert not is_contended(recorded)

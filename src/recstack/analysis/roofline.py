@@ -71,6 +71,7 @@ import numpy as np
 from recstack.errors import DataError
 from recstack.hardware.bench import ROOF_STATISTIC
 from recstack.hardware.machine import latency_trusted, validate_machine
+from recstack.hardware.measure_checks import is_contended
 from recstack.tree import Node, Profile
 from recstack.units import binary
 
@@ -673,6 +674,7 @@ def classify(profile: Profile, machine: dict[str, Any]) -> None:
         "ridge_intensity": roofs.peak_flops / roofs.stream_bw if roofs.stream_bw > 0 else None,
         "thresholds": dict(THRESHOLDS),
         "notes": roofs.notes,
-        # a machine file measured under contention (recstack machine's checks): named, its roofs are suspect
-        "contended": bool((machine.get("contention") or {}).get("detected")),
+        # a machine file measured under contention (recstack machine's checks, or an older file's own load
+        # record): named, its roofs are suspect
+        "contended": is_contended(machine),
     }

@@ -95,9 +95,18 @@ def judge_measurement(record: dict[str, Any], spread: dict[str, Any], machine: d
 
 
 def is_contended(machine: dict[str, Any] | None) -> bool:
-    """True when a machine dict carries a contention record that found contention."""
+    """True when a machine dict carries a contention record that found contention, or, measured by an older
+    recstack (no record), its own recorded load average before the measurement filled every CPU."""
     rec = (machine or {}).get("contention")
-    return isinstance(rec, dict) and bool(rec.get("detected"))
+    if isinstance(rec, dict):
+        return bool(rec.get("detected"))
+    return bool(legacy_evidence(machine or {}))
+
+
+def legacy_evidence(machine: dict[str, Any]) -> list[str]:
+    """The load check applied to a file an older recstack wrote without a contention record (its
+    ``load_avg`` and ``cpus``): a measurement taken while other work filled every core is not the machine."""
+    return load_evidence({"load_avg": machine.get("load_avg"), "usable_cores": machine.get("cpus")})
 
 
 def contended_path(cache: Path) -> Path:
@@ -109,10 +118,15 @@ def summary(machine: dict[str, Any]) -> str:
     """One line for people: the measurement's contention verdict."""
     rec = machine.get("contention")
     if not isinstance(rec, dict):
+        old = legacy_evidence(machine)
+        if old:
+            return "WARNING: measured under contention (an older recstack's file, judged by its own load record): " \
+                + "; ".join(old)
         return "contention: not checked (measured by an older recstack)"
     if not rec.get("detected"):
         return "contention: none found (load, steal, busy processes, CPU quota, repeat spread)"
     return "WARNING: measured under contention: " + "; ".join(str(e) for e in rec.get("evidence") or [])
 
 
-__all__ = ["SPREAD_LIMIT", "contended_path", "is_contended", "judge_measurement", "spread_evidence", "summary"]
+__all__ = ["SPREAD_LIMIT", "contended_path", "is_contended", "judge_measurement", "legacy_evidence", "spread_evidence",
+           "summary"]
