@@ -42,6 +42,7 @@ def best_table(rows: list[dict[str, Any]]) -> None:
         t.add_column(col, justify="right" if col not in ("model", "best") else "left")
     if target is not None:
         t.add_column(f"best with p99 <= {seconds(target)}")
+    t.add_column("from")
     t.add_column("left out", justify="right")
     con = Console(highlight=False, soft_wrap=False, width=200)
     for r in rows:  # at the top: a model whose points mostly ran contended has no best to act on
@@ -61,11 +62,25 @@ def best_table(rows: list[dict[str, Any]]) -> None:
             left.append(f"{r['contended_left_out']} contended")
         if r["failed"]:
             left.append(f"{r['failed']} failed")
-        cells.append(", ".join(left) or "-")
+        left += [f"{n} advice: {why}" for why, n in (r.get("advice_left_out") or {}).items()]
+        cells += [_source(r["best"]), ", ".join(left) or "-"]
         t.add_row(*cells)
     con.print(t)
+    for r in rows:
+        if (r["best"] or {}).get("source") == "advise":
+            con.print(f"{r['model']}: the best is {r['best']['from']}; its samples/s is that run's measured "
+                      "time per sample, ranked beside the sweep's points of the same host, scale and workload",
+                      markup=False)
     con.print("samples/s = batch_size / p50 of the uninstrumented steps (measured); vs worst / vs default: ratio of "
               "that figure; 'vs default': the point with RunConfig's default deployment fields", markup=False)
+
+
+def _source(b: dict[str, Any] | None) -> str:
+    if not b:
+        return "-"
+    if b.get("source") == "advise":
+        return f"advise {b.get('advice_id')}: {b.get('lever')}"
+    return "sweep"
 
 
 def points_table(df: Any, table: str = "points") -> str:

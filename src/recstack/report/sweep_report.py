@@ -1,7 +1,8 @@
 """The sweep report: a results store as one self-contained HTML page (same no-network rules as the
 profile report, :mod:`recstack.report.html`). The figures are computed by
-:func:`recstack.results.sweep_figures.sweep_figures` and, for the ``serving`` table,
-:func:`recstack.results.serving_figures.serving_figures`; ``assets/sweep.js`` draws them."""
+:func:`recstack.results.sweep_figures.sweep_figures`, for the ``serving`` table
+:func:`recstack.results.serving_figures.serving_figures` and for the ``advice`` table
+:func:`recstack.results.advice.advice_section`; ``assets/sweep.js`` draws them."""
 
 from __future__ import annotations
 
@@ -15,13 +16,16 @@ SWEEP_SCRIPTS = ["units.js", "common.js", "sweep.js"]
 
 def render_sweep_report(store: str | Path, *, x: str = "batch_size", y: str = "backend") -> str:
     from recstack.results import load
+    from recstack.results.advice import advice_section
     from recstack.results.serving_figures import serving_figures
     from recstack.results.sweep_figures import sweep_figures
 
     points = load(store)
     sweeps = load(store, "sweeps")
-    figures = sweep_figures(points, load(store, "stages"), x=x, y=y)
+    advice = load(store, "advice")
+    figures = sweep_figures(points, load(store, "stages"), x=x, y=y, advice=advice)
     figures["serving"] = serving_figures(load(store, "serving"))
+    figures["advice"] = advice_section(advice)
     names = sorted({str(n) for n in sweeps["name"].dropna()}) if len(sweeps) else []
     title = "Sweep " + (", ".join(names) if names else Path(store).parent.name or str(store))
     data = {"title": title, "store": str(store), "recstack_version": __version__, "sweeps": len(sweeps),

@@ -10,37 +10,23 @@
   throughput in each cell (over the other fields) divided by the model's
   lowest cell (formula: a speedup, 1.0 = the slowest cell).
 * ``best``: :func:`recstack.results.best`'s rows (contended points left out and counted; no best for a
-  model whose points mostly ran contended).
+  model whose points mostly ran contended; with ``advice``, the comparable what-ifs of ``recstack advise``
+  ranked beside the points).
 * ``warnings``: the best rows' warnings (a model whose points mostly ran contended), for the top of the page.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from recstack.config.run import RunConfig
 from recstack.errors import ConfigError
 from recstack.results.best import best
+from recstack.results.cells import num as _num
+from recstack.results.cells import plain as _plain
 
 _IDENTITY = ("model", "batch_size")
 _IGNORED = ("iters", "warmup", "op_iters", "seed", "machine", "stage_rules")
-
-
-def _num(v: Any) -> float | None:
-    if v is None:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
-
-
-def _plain(v: Any) -> Any:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    return v.item() if hasattr(v, "item") else v
 
 
 def group_fields(rows: list[dict[str, Any]]) -> list[str]:
@@ -54,7 +40,8 @@ def group_fields(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def sweep_figures(points: Any, stages: Any, *, x: str = "batch_size", y: str = "backend") -> dict[str, Any]:
+def sweep_figures(points: Any, stages: Any, *, x: str = "batch_size", y: str = "backend",
+                  advice: Any = None) -> dict[str, Any]:
     for name, axis in (("--x", x), ("--y", y)):
         if axis not in RunConfig.model_fields:
             raise ConfigError(f"{axis!r} is not a RunConfig field; the fields are {', '.join(RunConfig.model_fields)}",
@@ -81,7 +68,7 @@ def sweep_figures(points: Any, stages: Any, *, x: str = "batch_size", y: str = "
             "step_p99_s": _num(r["step_p99_s"]), "contended": bool(r.get("contended")),
             "stage_shares": shares.get(r["point_id"], {}),
         })
-    best_rows = best(points) if rows else []
+    best_rows = best(points, advice=advice) if rows else []
     return {
         "group_fields": gfields,
         "series": list(groups.values()),

@@ -150,7 +150,7 @@ ADVICE_COLUMNS: list[tuple[str, str]] = [
     ("step_ci_low", "DOUBLE"),
     ("step_ci_high", "DOUBLE"),
     ("verdict", "VARCHAR"),  # improvement | regression | noise | unmeasured
-    ("base_s", "DOUBLE"),  # median s per sample (goal latency: per step)
+    ("base_s", "DOUBLE"),  # median s per sample (uninstrumented steps / batch size, whatever the goal)
     ("what_if_s", "DOUBLE"),
     ("stage_speedup", "DOUBLE"),
     ("deviation_max_abs", "DOUBLE"),

@@ -44,7 +44,7 @@ def cmd_best(args: argparse.Namespace) -> int:
     from recstack.results import best, load
 
     rows = best(load(args.store), model=args.model, p99=args.p99, by=args.by,
-                include_contended=args.include_contended)
+                include_contended=args.include_contended, advice=load(args.store, "advice"))
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
         return 0

@@ -1,6 +1,7 @@
 /* recstack sweep report: renders the embedded sweep figures (see recstack/results/sweep_figures.py).
  * Sections: header and counts; the answer first: the best-configuration table (and, when the store's serving
- * table has probes, recstack/results/serving_figures.py, QPS at the target per configuration); then
+ * table has probes, recstack/results/serving_figures.py, QPS at the target per configuration; when the advice
+ * table has rows, recstack/results/advice.py, advise's what-ifs by rank); then
  * throughput vs batch size, step latency vs batch size (p50, p99 dashed), stage shares vs batch size
  * (stacked), the speedup heat map over two fields, and latency vs load per serving configuration. */
 "use strict";
@@ -132,9 +133,27 @@
       { key: "p99", label: "p99", num: true, get: (r) => (r.best ? r.best.step_p99_s : null), fmt: (r) => U.time(r.best ? r.best.step_p99_s : null) },
       { key: "worst", label: "vs worst", num: true, get: (r) => r.speedup_vs_worst, fmt: (r) => ratio(r.speedup_vs_worst) },
       { key: "default", label: "vs default", num: true, get: (r) => r.speedup_vs_default, fmt: (r) => ratio(r.speedup_vs_default) },
-      { key: "left", label: "left out", get: (r) => r.contended_left_out + " contended, " + r.failed + " failed", sort: false },
+      { key: "from", label: "from", get: (r) => (!r.best ? "-" : r.best.source === "advise" ? "advise " + r.best.advice_id + ": " + r.best.lever : "sweep"), sort: false },
+      { key: "left", label: "left out", get: (r) => r.contended_left_out + " contended, " + r.failed + " failed" + (r.advice_ranked ? ", " + r.advice_ranked + " what-if(s) ranked" : ""), sort: false },
     ];
     return el("div", { id: "best-table" }, RS.sortableTable(cols, rows, { sortKey: "model", asc: true }));
+  }
+
+  // recstack advise's what-ifs (recstack/results/advice.py: advice_section), per model and run, by rank
+  function adviceTable(rows) {
+    const ratio = (v) => (isNum(v) ? v.toFixed(2) + "x" : "-");
+    const cols = [
+      { key: "model", label: "model", get: (r) => r.model },
+      { key: "run", label: "advise run", get: (r) => r.advice_id + " (" + r.goal + ", " + r.host + ")" },
+      { key: "rank", label: "rank", num: true, get: (r) => r.rank, fmt: (r) => String(r.rank) },
+      { key: "lever", label: "lever", get: (r) => r.name + (r.winner ? " (winner)" : "") },
+      { key: "change", label: "change", get: (r) => r.exact_change, sort: false },
+      { key: "speedup", label: "step speedup", num: true, get: (r) => r.step_speedup, fmt: (r) => ratio(r.step_speedup) },
+      { key: "ci", label: "95% interval", get: (r) => (isNum(r.step_ci_low) ? ratio(r.step_ci_low) + " - " + ratio(r.step_ci_high) : "-"), sort: false },
+      { key: "tput", label: "what-if", unit: "samples/s", num: true, get: (r) => (isNum(r.what_if_s) && r.what_if_s > 0 ? 1 / r.what_if_s : null), fmt: (r) => (isNum(r.what_if_s) && r.what_if_s > 0 ? U.compact(1 / r.what_if_s) : "-") },
+      { key: "verdict", label: "verdict", get: (r) => r.verdict + (r.recommended ? ", recommended" : "") + (r.contended ? ", contended" : "") },
+    ];
+    return el("div", { id: "advice-table" }, RS.sortableTable(cols, rows, { sortKey: "model", asc: true }));
   }
 
   function loadChart(S) {
@@ -194,6 +213,7 @@
     body.append(RS.card("best", "Best configuration per model", "Highest throughput among the uncontended successful points; 'vs worst' and 'vs default' are throughput ratios (default: RunConfig's default deployment fields, when the sweep holds that point). Points that ran contended are left out: their times are inflated by other work on the machine, so a configuration is only as good as its quiet measurement (recstack best --include-contended shows them).", bestTable(F.best)));
     const S = F.serving;
     if (S) body.append(RS.card("serving-qps", "Serving: QPS at the target", S.formulas.qps_at_target + ".", qpsTable(S.configurations)));
+    if (F.advice && F.advice.length) body.append(RS.card("advice", "Advice: measured what-ifs (recstack advise)", "Every what-if of recstack advise --store, per model and advise run, by rank. The step speedup and its 95% interval are over that run's own baseline, measured in its alternating rounds; what-if samples/s is its measured median time per sample. The best table ranks a what-if beside the sweep points only when it ran on the same host, scale, workload and mode, uncontended.", adviceTable(F.advice)));
     body.append(RS.card("throughput", "Throughput vs batch size", F.formulas.throughput + ". One line per " + ["model"].concat(F.group_fields).join(" · ") + "; log-log.",
       lineChart("throughput-chart", F.series, (p) => p.throughput, U.compact, "throughput")));
     body.append(RS.card("latency", "Step latency vs batch size", "p50 (solid) and p99 (dashed) of the uninstrumented steps (measured); log-log.",
