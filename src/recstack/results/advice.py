@@ -77,14 +77,12 @@ def comparable(r: dict[str, Any], points: list[dict[str, Any]], include_contende
         return "contended"
     if not points:
         return "no quiet sweep point to compare with"
-    hosts = {p.get("host") for p in points}
-    if r.get("host") not in hosts:
-        return f"measured on host {r.get('host')}, the sweep points on {', '.join(sorted(map(str, hosts)))}"
+    if r.get("host") not in {p.get("host") for p in points}:
+        return f"another host ({r.get('host')})"
     cfg = r["what_if_config"]
     same = {(_num(p.get("scale")), p.get("workload"), p.get("mode")) for p in points}
     if (_num(cfg.get("scale")), cfg.get("workload"), cfg.get("mode")) not in same:
-        return (f"scale {cfg.get('scale')}, workload {cfg.get('workload')}, mode {cfg.get('mode')}: no sweep point "
-                "of the model ran so")
+        return f"scale {cfg.get('scale')}, workload {cfg.get('workload')}, mode {cfg.get('mode')}: not in the sweep"
     return None
 
 
