@@ -4,7 +4,8 @@
     df = recstack.results.load("sweep-out/results.duckdb")          # one row per point
     stages = recstack.results.load("sweep-out/results.duckdb", table="stages")
     probes = recstack.results.load("sweep-out/results.duckdb", table="serving")  # serve --search
-    rows = recstack.results.best(df, p99=0.01)                     # what `recstack best --json` prints
+    advice = recstack.results.load("sweep-out/results.duckdb", table="advice")  # advise --store
+    rows = recstack.results.best(df, p99=0.01, advice=advice)      # what `recstack best --json` prints
 """
 
 from __future__ import annotations
